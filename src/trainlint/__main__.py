@@ -1,0 +1,5 @@
+"""`python -m trainlint` runs the command-line interface."""
+
+from trainlint.cli import main
+
+main()

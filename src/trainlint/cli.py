@@ -1,0 +1,116 @@
+"""The command line: `trainlint check`, `trainlint rule` (click)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from trainlint import __version__
+from trainlint.config import ConfigError, Settings, discover, load_file, validate_code
+from trainlint.discovery import MissingPath
+from trainlint.discovery import discover as discover_files
+
+
+class _CodeList(click.ParamType):
+    name = "codes"
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, tuple):
+            return value
+        codes = tuple(c.strip().upper() for c in str(value).split(",") if c.strip())
+        try:
+            for code in codes:
+                validate_code(code, f"--{param.name.replace('_', '-')}" if param else "codes")
+        except ConfigError as exc:
+            self.fail(str(exc), param, ctx)
+        return codes
+
+
+CODES = _CodeList()
+
+
+def _settings(config: str | None) -> Settings:
+    if config:
+        return load_file(Path(config))
+    return discover(Path.cwd())
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, "--version", prog_name="trainlint")
+def main() -> None:
+    """trainlint: catch the GPU-memory mistakes in training scripts before you rent a GPU."""
+
+
+@main.command()
+@click.argument("paths", nargs=-1, type=click.Path(path_type=Path))
+@click.option("--select", type=CODES, default=None, help="Rule codes or prefixes to enable (replaces the configured set).")
+@click.option("--ignore", type=CODES, default=None, help="Rule codes or prefixes to disable.")
+@click.option("--extend-select", type=CODES, default=None, help="Rule codes or prefixes to enable in addition.")
+@click.option("--output-format", type=click.Choice(["text", "concise", "json"]), default="text", show_default=True)
+@click.option("--exit-zero", is_flag=True, help="Exit 0 even when there are findings.")
+@click.option("--statistics", is_flag=True, help="Print the number of findings per rule instead of the findings.")
+@click.option("-q", "--quiet", is_flag=True, help="Print findings only, no summary.")
+@click.option("-v", "--verbose", is_flag=True, help="Also print, per file, the library versions and model specs assumed.")
+@click.option("--config", "config", type=click.Path(dir_okay=False), default=None,
+              help="A pyproject.toml (its [tool.trainlint]) or a trainlint TOML file.")
+@click.option("--force-exclude", is_flag=True, help="Apply `exclude` to paths passed explicitly too (for pre-commit).")
+def check(paths, select, ignore, extend_select, output_format, exit_zero, statistics, quiet, verbose, config,
+          force_exclude):
+    """Lint training scripts for GPU-memory anti-patterns."""
+    from trainlint.lint import enabled_codes, lint_file
+    from trainlint.report import render
+    from trainlint.report.formats import statistics as stats_text
+
+    try:
+        settings = _settings(config)
+        files = discover_files(list(paths) or [Path(".")], settings, force_exclude)
+    except ConfigError as exc:
+        click.echo(f"trainlint: error: {exc}", err=True)
+        sys.exit(2)
+    except MissingPath as exc:
+        click.echo(f"trainlint: error: {exc}: no such file or directory", err=True)
+        sys.exit(2)
+    codes = enabled_codes(settings, select, ignore, extend_select)
+    diagnostics = []
+    for file in files:
+        result = lint_file(file, settings, codes)
+        diagnostics.extend(result.diagnostics)
+        if verbose:
+            if result.context is not None:
+                for line in result.context.verbose_lines():
+                    click.echo(f"{result.display}: {line}", err=True)
+            elif result.skipped:
+                click.echo(f"{result.display}: skipped: {result.skipped}", err=True)
+    diagnostics.sort(key=lambda d: d.sort_key)
+    if statistics:
+        if diagnostics:
+            click.echo(stats_text(diagnostics))
+    else:
+        out = render(output_format, diagnostics, len(files), quiet)
+        if out:
+            click.echo(out)
+    sys.exit(1 if diagnostics and not exit_zero else 0)
+
+
+@main.command("rule")
+@click.argument("code", required=False)
+@click.option("--all", "show_all", is_flag=True, help="List every rule's code and name.")
+def rule_cmd(code, show_all):
+    """Print a rule's documentation page (e.g. `trainlint rule TL101`)."""
+    from trainlint.pages import page
+    from trainlint.rules import META_RULES, REGISTRY
+
+    if show_all or not code:
+        for c, (name, what) in sorted(META_RULES.items()):
+            click.echo(f"{c}\t{name}\t{what}")
+        for c, r in sorted(REGISTRY.items()):
+            click.echo(f"{c}\t{r.name}\t{r.consumer}: {r.fix_hint}")
+        return
+    text = page(code)
+    if text is None:
+        known = ", ".join(sorted(REGISTRY))
+        click.echo(f"trainlint: error: no rule {code!r} (known: {known})", err=True)
+        sys.exit(2)
+    click.echo(text.rstrip())

@@ -1,0 +1,140 @@
+"""Settings from `[tool.trainlint]` in the nearest pyproject.toml (or --config), validated strictly."""
+
+from __future__ import annotations
+
+import re
+import sys
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised on 3.10 only
+    import tomli as tomllib
+
+
+class ConfigError(Exception):
+    """A bad setting; the CLI prints it and exits 2."""
+
+
+CODE_RE = re.compile(r"^TL\d{0,3}$")
+
+
+@dataclass(frozen=True)
+class Settings:
+    select: tuple[str, ...] = ("TL",)
+    ignore: tuple[str, ...] = ()
+    extend_select: tuple[str, ...] = ()
+    per_file_ignores: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    exclude: tuple[str, ...] = ()
+    long_context: int = 2048
+    large_vocab: int = 100_000
+    gpu: str | None = None
+    versions: tuple[tuple[str, str], ...] = ()
+    root: Path = field(default_factory=Path.cwd)  # patterns are relative to this
+    source: str = "defaults"
+
+    def version_overrides(self) -> dict[str, str]:
+        return dict(self.versions)
+
+
+def _codes(value: object, key: str) -> tuple[str, ...]:
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise ConfigError(f"`{key}` must be a list of rule codes or prefixes, e.g. [\"TL1\", \"TL301\"]")
+    for code in value:
+        validate_code(code, key)
+    return tuple(value)
+
+
+def validate_code(code: str, where: str) -> str:
+    if not CODE_RE.match(code):
+        raise ConfigError(f"`{where}`: {code!r} is not a trainlint rule code or prefix (TL, TL1, TL101, ...)")
+    return code
+
+
+def _positive_int(value: object, key: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise ConfigError(f"`{key}` must be a positive integer, got {value!r}")
+    return value
+
+
+def from_table(table: dict, root: Path, source: str) -> Settings:
+    s = Settings(root=root, source=source)
+    known = {"select", "ignore", "extend-select", "per-file-ignores", "exclude", "long-context", "large-vocab", "gpu",
+             "versions"}
+    for key in table:
+        if key not in known:
+            raise ConfigError(f"{source}: unknown key `{key}` in [tool.trainlint]; known keys: "
+                              f"{', '.join(sorted(known))}")
+    changes: dict = {}
+    if "select" in table:
+        changes["select"] = _codes(table["select"], "select")
+    if "ignore" in table:
+        changes["ignore"] = _codes(table["ignore"], "ignore")
+    if "extend-select" in table:
+        changes["extend_select"] = _codes(table["extend-select"], "extend-select")
+    if "per-file-ignores" in table:
+        pfi = table["per-file-ignores"]
+        if not isinstance(pfi, dict):
+            raise ConfigError("`per-file-ignores` must be a table of glob = [codes]")
+        changes["per_file_ignores"] = tuple((g, _codes(c, f"per-file-ignores.{g}")) for g, c in pfi.items())
+    if "exclude" in table:
+        ex = table["exclude"]
+        if not isinstance(ex, list) or not all(isinstance(e, str) for e in ex):
+            raise ConfigError("`exclude` must be a list of glob patterns")
+        changes["exclude"] = tuple(ex)
+    if "long-context" in table:
+        changes["long_context"] = _positive_int(table["long-context"], "long-context")
+    if "large-vocab" in table:
+        changes["large_vocab"] = _positive_int(table["large-vocab"], "large-vocab")
+    if "gpu" in table:
+        from trainlint.knowledge.gpus import parse_gpu
+
+        if not isinstance(table["gpu"], str):
+            raise ConfigError("`gpu` must be a string such as \"24GB\" or \"A100-80GB\"")
+        try:
+            parse_gpu(table["gpu"])
+        except ValueError as exc:
+            raise ConfigError(f"`gpu`: {exc}") from None
+        changes["gpu"] = table["gpu"]
+    if "versions" in table:
+        versions = table["versions"]
+        if not isinstance(versions, dict):
+            raise ConfigError("`versions` must be a table, e.g. versions = { transformers = \"4.57.6\" }")
+        for lib, ver in versions.items():
+            if lib not in ("transformers", "trl", "peft"):
+                raise ConfigError(f"`versions`: unknown library {lib!r} (transformers, trl, peft)")
+            if not isinstance(ver, str) or not re.fullmatch(r"\d+(\.\d+){0,2}", ver):
+                raise ConfigError(f"`versions.{lib}` must be a version such as \"4.57.6\", got {ver!r}")
+        changes["versions"] = tuple(sorted(versions.items()))
+    return replace(s, **changes)
+
+
+def load_file(path: Path) -> Settings:
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigError(f"config file not found: {path}") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"cannot read {path}: {exc}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: invalid TOML: {exc}") from None
+    table = data.get("tool", {}).get("trainlint", {}) if path.name == "pyproject.toml" else data
+    if not isinstance(table, dict):
+        raise ConfigError(f"{path}: [tool.trainlint] must be a table")
+    return from_table(table, path.parent.resolve(), str(path))
+
+
+def discover(start: Path) -> Settings:
+    """The nearest pyproject.toml with a [tool.trainlint] table, walking up from `start`."""
+    start = start.resolve()
+    for folder in (start, *start.parents):
+        candidate = folder / "pyproject.toml"
+        if candidate.is_file():
+            try:
+                text = candidate.read_text(encoding="utf-8")
+            except (OSError, UnicodeDecodeError):
+                continue
+            if "[tool.trainlint" in text:
+                return load_file(candidate)
+    return Settings()

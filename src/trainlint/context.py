@@ -1,0 +1,149 @@
+"""Everything a rule may read about one file: its facts, the library versions and model specs assumed
+for it, the settings, and the training shape (sequence length, batch) resolved from the facts."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+
+from trainlint.config import Settings
+from trainlint.facts import ArgsObject, ModelLoad, ScriptFacts, TrainerCall, Value, known
+from trainlint.facts.values import UNKNOWN, UNSET, library_default
+from trainlint.knowledge import libraries
+from trainlint.knowledge.models import ModelSpec, class_only_spec, lookup_model, spec_from_inline
+from trainlint.knowledge.versions import Versions
+
+
+@dataclass
+class FileContext:
+    path: Path
+    display: str
+    facts: ScriptFacts
+    versions: Versions
+    settings: Settings
+
+    # -- models ---------------------------------------------------------------------------------------
+    @cached_property
+    def _specs(self) -> dict[int, ModelSpec | None]:
+        out: dict[int, ModelSpec | None] = {}
+        for i, model in enumerate(self.facts.models):
+            out[i] = self._lookup(model)
+        return out
+
+    def _lookup(self, model: ModelLoad) -> ModelSpec | None:
+        if model.config_class is not None:
+            return spec_from_inline(model.config_class, {k: v.value for k, v in model.inline_config if v.known},
+                                    model.class_name)
+        if model.model_id.known and isinstance(model.model_id.value, str):
+            spec = lookup_model(model.model_id.value, self.path.parent, model.class_name)
+            if spec is not None:
+                return spec
+        if model.kind != "trainer_string" and not model.class_name.startswith("Auto"):
+            return class_only_spec(model.class_name)
+        return None
+
+    def spec(self, model: ModelLoad) -> ModelSpec | None:
+        return self._specs[self.facts.models.index(model)]
+
+    # -- training objects -----------------------------------------------------------------------------
+    def trainer_args(self, trainer: TrainerCall) -> ArgsObject | None:
+        """The arguments object a trainer gets, when it is a call we can see."""
+        if trainer.args_variable is not None:
+            for args in self.facts.args_objects:
+                if args.variable == trainer.args_variable:
+                    return args
+        for args in self.facts.args_objects:  # `Trainer(args=TrainingArguments(...))` inline
+            if trainer.call.span.line <= args.call.span.line <= trainer.call.span.end_line:
+                return args
+        return None
+
+    def trainer_args_opaque(self, trainer: TrainerCall) -> bool:
+        """The trainer gets arguments we cannot read (parsed from the command line, a function's result...)."""
+        if self.trainer_args(trainer) is not None:
+            return False
+        return trainer.call.has_kw("args") or len(trainer.call.args) > 1 or trainer.call.opaque_kwargs
+
+    @cached_property
+    def main_args(self) -> ArgsObject | None:
+        """The arguments object of the training run: the trainer's, or the only one in the file."""
+        for trainer in self.facts.trainers:
+            args = self.trainer_args(trainer)
+            if args is not None:
+                return args
+        train_args = [a for a in self.facts.args_objects]
+        return train_args[0] if len(train_args) == 1 else None
+
+    # -- the training shape ---------------------------------------------------------------------------
+    @cached_property
+    def seq_len(self) -> Value:
+        """The longest sequence the script trains on, from wherever it sets one; else the TRL default."""
+        ints = [e for e in self.facts.seq_evidence
+                if e.value.known and isinstance(e.value.value, int) and not isinstance(e.value.value, bool)
+                and e.value.value > 0]
+        if ints:
+            best = max(ints, key=lambda e: e.value.value)
+            return known(best.value.value, best.span, best.source)
+        if any(e.value.unknown or (e.value.known and e.value.value is None) for e in self.facts.seq_evidence):
+            return UNKNOWN
+        uses_sft = any(a.class_name == "SFTConfig" for a in self.facts.args_objects) or any(
+            t.class_name == "SFTTrainer" for t in self.facts.trainers)
+        if uses_sft:
+            return Value("known", libraries.SFT_MAX_LENGTH_DEFAULT, None, "SFTConfig.max_length default")
+        return UNSET
+
+    @cached_property
+    def batch(self) -> Value:
+        args = self.main_args
+        if args is not None:
+            value = args.get("per_device_train_batch_size")
+            if value.unset and not args.call.opaque_kwargs:
+                return library_default(libraries.TRAINING_ARGS_DEFAULTS["per_device_train_batch_size"])
+            return value if value.known and _pos_int(value.value) else UNKNOWN
+        values = [e for e in self.facts.batch_evidence if e.value.known and _pos_int(e.value.value)]
+        if len({e.value.value for e in values}) == 1 and len(values) == len(self.facts.batch_evidence):
+            return known(values[0].value.value, values[0].span, values[0].source)
+        return UNKNOWN
+
+    @cached_property
+    def gradient_checkpointing(self) -> bool | None:
+        """True when checkpointing is on, False when it is off, None when the script does not say clearly."""
+        if any(c.short in ("gradient_checkpointing_enable", "activation_checkpointing_enable")
+               for c in self.facts.calls):
+            return True
+        args = self.main_args
+        if args is None:
+            return False if not self.facts.trainers else None
+        for key in ("gradient_checkpointing", "activation_checkpointing"):
+            value = args.get(key)
+            if value.known and isinstance(value.value, bool):
+                return value.value
+            if value.unknown:
+                return None
+        if args.call.opaque_kwargs:
+            return None
+        # trl base_config.py: `gradient_checkpointing: bool = True` (since TRL 0.22).
+        return args.library == "trl" and self.versions.trl.at_least(0, 22)
+
+    def verbose_lines(self) -> list[str]:
+        lines = [f"{v.name} {v.version} ({v.source})" for v in self.versions.all()]
+        for i, model in enumerate(self.facts.models):
+            spec = self._specs[i]
+            where = f"line {model.call.span.line}"
+            if spec is None:
+                ident = model.model_id.value if model.model_id.known else "<unresolved>"
+                lines.append(f"model at {where}: {ident}: model unknown (rules that need its size say less)")
+            else:
+                lines.append(f"model at {where}: {spec.describe()}")
+        lines.append(f"sequence length: {_describe(self.seq_len)}; batch per device: {_describe(self.batch)}")
+        return lines
+
+
+def _pos_int(v: object) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and v > 0
+
+
+def _describe(value: Value) -> str:
+    if value.known:
+        return f"{value.value} ({value.via})"
+    return "unknown" if value.unknown else "not set"

@@ -1,0 +1,35 @@
+"""The Diagnostic and Span types every layer shares: rules produce them, reporters print them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True, order=True)
+class Span:
+    """A source range. Lines are 1-based; columns are 1-based character columns (like Ruff)."""
+
+    line: int
+    col: int
+    end_line: int
+    end_col: int
+
+    @staticmethod
+    def point(line: int, col: int = 1) -> "Span":
+        return Span(line, col, line, col)
+
+
+@dataclass(frozen=True)
+class Diagnostic:
+    code: str
+    name: str
+    message: str
+    filename: str
+    span: Span
+    url: str | None = None
+    # Filled by later layers (fixes); kept here so every reporter sees one type.
+    fix: dict | None = field(default=None, compare=False)
+
+    @property
+    def sort_key(self) -> tuple:
+        return (self.filename, self.span.line, self.span.col, self.code)

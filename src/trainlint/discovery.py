@@ -1,0 +1,69 @@
+"""Which files a run lints: the paths given, recursing into directories, skipping the usual clutter."""
+
+from __future__ import annotations
+
+import os
+from fnmatch import fnmatch
+from pathlib import Path
+
+from trainlint.config import Settings
+
+SKIP_DIRS = {".git", ".hg", ".svn", "__pycache__", "node_modules", "build", "dist", ".venv", "venv", ".tox", ".nox",
+             ".mypy_cache", ".pytest_cache", ".ruff_cache", ".trainlint_cache", ".eggs", ".ipynb_checkpoints"}
+EXTENSIONS = (".py",)
+
+
+class MissingPath(Exception):
+    pass
+
+
+def relative(path: Path, root: Path) -> str:
+    try:
+        return path.resolve().relative_to(root).as_posix()
+    except ValueError:
+        return path.as_posix()
+
+
+def is_excluded(path: Path, settings: Settings) -> bool:
+    if not settings.exclude:
+        return False
+    rel = relative(path, settings.root)
+    return any(fnmatch(rel, pattern) or fnmatch(path.name, pattern) for pattern in settings.exclude)
+
+
+def discover(paths: list[Path], settings: Settings, force_exclude: bool = False) -> list[Path]:
+    """Files to lint, in a stable order. A missing path raises MissingPath."""
+    out: list[Path] = []
+    seen: set[Path] = set()
+    for given in paths:
+        if not given.exists() and not given.is_symlink():
+            raise MissingPath(str(given))
+        if given.is_dir():
+            for file in _walk(given, settings):
+                key = file.resolve() if file.exists() else file
+                if key not in seen:
+                    seen.add(key)
+                    out.append(file)
+        else:
+            if force_exclude and is_excluded(given, settings):
+                continue
+            key = given.resolve() if given.exists() else given
+            if key not in seen:
+                seen.add(key)
+                out.append(given)
+    return out
+
+
+def _walk(top: Path, settings: Settings):
+    # os.walk does not follow directory symlinks, so a symlink loop cannot trap it.
+    for dirpath, dirnames, filenames in os.walk(top):
+        here = Path(dirpath)
+        dirnames[:] = sorted(
+            d for d in dirnames
+            if d not in SKIP_DIRS and not (here / d / "pyvenv.cfg").exists() and not is_excluded(here / d, settings)
+        )
+        for name in sorted(filenames):
+            if name.endswith(EXTENSIONS):
+                file = here / name
+                if not is_excluded(file, settings):
+                    yield file

@@ -1,0 +1,841 @@
+"""One LibCST pass over a script that records imports, bindings and the calls rules care about,
+then resolves their arguments statically into ScriptFacts."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import libcst as cst
+from libcst.metadata import MetadataWrapper, PositionProvider
+
+from trainlint.diagnostics import Span
+from trainlint.facts.model import (
+    ArgsObject,
+    Call,
+    Evidence,
+    ModelLoad,
+    ScriptFacts,
+    TrainerCall,
+)
+from trainlint.facts.values import UNKNOWN, UNSET, Value, known
+
+MODULE_SCOPE = "<module>"
+
+ARGS_CLASSES = {
+    "TrainingArguments": "transformers",
+    "Seq2SeqTrainingArguments": "transformers",
+}
+TRL_CONFIGS = {
+    "SFTConfig", "DPOConfig", "GRPOConfig", "KTOConfig", "ORPOConfig", "CPOConfig", "RewardConfig",
+    "RLOOConfig", "PPOConfig", "OnlineDPOConfig", "GKDConfig", "PRMConfig", "BCOConfig", "XPOConfig",
+    "NashMDConfig", "DistillationConfig",
+}
+ARGS_CLASSES.update({name: "trl" for name in TRL_CONFIGS})
+TRAINER_CLASSES = {"Trainer": "transformers", "Seq2SeqTrainer": "transformers"}
+TRL_TRAINERS = {
+    "SFTTrainer", "DPOTrainer", "GRPOTrainer", "KTOTrainer", "ORPOTrainer", "CPOTrainer", "RewardTrainer",
+    "RLOOTrainer", "PPOTrainer", "OnlineDPOTrainer", "GKDTrainer", "PRMTrainer", "BCOTrainer", "XPOTrainer",
+    "NashMDTrainer", "DistillationTrainer",
+}
+TRAINER_CLASSES.update({name: "trl" for name in TRL_TRAINERS})
+
+# Calls recorded by their last name component. Anything else is skipped unless it carries a
+# keyword in INTERESTING_KWARGS.
+INTERESTING_SHORTS = {
+    "from_pretrained", "from_config", "get_peft_model", "prepare_model_for_kbit_training", "add_adapter",
+    "enable_input_require_grads", "gradient_checkpointing_enable", "activation_checkpointing_enable",
+    "gradient_checkpointing_disable", "checkpoint", "checkpoint_sequential", "LoraConfig", "cross_entropy",
+    "CrossEntropyLoss", "nll_loss", "DataLoader", "Accelerator", "add_argument", "HfArgumentParser",
+    "_apply_liger_kernel_to_instance", "LigerFusedLinearCrossEntropyLoss", "cce_patch", "linear_cross_entropy",
+    "BitsAndBytesConfig", "backward", "step", "train", "inject_adapter_in_model",
+    *ARGS_CLASSES, *TRAINER_CLASSES,
+}
+INTERESTING_KWARGS = {"labels", "max_length", "max_seq_length", "model_max_length", "block_size", "batch_size",
+                      "use_reentrant", "gradient_accumulation_steps"}
+MODEL_CLASS_RE = re.compile(r"^[A-Z][A-Za-z0-9]*For[A-Z][A-Za-z0-9]*$")
+CONFIG_CLASS_RE = re.compile(r"^[A-Z][A-Za-z0-9]*Config$")
+LIGER_APPLY_RE = re.compile(r"^apply_liger_kernel_to_\w+$")
+
+SEQ_NAMES = {"max_seq_length", "max_seq_len", "max_length", "max_len", "seq_len", "seq_length",
+             "sequence_length", "block_size", "context_length", "cutoff_len", "model_max_length"}
+BATCH_NAMES = {"per_device_train_batch_size", "train_batch_size", "batch_size", "micro_batch_size",
+               "batch_size_per_device"}
+PIP_RE = re.compile(r"pip3?\s+install\s+([^\n#]*)")
+PIN_RE = re.compile(r"""['"]?(transformers|trl|peft|torch|accelerate)\s*((?:[=<>!~]=?|===)\s*[\w.*]+(?:\s*,\s*(?:[=<>!~]=?)\s*[\w.*]+)*)""")
+
+_MAX_DEPTH = 24
+
+
+@dataclass
+class _RawCall:
+    node: cst.Call
+    qualname: str
+    short: str
+    receiver: str | None
+    target: str | None
+    scope: str
+    span: Span
+    index: int
+
+
+class _Collector(cst.CSTVisitor):
+    METADATA_DEPENDENCIES = (PositionProvider,)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.imports: dict[str, str] = {}
+        self.star_imports: set[str] = set()
+        self.bindings: dict[tuple[str, str], list[cst.BaseExpression | None]] = {}
+        self.argparse_defaults: dict[str, list[cst.BaseExpression | None]] = {}
+        self.dataclass_fields: dict[str, list[cst.BaseExpression | None]] = {}
+        self.raw_calls: list[_RawCall] = []
+        self.name_evidence: list[tuple[str, cst.BaseExpression, str, Span]] = []  # name, expr, scope, span
+        self.logits_accessed = False
+        self.parsed_names: set[str] = set()
+        self._scopes: list[str] = [MODULE_SCOPE]
+        self._class_depth = 0
+        self._targets: dict[int, str] = {}
+        self._keyword_spans: dict[int, Span] = {}
+
+    # -- helpers -------------------------------------------------------------------------------------
+    def _span(self, node: cst.CSTNode) -> Span:
+        r = self.get_metadata(PositionProvider, node)
+        return Span(r.start.line, r.start.column + 1, r.end.line, r.end.column + 1)
+
+    @property
+    def scope(self) -> str:
+        return self._scopes[-1]
+
+    def _bind(self, name: str, value: cst.BaseExpression | None) -> None:
+        self.bindings.setdefault((self.scope, name), []).append(value)
+
+    def qualname(self, node: cst.BaseExpression) -> str | None:
+        if isinstance(node, cst.Name):
+            return self.imports.get(node.value, node.value)
+        if isinstance(node, cst.Attribute):
+            base = self.qualname(node.value)
+            return None if base is None else f"{base}.{node.attr.value}"
+        if isinstance(node, cst.Call):
+            base = self.qualname(node.func)
+            return None if base is None else f"{base}()"
+        return None
+
+    # -- imports -------------------------------------------------------------------------------------
+    def visit_Import(self, node: cst.Import) -> None:
+        for alias in node.names:
+            full = _dotted(alias.name)
+            if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
+                self.imports[alias.asname.name.value] = full
+            else:
+                root = full.split(".")[0]
+                self.imports[root] = root
+
+    def visit_ImportFrom(self, node: cst.ImportFrom) -> None:
+        if node.relative or node.module is None:
+            return
+        module = _dotted(node.module)
+        if isinstance(node.names, cst.ImportStar):
+            self.star_imports.add(module)
+            return
+        for alias in node.names:
+            name = _dotted(alias.name)
+            local = alias.asname.name.value if alias.asname is not None and isinstance(alias.asname.name, cst.Name) else name
+            self.imports[local] = f"{module}.{name}"
+
+    # -- scopes and bindings -------------------------------------------------------------------------
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+        self._bind(node.name.value, None)
+        self._scopes.append(f"{self.scope}.{node.name.value}" if self.scope != MODULE_SCOPE else node.name.value)
+        for param in (*node.params.posonly_params, *node.params.params, *node.params.kwonly_params):
+            self._bind(param.name.value, None)
+        for star in (node.params.star_arg, node.params.star_kwarg):
+            if isinstance(star, cst.Param):
+                self._bind(star.name.value, None)
+
+    def leave_FunctionDef(self, original_node: cst.FunctionDef) -> None:
+        self._scopes.pop()
+
+    def visit_ClassDef(self, node: cst.ClassDef) -> None:
+        self._bind(node.name.value, None)
+        self._scopes.append(f"class {node.name.value}")
+        self._class_depth += 1
+
+    def leave_ClassDef(self, original_node: cst.ClassDef) -> None:
+        self._scopes.pop()
+        self._class_depth -= 1
+
+    def visit_Lambda(self, node: cst.Lambda) -> None:
+        self._scopes.append(f"{self.scope}.<lambda>")
+
+    def leave_Lambda(self, original_node: cst.Lambda) -> None:
+        self._scopes.pop()
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        for target in node.targets:
+            self._bind_target(target.target, node.value if len(node.targets) == 1 else None, node)
+        if len(node.targets) == 1 and isinstance(node.targets[0].target, cst.Name):
+            self._targets[id(node.value)] = node.targets[0].target.value
+        # `model_args, training_args = parser.parse_args_into_dataclasses()`: these come from the command line
+        if isinstance(node.value, cst.Call) and isinstance(node.value.func, cst.Attribute) and \
+                node.value.func.attr.value in {"parse_args_into_dataclasses", "parse_args", "parse_json_file",
+                                               "parse_yaml_file", "parse_dict", "parse_known_args"}:
+            for target in node.targets:
+                for name in _target_names(target.target):
+                    self.parsed_names.add(name)
+
+    def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
+        if self.scope.startswith("class "):
+            if isinstance(node.target, cst.Name):
+                default = node.value
+                if isinstance(default, cst.Call) and _dotted_or_none(default.func) in {"field", "dataclasses.field"}:
+                    default = next((a.value for a in default.args if a.keyword and a.keyword.value == "default"),
+                                   None)
+                self.dataclass_fields.setdefault(node.target.value, []).append(default)
+                if default is not None:
+                    self._record_name_evidence(node.target.value, default, node)
+            return
+        self._bind_target(node.target, node.value, node)
+        if node.value is not None and isinstance(node.target, cst.Name):
+            self._targets[id(node.value)] = node.target.value
+
+    def visit_AugAssign(self, node: cst.AugAssign) -> None:
+        self._bind_target(node.target, None, node)
+
+    def visit_For(self, node: cst.For) -> None:
+        self._bind_target(node.target, None, node)
+
+    def visit_WithItem(self, node: cst.WithItem) -> None:
+        if node.asname is not None:
+            self._bind_target(node.asname.name, None, node)
+
+    def visit_NamedExpr(self, node: cst.NamedExpr) -> None:
+        self._bind_target(node.target, None, node)
+
+    def _bind_target(self, target: cst.BaseExpression, value: cst.BaseExpression | None, stmt: cst.CSTNode) -> None:
+        if isinstance(target, cst.Name):
+            self._bind(target.value, value)
+            if value is not None and not self.scope.startswith("class "):
+                self._record_name_evidence(target.value, value, stmt)
+        elif isinstance(target, (cst.Tuple, cst.List)):
+            for element in target.elements:
+                self._bind_target(element.value, None, stmt)
+        elif isinstance(target, cst.StarredElement):
+            self._bind_target(target.value, None, stmt)
+
+    def _record_name_evidence(self, name: str, value: cst.BaseExpression, stmt: cst.CSTNode) -> None:
+        if name in SEQ_NAMES or name in BATCH_NAMES:
+            self.name_evidence.append((name, value, self.scope, self._span(stmt)))
+
+    # -- attribute reads -----------------------------------------------------------------------------
+    def visit_Attribute(self, node: cst.Attribute) -> None:
+        if node.attr.value == "logits":
+            self.logits_accessed = True
+
+    def visit_SimpleString(self, node: cst.SimpleString) -> None:
+        if node.value.strip("'\"") == "logits":  # outputs["logits"]
+            self.logits_accessed = True
+
+    # -- calls ---------------------------------------------------------------------------------------
+    def visit_Call(self, node: cst.Call) -> None:
+        func = node.func
+        if isinstance(func, cst.Name):
+            # `from transformers import TrainingArguments as TA`: match on the imported name
+            short, receiver = self.imports.get(func.value, func.value).split(".")[-1], None
+        elif isinstance(func, cst.Attribute):
+            short = func.attr.value
+            receiver = func.value.value if isinstance(func.value, cst.Name) else None
+        else:
+            return
+        keywords = {a.keyword.value for a in node.args if a.keyword is not None}
+        if short == "add_argument":
+            self._record_argparse(node)
+        interesting = (
+            short in INTERESTING_SHORTS
+            or MODEL_CLASS_RE.match(short) is not None
+            or LIGER_APPLY_RE.match(short) is not None
+            or short == "AutoLigerKernelForCausalLM"
+            or bool(keywords & INTERESTING_KWARGS)
+        )
+        if not interesting:
+            return
+        qualname = self.qualname(func) or short
+        if receiver is not None and receiver not in self.imports:
+            qualname = f"{receiver}.{short}"
+        self.raw_calls.append(_RawCall(node, qualname, short, receiver if receiver not in self.imports else None,
+                                       self._targets.get(id(node)), self.scope, self._span(node),
+                                       len(self.raw_calls)))
+        for arg in node.args:
+            if arg.keyword is not None:
+                self._keyword_spans[id(arg)] = self._span(arg)
+
+    def _record_argparse(self, node: cst.Call) -> None:
+        dest = None
+        flags = [a.value.evaluated_value for a in node.args
+                 if a.keyword is None and isinstance(a.value, cst.SimpleString)]
+        for arg in node.args:
+            if arg.keyword is not None and arg.keyword.value == "dest" and isinstance(arg.value, cst.SimpleString):
+                dest = arg.value.evaluated_value
+        if dest is None:
+            longs = [f for f in flags if isinstance(f, str) and f.startswith("--")]
+            plain = [f for f in flags if isinstance(f, str) and not f.startswith("-")]
+            chosen = longs[0][2:] if longs else (plain[0] if plain else None)
+            dest = chosen.replace("-", "_") if chosen else None
+        if not dest:
+            return
+        default: cst.BaseExpression | None = None
+        for arg in node.args:
+            if arg.keyword is None:
+                continue
+            key = arg.keyword.value
+            if key == "default":
+                default = arg.value
+            elif key == "required" and isinstance(arg.value, cst.Name) and arg.value.value == "True":
+                default = None
+                break
+            elif key == "action" and isinstance(arg.value, cst.SimpleString) and default is None:
+                action = arg.value.evaluated_value
+                if action == "store_true":
+                    default = cst.Name("False")
+                elif action == "store_false":
+                    default = cst.Name("True")
+        self.argparse_defaults.setdefault(dest, []).append(default)
+        if default is not None:
+            self._record_name_evidence(dest, default, node)
+
+
+def _dotted(node: cst.BaseExpression) -> str:
+    if isinstance(node, cst.Name):
+        return node.value
+    if isinstance(node, cst.Attribute):
+        return f"{_dotted(node.value)}.{node.attr.value}"
+    return ""
+
+
+def _dotted_or_none(node: cst.BaseExpression) -> str | None:
+    return _dotted(node) or None
+
+
+def _target_names(target: cst.BaseExpression) -> list[str]:
+    if isinstance(target, cst.Name):
+        return [target.value]
+    if isinstance(target, (cst.Tuple, cst.List)):
+        return [n for e in target.elements for n in _target_names(e.value)]
+    return []
+
+
+class _Resolver:
+    """Evaluates expressions with what the collector saw. Anything not provably constant is UNKNOWN."""
+
+    def __init__(self, c: _Collector) -> None:
+        self.c = c
+
+    def value(self, node: cst.BaseExpression | None, scope: str, span: Span | None = None, depth: int = 0) -> Value:
+        if node is None:
+            return UNKNOWN
+        if depth > _MAX_DEPTH:
+            return UNKNOWN
+        raw = self._eval(node, scope, depth)
+        if raw is _NOPE:
+            return UNKNOWN
+        value, via, origin = raw
+        return known(value, origin or span, via)
+
+    def _eval(self, node: cst.BaseExpression, scope: str, depth: int):
+        """Return (python value, via, origin span) or _NOPE."""
+        if depth > _MAX_DEPTH:
+            return _NOPE
+        if isinstance(node, (cst.Integer, cst.Float)):
+            return node.evaluated_value, "literal", None
+        if isinstance(node, (cst.SimpleString, cst.ConcatenatedString)):
+            try:
+                value = node.evaluated_value
+            except Exception:  # noqa: BLE001 - an odd literal is unknown, never a crash
+                return _NOPE
+            return (value, "literal", None) if isinstance(value, str) else _NOPE
+        if isinstance(node, cst.Name):
+            if node.value in ("True", "False", "None"):
+                return {"True": True, "False": False, "None": None}[node.value], "literal", None
+            return self._lookup(node.value, scope, depth)
+        if isinstance(node, cst.UnaryOperation):
+            inner = self._eval(node.expression, scope, depth + 1)
+            if inner is _NOPE:
+                return _NOPE
+            v = inner[0]
+            if isinstance(node.operator, cst.Minus) and _is_number(v):
+                return -v, inner[1], inner[2]
+            if isinstance(node.operator, cst.Plus) and _is_number(v):
+                return v, inner[1], inner[2]
+            if isinstance(node.operator, cst.Not) and isinstance(v, bool):
+                return (not v), inner[1], inner[2]
+            return _NOPE
+        if isinstance(node, cst.BinaryOperation):
+            left = self._eval(node.left, scope, depth + 1)
+            right = self._eval(node.right, scope, depth + 1)
+            if left is _NOPE or right is _NOPE:
+                return _NOPE
+            result = _arith(node.operator, left[0], right[0])
+            if result is _NOPE:
+                return _NOPE
+            via = "literal" if left[1] == right[1] == "literal" else "constant"
+            return result, via, None
+        if isinstance(node, cst.Attribute):
+            return self._attribute(node, scope, depth)
+        if isinstance(node, cst.Dict):
+            return self._dict(node.elements, scope, depth)
+        if isinstance(node, (cst.List, cst.Tuple)):
+            items = []
+            for element in node.elements:
+                if isinstance(element, cst.StarredElement):
+                    return _NOPE
+                item = self._eval(element.value, scope, depth + 1)
+                items.append(UNKNOWN if item is _NOPE else item[0])
+            return items, "literal", None
+        if isinstance(node, cst.Call):
+            return self._call(node, scope, depth)
+        if isinstance(node, cst.Subscript):
+            return self._subscript(node, scope, depth)
+        return _NOPE
+
+    def _lookup(self, name: str, scope: str, depth: int):
+        if name in self.c.imports:
+            return _NOPE
+        for candidate in _enclosing_scopes(scope):
+            bound = self.c.bindings.get((candidate, name))
+            if bound is None:
+                continue
+            if len(bound) != 1 or bound[0] is None:
+                return _NOPE
+            inner = self._eval(bound[0], candidate, depth + 1)
+            if inner is _NOPE:
+                return _NOPE
+            return inner[0], "constant", None
+        return _NOPE
+
+    def _attribute(self, node: cst.Attribute, scope: str, depth: int):
+        # `args.batch_size` read back from an argparse default, `cfg.max_len` from a dataclass default
+        if not isinstance(node.value, cst.Name) or node.value.value in self.c.imports:
+            return _NOPE
+        attr = node.attr.value
+        candidates = []
+        for table, via in ((self.c.argparse_defaults, "argparse default"), (self.c.dataclass_fields,
+                                                                           "dataclass default")):
+            for default in table.get(attr, ()):
+                candidates.append((default, via))
+        if not candidates:
+            return _NOPE
+        results = set()
+        via = candidates[0][1]
+        for default, _ in candidates:
+            if default is None:
+                return _NOPE
+            inner = self._eval(default, MODULE_SCOPE, depth + 1)
+            if inner is _NOPE or not _hashable(inner[0]):
+                return _NOPE
+            results.add(inner[0])
+        if len(results) != 1:
+            return _NOPE
+        return results.pop(), via, None
+
+    def _dict(self, elements, scope: str, depth: int):
+        out: dict = {}
+        for element in elements:
+            if isinstance(element, cst.StarredDictElement):
+                inner = self._eval(element.value, scope, depth + 1)
+                if inner is _NOPE or not isinstance(inner[0], dict):
+                    return _NOPE
+                out.update(inner[0])
+                continue
+            key = self._eval(element.key, scope, depth + 1)
+            if key is _NOPE or not isinstance(key[0], str):
+                return _NOPE
+            value = self._eval(element.value, scope, depth + 1)
+            out[key[0]] = UNKNOWN if value is _NOPE else value[0]
+        return out, "literal", None
+
+    def _call(self, node: cst.Call, scope: str, depth: int):
+        name = _dotted(node.func)
+        if name == "dict":
+            out: dict = {}
+            for arg in node.args:
+                if arg.star == "**":
+                    inner = self._eval(arg.value, scope, depth + 1)
+                    if inner is _NOPE or not isinstance(inner[0], dict):
+                        return _NOPE
+                    out.update(inner[0])
+                elif arg.keyword is not None:
+                    value = self._eval(arg.value, scope, depth + 1)
+                    out[arg.keyword.value] = UNKNOWN if value is _NOPE else value[0]
+                else:
+                    return _NOPE
+            return out, "literal", None
+        if name in ("int", "float") and len(node.args) == 1 and node.args[0].keyword is None:
+            inner = self._eval(node.args[0].value, scope, depth + 1)
+            if inner is _NOPE or not _is_number(inner[0]):
+                return _NOPE
+            return (int(inner[0]) if name == "int" else float(inner[0])), inner[1], inner[2]
+        short = name.split(".")[-1]
+        if CONFIG_CLASS_RE.match(short) and short != "AutoConfig":
+            # `BitsAndBytesConfig(load_in_4bit=True)`, `LoraConfig(r=16, ...)`: read as their keywords
+            out = {"__class__": short}
+            for arg in node.args:
+                if arg.keyword is None:
+                    return _NOPE if arg.star else (out, "literal", None)
+                value = self._eval(arg.value, scope, depth + 1)
+                out[arg.keyword.value] = UNKNOWN if value is _NOPE else value[0]
+            return out, "literal", None
+        if name in ("field", "dataclasses.field"):
+            for arg in node.args:
+                if arg.keyword is not None and arg.keyword.value == "default":
+                    return self._eval(arg.value, scope, depth + 1)
+        return _NOPE
+
+    def _subscript(self, node: cst.Subscript, scope: str, depth: int):
+        if len(node.slice) != 1 or not isinstance(node.slice[0].slice, cst.Index):
+            return _NOPE
+        container = self._eval(node.value, scope, depth + 1)
+        key = self._eval(node.slice[0].slice.value, scope, depth + 1)
+        if container is _NOPE or key is _NOPE:
+            return _NOPE
+        try:
+            value = container[0][key[0]]
+        except (KeyError, IndexError, TypeError):
+            return _NOPE
+        if isinstance(value, Value):
+            return _NOPE
+        return value, container[1], None
+
+
+class _Nope:
+    def __repr__(self) -> str:
+        return "<unresolved>"
+
+
+_NOPE = _Nope()
+
+
+def _is_number(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def _hashable(v) -> bool:
+    try:
+        hash(v)
+    except TypeError:
+        return False
+    return True
+
+
+def _arith(op: cst.BaseBinaryOp, a, b):
+    if isinstance(a, str) and isinstance(b, str) and isinstance(op, cst.Add):
+        return a + b
+    if not (_is_number(a) and _is_number(b)):
+        return _NOPE
+    try:
+        if isinstance(op, cst.Add):
+            return a + b
+        if isinstance(op, cst.Subtract):
+            return a - b
+        if isinstance(op, cst.Multiply):
+            return a * b
+        if isinstance(op, cst.Divide):
+            return a / b
+        if isinstance(op, cst.FloorDivide):
+            return a // b
+        if isinstance(op, cst.Modulo):
+            return a % b
+        if isinstance(op, cst.Power):
+            if abs(b) > 64:
+                return _NOPE
+            return a**b
+    except (ZeroDivisionError, OverflowError):
+        return _NOPE
+    return _NOPE
+
+
+def _enclosing_scopes(scope: str) -> list[str]:
+    if scope == MODULE_SCOPE:
+        return [MODULE_SCOPE]
+    parts = scope.split(".")
+    out = [".".join(parts[:i]) for i in range(len(parts), 0, -1)]
+    return [s for s in out if not s.startswith("class ")] + [MODULE_SCOPE]
+
+
+def _library_of(qualname: str, short: str, star_imports: set[str], table: dict[str, str]) -> str | None:
+    """Which library a matched class comes from, or None when it is not the library's class."""
+    if short not in table:
+        return None
+    root = qualname.split(".")[0]
+    if root in ("transformers", "trl"):
+        return table[short]
+    if qualname == short and any(m.split(".")[0] in ("transformers", "trl") for m in star_imports):
+        return table[short]
+    return None
+
+
+def extract_facts(module: cst.Module, path: str, text: str) -> ScriptFacts:
+    wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
+    collector = _Collector()
+    wrapper.visit(collector)
+    resolver = _Resolver(collector)
+
+    calls: list[Call] = []
+    raw_by_id: dict[int, Call] = {}
+    for raw in collector.raw_calls:
+        call = _build_call(raw, resolver, collector)
+        calls.append(call)
+        raw_by_id[id(raw.node)] = call
+
+    models: list[ModelLoad] = []
+    args_objects: list[ArgsObject] = []
+    trainers: list[TrainerCall] = []
+    for raw, call in zip(collector.raw_calls, calls):
+        lib = _library_of(call.qualname, call.short, collector.star_imports, ARGS_CLASSES)
+        if lib is not None:
+            args_objects.append(ArgsObject(call, call.short, lib, call.target))
+            continue
+        lib = _library_of(call.qualname, call.short, collector.star_imports, TRAINER_CLASSES)
+        if lib is not None:
+            trainers.append(TrainerCall(call, call.short, lib, call.arg_name(1, "args"), call.arg_name(0, "model"),
+                                        call.target))
+            model_arg = call.arg(0, "model")
+            if model_arg.known and isinstance(model_arg.value, str) and lib == "trl":
+                models.append(_string_model(call, model_arg, raw, resolver, collector))
+            continue
+        model = _model_load(raw, call, resolver, collector)
+        if model is not None:
+            models.append(model)
+
+    seq_evidence, batch_evidence = _evidence(calls, args_objects, trainers, collector, resolver)
+    pins = tuple(_pip_pins(text))
+    return ScriptFacts(
+        path=path,
+        imports=tuple(sorted(collector.imports.items())),
+        calls=tuple(calls),
+        models=tuple(models),
+        args_objects=tuple(args_objects),
+        trainers=tuple(trainers),
+        seq_evidence=tuple(seq_evidence),
+        batch_evidence=tuple(batch_evidence),
+        pip_pins=pins,
+        logits_accessed=collector.logits_accessed,
+        parsed_args_objects=tuple(sorted(collector.parsed_names)),
+    )
+
+
+def _build_call(raw: _RawCall, resolver: _Resolver, c: _Collector) -> Call:
+    args: list[Value] = []
+    arg_names: list[str | None] = []
+    kwargs: dict[str, Value] = {}
+    kw_spans: list[tuple[str, Span]] = []
+    kw_names: list[tuple[str, str | None]] = []
+    opaque = False
+    for arg in raw.node.args:
+        if arg.star == "*":
+            opaque = True  # positional splat: positions after it are unknown
+            continue
+        if arg.star == "**":
+            unpacked = resolver.value(arg.value, raw.scope)
+            if unpacked.known and isinstance(unpacked.value, dict):
+                for key, item in unpacked.value.items():
+                    kwargs[key] = UNKNOWN if isinstance(item, Value) else known(item, raw.span, "unpacked dict")
+            else:
+                opaque = True
+            continue
+        value = resolver.value(arg.value, raw.scope)
+        if value.known and value.origin is None:
+            value = Value(value.state, value.value, c._keyword_spans.get(id(arg)) or raw.span, value.via)
+        if arg.keyword is None:
+            if not opaque:
+                args.append(value)
+                arg_names.append(arg.value.value if isinstance(arg.value, cst.Name) else None)
+        else:
+            key = arg.keyword.value
+            kwargs[key] = value
+            span = c._keyword_spans.get(id(arg))
+            if span is not None:
+                kw_spans.append((key, span))
+            kw_names.append((key, arg.value.value if isinstance(arg.value, cst.Name) else None))
+    return Call(
+        qualname=raw.qualname,
+        short=raw.short,
+        receiver=raw.receiver,
+        target=raw.target,
+        args=tuple(args),
+        arg_names=tuple(arg_names),
+        kwargs=tuple(kwargs.items()),
+        kw_spans=tuple(kw_spans),
+        kw_names=tuple(kw_names),
+        opaque_kwargs=opaque,
+        span=raw.span,
+        index=raw.index,
+        scope=raw.scope,
+    )
+
+
+def _model_load(raw: _RawCall, call: Call, resolver: _Resolver, c: _Collector) -> ModelLoad | None:
+    func = raw.node.func
+    if call.short in ("from_pretrained", "from_config") and isinstance(func, cst.Attribute):
+        owner = _dotted(func.value)
+        owner_short = owner.split(".")[-1]
+        owner_qual = c.qualname(func.value) or owner
+        if not (MODEL_CLASS_RE.match(owner_short) or owner_short in ("AutoModel", "AutoLigerKernelForCausalLM")):
+            return None
+        if owner_short.startswith(("AutoPeft", "Peft")) or owner_qual.split(".")[0] == "peft":
+            return None
+        kind = call.short
+        class_name = owner_short
+        model_id = call.arg(0, "pretrained_model_name_or_path") if kind == "from_pretrained" else UNSET
+        config_node = _first_arg_node(raw.node, 0, "config") if kind == "from_config" else None
+    elif MODEL_CLASS_RE.match(call.short) and isinstance(func, (cst.Name, cst.Attribute)):
+        root = (c.qualname(func) or call.short).split(".")[0]
+        if root not in ("transformers",) and not c.star_imports:
+            return None
+        kind, class_name, model_id = "constructor", call.short, UNSET
+        config_node = _first_arg_node(raw.node, 0, "config")
+    else:
+        return None
+    config_class, inline = _inline_config(config_node, raw.scope, resolver, c)
+    quant = _quantization(call, raw.scope, resolver, c)
+    dtype = call.kw("dtype") if call.has_kw("dtype") else call.kw("torch_dtype")
+    if config_class is not None and dtype.unset:
+        dtype = dict(inline).get("dtype", dict(inline).get("torch_dtype", UNSET))
+    return ModelLoad(
+        call=call,
+        kind=kind,
+        class_name=class_name,
+        model_id=model_id,
+        attn_implementation=call.kw("attn_implementation"),
+        output_attentions=call.kw("output_attentions"),
+        use_flash_attention_2=call.kw("use_flash_attention_2"),
+        dtype=dtype,
+        quantization=quant,
+        inline_config=inline,
+        config_class=config_class,
+        variable=call.target,
+        anchor=call.kw_span("attn_implementation") or call.span,
+    )
+
+
+def _first_arg_node(node: cst.Call, index: int, keyword: str) -> cst.BaseExpression | None:
+    for arg in node.args:
+        if arg.keyword is not None and arg.keyword.value == keyword:
+            return arg.value
+    positional = [a for a in node.args if a.keyword is None and not a.star]
+    return positional[index].value if index < len(positional) else None
+
+
+def _inline_config(node, scope: str, resolver: _Resolver, c: _Collector):
+    """`LlamaForCausalLM(LlamaConfig(vocab_size=...))`, directly or through a name bound once."""
+    depth = 0
+    while isinstance(node, cst.Name) and depth < 4:
+        bound = None
+        for candidate in _enclosing_scopes(scope):
+            values = c.bindings.get((candidate, node.value))
+            if values is not None:
+                bound = values[0] if len(values) == 1 else None
+                break
+        node = bound
+        depth += 1
+    if not isinstance(node, cst.Call):
+        return None, ()
+    name = _dotted(node.func).split(".")[-1]
+    if not CONFIG_CLASS_RE.match(name) or name in ("AutoConfig", "BitsAndBytesConfig", "LoraConfig"):
+        return None, ()
+    items = []
+    for arg in node.args:
+        if arg.keyword is not None:
+            items.append((arg.keyword.value, resolver.value(arg.value, scope)))
+    return name, tuple(items)
+
+
+def _quantization(call: Call, scope: str, resolver: _Resolver, c: _Collector) -> Value:
+    for flag, label in (("load_in_4bit", "4bit"), ("load_in_8bit", "8bit")):
+        value = call.kw(flag)
+        if value.is_(True):
+            return known(label, value.origin, value.via)
+    qc = call.kw("quantization_config")
+    if qc.unset:
+        return known(None, None, "library default")
+    if qc.known and isinstance(qc.value, dict):
+        if qc.value.get("load_in_4bit") is True:
+            return known("4bit")
+        if qc.value.get("load_in_8bit") is True:
+            return known("8bit")
+    return UNKNOWN
+
+
+def _string_model(call: Call, model_arg: Value, raw: _RawCall, resolver: _Resolver, c: _Collector) -> ModelLoad:
+    """`SFTTrainer(model="org/id", args=SFTConfig(model_init_kwargs={...}))`."""
+    init_kwargs: dict = {}
+    args_node = _first_arg_node(raw.node, 1, "args")
+    if isinstance(args_node, cst.Name):
+        for candidate in _enclosing_scopes(raw.scope):
+            bound = c.bindings.get((candidate, args_node.value))
+            if bound:
+                args_node = bound[0] if len(bound) == 1 else None
+                break
+    if isinstance(args_node, cst.Call):
+        for arg in args_node.args:
+            if arg.keyword is not None and arg.keyword.value == "model_init_kwargs":
+                resolved = resolver.value(arg.value, raw.scope)
+                init_kwargs = resolved.value if resolved.known and isinstance(resolved.value, dict) else {"?": UNKNOWN}
+
+    def pick(name: str) -> Value:
+        if "?" in init_kwargs:
+            return UNKNOWN
+        if name not in init_kwargs:
+            return UNSET
+        item = init_kwargs[name]
+        return UNKNOWN if isinstance(item, Value) else known(item, call.span, "model_init_kwargs")
+
+    dtype = pick("dtype") if not pick("dtype").unset else pick("torch_dtype")
+    return ModelLoad(
+        call=call,
+        kind="trainer_string",
+        class_name=call.short,
+        model_id=model_arg,
+        attn_implementation=pick("attn_implementation"),
+        output_attentions=pick("output_attentions"),
+        use_flash_attention_2=pick("use_flash_attention_2"),
+        dtype=dtype,
+        quantization=known(None, None, "library default") if "quantization_config" not in init_kwargs else UNKNOWN,
+        inline_config=(),
+        config_class=None,
+        variable=None,
+        anchor=call.span,
+    )
+
+
+def _evidence(calls, args_objects, trainers, c: _Collector, resolver: _Resolver):
+    seq: list[Evidence] = []
+    batch: list[Evidence] = []
+    args_ids = {id(a.call) for a in args_objects}
+    trainer_ids = {id(t.call) for t in trainers}
+    for call in calls:
+        if id(call) in args_ids or id(call) in trainer_ids:
+            for key in ("max_length", "max_seq_length"):
+                if call.has_kw(key):
+                    seq.append(Evidence(call.kw(key), f"{call.short}({key}=)", call.kw_span(key) or call.span))
+            continue
+        if call.short == "generate":
+            continue
+        tokenizerish = "tok" in call.qualname.lower() or "collat" in call.qualname.lower()
+        for key in ("max_length", "model_max_length", "block_size", "max_seq_length"):
+            if call.has_kw(key) and (tokenizerish or key != "max_length"):
+                seq.append(Evidence(call.kw(key), f"{call.qualname}({key}=)", call.kw_span(key) or call.span))
+        if call.short == "DataLoader":
+            value = call.arg(1, "batch_size")
+            batch.append(Evidence(value if not value.unset else known(1, None, "library default"),
+                                  "DataLoader(batch_size=)", call.span))
+    for name, expr, scope, span in c.name_evidence:
+        value = resolver.value(expr, scope, span)
+        bucket = seq if name in SEQ_NAMES else batch
+        bucket.append(Evidence(value, f"{name} =", span))
+    return seq, batch
+
+
+def _pip_pins(text: str):
+    for line in PIP_RE.findall(text):
+        for name, spec in PIN_RE.findall(line):
+            yield name, re.sub(r"\s+", "", spec)

@@ -1,0 +1,56 @@
+"""Statically resolved values: known (with where it came from), unknown (never guessed), or unset."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from trainlint.diagnostics import Span
+
+
+@dataclass(frozen=True)
+class Value:
+    """What a script says about one setting.
+
+    ``state`` is ``"known"`` (``value`` holds it), ``"unknown"`` (the script sets it, but not to
+    something we can read without running it) or ``"unset"`` (the script does not set it, so the
+    library default applies). ``origin`` is where a known value was written, and ``via`` says how it
+    was found (``"literal"``, ``"constant"``, ``"argparse default"``, ``"dataclass default"``,
+    ``"library default"``), so messages and ``--verbose`` can say why.
+    """
+
+    state: str
+    value: Any = None
+    origin: Span | None = None
+    via: str = ""
+
+    @property
+    def known(self) -> bool:
+        return self.state == "known"
+
+    @property
+    def unknown(self) -> bool:
+        return self.state == "unknown"
+
+    @property
+    def unset(self) -> bool:
+        return self.state == "unset"
+
+    def get(self, default: Any = None) -> Any:
+        return self.value if self.state == "known" else default
+
+    def is_(self, expected: Any) -> bool:
+        """True only when the value is known and equal to ``expected`` (``True == 1`` excluded)."""
+        return self.state == "known" and type(self.value) is type(expected) and self.value == expected
+
+
+UNKNOWN = Value("unknown")
+UNSET = Value("unset")
+
+
+def known(value: Any, origin: Span | None = None, via: str = "literal") -> Value:
+    return Value("known", value, origin, via)
+
+
+def library_default(value: Any) -> Value:
+    return Value("known", value, None, "library default")

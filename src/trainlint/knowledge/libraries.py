@@ -1,0 +1,78 @@
+"""What transformers / trl / peft do, by version. Each fact names the source it was read from.
+
+Read from the installed sources (transformers 5.24.0, trl 1.16.0, peft 0.21.2) and older wheels; see
+../shared/research/library-facts.md for the experiments behind them.
+"""
+
+from __future__ import annotations
+
+from trainlint.knowledge.versions import LibraryVersion
+
+# transformers 5.24.0 modeling_utils.py:get_correct_attn_implementation (l.1855):
+#   applicable_attention = "sdpa" if requested_attention is None else requested_attention
+# and it silently falls back to "eager" when the class has `_supports_sdpa = False`.
+# Verified with from_config (no attn_implementation) in 5.24.0: these get eager.
+#   models/gemma2/modeling_gemma2.py: `_supports_sdpa = False  # sdpa does not support softcapping`
+#   models/gpt_oss/modeling_gpt_oss.py: `_supports_sdpa = False`
+#   models/bloom, models/mpt: no `_supports_sdpa` at all.
+EAGER_BY_DEFAULT_5X = frozenset({"gemma2", "gpt_oss", "bloom", "mpt"})
+# Architectures whose attention has a logit softcap, which SDPA cannot express (gemma2 source comment).
+SOFTCAPPED = frozenset({"gemma2"})
+
+# SDPA became the default attention in transformers 4.36 (`_autoset_attn_implementation`); before it,
+# eager was used unless the script chose flash-attention (`use_flash_attention_2=True`).
+SDPA_DEFAULT_SINCE = (4, 36)
+
+# Values `attn_implementation` accepts in 5.24.0 that never materialise the S x S scores
+# (AttentionInterface._global_mapping, modeling_utils.py l.5243), plus hub kernels ("org/repo").
+NON_EAGER = frozenset({"sdpa", "flash_attention_2", "flash_attention_3", "flash_attention_4", "flex_attention",
+                       "paged|sdpa", "paged|flash_attention_2", "paged|flash_attention_3", "paged|flex_attention"})
+EAGER = frozenset({"eager", "paged|eager"})
+
+# TrainingArguments defaults, identical in 4.57.6 and 5.24.0 (dataclasses.fields, training_args.py).
+TRAINING_ARGS_DEFAULTS = {"per_device_train_batch_size": 8, "gradient_accumulation_steps": 1,
+                          "auto_find_batch_size": False, "use_liger_kernel": False, "label_smoothing_factor": 0.0}
+
+# TRL SFTConfig.max_length default (trl/trainer/sft_config.py); `max_seq_length` before 0.20.
+SFT_MAX_LENGTH_DEFAULT = 1024
+
+
+def default_attention(model_type: str | None, transformers: LibraryVersion) -> str | None:
+    """The attention a model gets when the script does not choose one; None when not known."""
+    if not transformers.at_least(*SDPA_DEFAULT_SINCE):
+        return "eager"
+    if model_type is None:
+        return None
+    if transformers.at_least(5) and model_type in EAGER_BY_DEFAULT_5X:
+        return "eager"
+    if transformers.at_least(5):
+        return "sdpa"
+    # 4.36-4.57: default sdpa with the same silent fallback, but the per-architecture support list of
+    # those releases was not read here, so only the explicit choices are trusted.
+    return None
+
+
+def sft_loss_is_chunked(trl: LibraryVersion, loss_type: object, use_liger: bool) -> bool | None:
+    """Whether TRL's SFTTrainer computes the loss without materialising [B, S, V] logits.
+
+    Read from the TRL wheels:
+    - <= 1.3: `nll`/`dft` only (full logits).
+    - 1.4.0-1.6.x: `loss_type="chunked_nll"` opt-in.
+    - 1.7.0-1.14.x: `loss_type` default None -> "chunked_nll" unless `use_liger_kernel=True`.
+    - >= 1.15.0: `add_fused_lm_head` in SFTTrainer.__init__ always (sft_trainer.py ~l.1142;
+      trl/kernels/chunked_logprob.py tiles of 4096 tokens x 32768 vocab).
+    Returns None when the script's loss_type cannot be read.
+    """
+    if trl.at_least(1, 15):
+        return True
+    if trl.at_least(1, 7):
+        if loss_type is None:
+            return not use_liger
+        if isinstance(loss_type, str):
+            return loss_type == "chunked_nll"
+        return None
+    if trl.at_least(1, 4):
+        if isinstance(loss_type, str):
+            return loss_type == "chunked_nll"
+        return False if loss_type is None else None
+    return False

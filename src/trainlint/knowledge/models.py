@@ -1,0 +1,191 @@
+"""Model geometry (vocabulary, hidden size, layers, heads...) for a model a script loads.
+
+Looked up, in order: a config built inline in the script; a local model directory's config.json;
+the local Hugging Face cache; the bundled catalog (models.json, copied from public config.json
+files). Never the network. Anything else is unknown, and rules that need it say less.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+_NON_TEXT_INPUTS = {
+    # model_type -> main_input_name (transformers sets `main_input_name` on these PreTrainedModel classes)
+    "vit": "pixel_values", "deit": "pixel_values", "beit": "pixel_values", "swin": "pixel_values",
+    "swinv2": "pixel_values", "convnext": "pixel_values", "convnextv2": "pixel_values", "dinov2": "pixel_values",
+    "resnet": "pixel_values", "siglip_vision_model": "pixel_values", "clip_vision_model": "pixel_values",
+    "whisper": "input_features", "speech_to_text": "input_features", "wav2vec2": "input_values",
+    "hubert": "input_values", "wavlm": "input_values",
+}
+_CLASS_PREFIX_TO_TYPE = [
+    ("Whisper", "whisper"), ("ViT", "vit"), ("DeiT", "deit"), ("Beit", "beit"), ("Swinv2", "swinv2"),
+    ("Swin", "swin"), ("ConvNextV2", "convnextv2"), ("ConvNext", "convnext"), ("Dinov2", "dinov2"),
+    ("ResNet", "resnet"), ("Wav2Vec2", "wav2vec2"), ("Hubert", "hubert"), ("WavLM", "wavlm"),
+    ("Speech2Text", "speech_to_text"),
+]
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    id: str
+    model_type: str | None
+    vocab_size: int | None
+    hidden_size: int | None
+    num_layers: int | None
+    num_heads: int | None
+    num_kv_heads: int | None
+    head_dim: int | None
+    intermediate_size: int | None
+    tie_word_embeddings: bool | None
+    num_parameters: int | None
+    main_input_name: str
+    source: str
+    attn_logit_softcapping: float | None = None
+
+    def describe(self) -> str:
+        def n(v: Any) -> str:
+            return "?" if v is None else (f"{v:,}" if isinstance(v, int) and not isinstance(v, bool) else str(v))
+
+        return (f"{self.id} ({self.model_type or '?'}): vocab {n(self.vocab_size)}, hidden {n(self.hidden_size)}, "
+                f"layers {n(self.num_layers)}, heads {n(self.num_heads)}/{n(self.num_kv_heads)} kv, "
+                f"params {n(self.num_parameters)}; from {self.source}")
+
+
+def main_input_for(model_type: str | None, class_name: str | None) -> str:
+    if model_type and model_type in _NON_TEXT_INPUTS:
+        return _NON_TEXT_INPUTS[model_type]
+    if class_name:
+        for prefix, mtype in _CLASS_PREFIX_TO_TYPE:
+            if class_name.startswith(prefix):
+                return _NON_TEXT_INPUTS[mtype]
+        if "ForImageClassification" in class_name or "ForAudioClassification" in class_name:
+            return "pixel_values" if "Image" in class_name else "input_values"
+    return "input_ids"
+
+
+def _first(d: dict, *keys: str) -> Any:
+    for key in keys:
+        value = d.get(key)
+        if value is not None:
+            return value
+    return None
+
+
+def spec_from_config(config: dict, model_id: str, source: str, class_name: str | None = None) -> ModelSpec:
+    """Read a config.json-shaped dict (any of the common key spellings; text_config for multimodal)."""
+    outer_type = config.get("model_type")
+    text = config.get("text_config") if isinstance(config.get("text_config"), dict) else config
+    hidden = _first(text, "hidden_size", "n_embd", "d_model", "dim")
+    heads = _first(text, "num_attention_heads", "n_head", "num_heads", "encoder_attention_heads")
+    kv = _first(text, "num_key_value_heads", "multi_query_group_num") or heads
+    head_dim = _first(text, "head_dim") or (hidden // heads if hidden and heads else None)
+    inter = _first(text, "intermediate_size", "n_inner", "ffn_dim", "d_ff", "encoder_ffn_dim")
+    if inter is None and hidden and outer_type == "gpt2":
+        inter = 4 * hidden
+    ints = {k: v if isinstance(v, int) and not isinstance(v, bool) else None
+            for k, v in dict(vocab=_first(text, "vocab_size") or _first(config, "vocab_size"), hidden=hidden,
+                             layers=_first(text, "num_hidden_layers", "n_layer", "num_layers", "encoder_layers"),
+                             heads=heads, kv=kv, head_dim=head_dim, inter=inter,
+                             params=config.get("num_parameters")).items()}
+    tie = config.get("tie_word_embeddings", text.get("tie_word_embeddings"))
+    return ModelSpec(
+        id=model_id,
+        model_type=outer_type,
+        vocab_size=ints["vocab"],
+        hidden_size=ints["hidden"],
+        num_layers=ints["layers"],
+        num_heads=ints["heads"],
+        num_kv_heads=ints["kv"],
+        head_dim=ints["head_dim"],
+        intermediate_size=ints["inter"],
+        tie_word_embeddings=tie if isinstance(tie, bool) else None,
+        num_parameters=ints["params"],
+        main_input_name=config.get("main_input_name") or main_input_for(outer_type, class_name),
+        source=source,
+        attn_logit_softcapping=_first(text, "attn_logit_softcapping"),
+    )
+
+
+@lru_cache(maxsize=1)
+def _catalog() -> dict[str, dict]:
+    path = Path(__file__).with_name("models.json")
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    index: dict[str, dict] = {}
+    for entry in data.get("models", []):
+        for key in (entry["id"], *entry.get("aliases", [])):
+            index[key.lower()] = entry
+    return index
+
+
+def catalog_ids() -> list[str]:
+    return sorted({entry["id"] for entry in _catalog().values()})
+
+
+def _hf_cache_dirs() -> list[Path]:
+    dirs = []
+    if os.environ.get("HF_HUB_CACHE"):
+        dirs.append(Path(os.environ["HF_HUB_CACHE"]))
+    home = Path(os.environ.get("HF_HOME", Path.home() / ".cache" / "huggingface"))
+    dirs.append(home / "hub")
+    return dirs
+
+
+def _read_config(path: Path) -> dict | None:
+    try:
+        with path.open(encoding="utf-8") as fh:
+            data = json.load(fh)
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+_HUB_ID_RE = re.compile(r"^[\w.-]+(/[\w.-]+)?$")
+
+
+def lookup_model(model_id: str, script_dir: Path, class_name: str | None = None) -> ModelSpec | None:
+    """Geometry for a hub id or local path, from local files or the catalog only."""
+    if not model_id or len(model_id) > 300:
+        return None
+    for base in (script_dir, Path.cwd()):
+        candidate = (base / model_id) if not os.path.isabs(model_id) else Path(model_id)
+        config = _read_config(candidate / "config.json") if candidate.is_dir() else None
+        if config is not None:
+            return spec_from_config(config, model_id, f"local {candidate / 'config.json'}", class_name)
+    if _HUB_ID_RE.match(model_id) and "/" in model_id:
+        for cache in _hf_cache_dirs():
+            snapshots = cache / f"models--{model_id.replace('/', '--')}" / "snapshots"
+            if snapshots.is_dir():
+                for snap in sorted(snapshots.iterdir(), reverse=True):
+                    config = _read_config(snap / "config.json")
+                    if config is not None:
+                        return spec_from_config(config, model_id, f"Hugging Face cache {snap}", class_name)
+    entry = _catalog().get(model_id.lower())
+    if entry is not None:
+        config = dict(entry)
+        config.setdefault("num_key_value_heads", entry.get("num_key_value_heads"))
+        return spec_from_config(config, model_id, f"bundled catalog ({entry.get('source', 'public config.json')})",
+                                class_name)
+    return None
+
+
+def spec_from_inline(config_class: str, kwargs: dict[str, Any], class_name: str) -> ModelSpec:
+    """A config built in the script (`LlamaConfig(vocab_size=...)`): only what it spells out is known."""
+    model_type = config_class[: -len("Config")].lower() or None
+    config = {k: v for k, v in kwargs.items() if v is not None}
+    config["model_type"] = model_type
+    return spec_from_config(config, f"inline {config_class}(...)", "config built in the script", class_name)
+
+
+def class_only_spec(class_name: str) -> ModelSpec:
+    """When only the class is known (e.g. `ViTForImageClassification(config)`), its input is still known."""
+    return ModelSpec(class_name, None, None, None, None, None, None, None, None, None, None,
+                     main_input_for(None, class_name), "class name only")

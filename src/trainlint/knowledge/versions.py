@@ -1,0 +1,202 @@
+"""Decide which transformers / trl / peft versions a script runs against, without importing them.
+
+Per file, first match wins: trainlint settings; pins in the project nearest the file; `pip install`
+lines inside the script; the installed distributions (read with importlib.metadata); the newest
+version trainlint knows.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+LIBRARIES = ("transformers", "trl", "peft")
+# The newest releases whose behaviour trainlint's rules were checked against (installed sources).
+NEWEST_KNOWN = {"transformers": "5.24.0", "trl": "1.16.0", "peft": "0.21.2"}
+# Minor releases, oldest first, used to answer a range pin ("transformers<5") with the newest match.
+_KNOWN_MINORS = {
+    "transformers": [f"4.{m}.0" for m in range(20, 58)] + [f"5.{m}.0" for m in range(0, 25)],
+    "trl": [f"0.{m}.0" for m in range(1, 30)] + [f"1.{m}.0" for m in range(0, 17)],
+    "peft": [f"0.{m}.0" for m in range(1, 22)],
+}
+PIN_FILES = ("requirements*.txt", "pyproject.toml", "setup.cfg", "setup.py", "environment.yml", "environment.yaml")
+
+
+def parse_version(text: str) -> tuple[int, ...]:
+    """'4.57.6' -> (4, 57, 6); '5.0.0rc1' -> (5, 0, 0). Never raises; junk gives ()."""
+    parts = []
+    for piece in text.strip().split("."):
+        m = re.match(r"\d+", piece)
+        if not m:
+            break
+        parts.append(int(m.group()))
+        if m.end() != len(piece):
+            break
+    return tuple(parts)
+
+
+def _cmp(a: tuple[int, ...], b: tuple[int, ...]) -> int:
+    n = max(len(a), len(b))
+    a, b = a + (0,) * (n - len(a)), b + (0,) * (n - len(b))
+    return (a > b) - (a < b)
+
+
+def satisfies(version: str, spec: str) -> bool:
+    """A small PEP 440 subset: ==, !=, >=, <=, >, <, ~=, ===, and wildcards in ==."""
+    v = parse_version(version)
+    for clause in filter(None, (c.strip() for c in spec.split(","))):
+        m = re.match(r"(===|==|!=|>=|<=|~=|>|<)\s*(.+)", clause)
+        if not m:
+            return False
+        op, target = m.groups()
+        if op in ("==", "===", "!=") and target.endswith(".*"):
+            prefix = parse_version(target[:-2])
+            ok = v[: len(prefix)] == prefix
+            if (op == "!=") == ok:
+                return False
+            continue
+        t = parse_version(target)
+        c = _cmp(v, t)
+        ok = {
+            "==": c == 0, "===": c == 0, "!=": c != 0, ">=": c >= 0, "<=": c <= 0, ">": c > 0, "<": c < 0,
+            "~=": c >= 0 and v[: max(len(t) - 1, 1)] == t[: max(len(t) - 1, 1)],
+        }[op]
+        if not ok:
+            return False
+    return True
+
+
+def resolve_spec(library: str, spec: str, installed: str | None) -> str | None:
+    """The version a pin selects: its exact version, else the installed one if it fits, else the
+    newest known minor release that fits."""
+    exact = re.fullmatch(r"\s*===?\s*([\w.]+)\s*", spec)
+    if exact:
+        return exact.group(1)
+    if installed and satisfies(installed, spec):
+        return installed
+    for candidate in [NEWEST_KNOWN[library], *reversed(_KNOWN_MINORS[library])]:
+        if satisfies(candidate, spec):
+            return candidate
+    return None
+
+
+@dataclass(frozen=True)
+class LibraryVersion:
+    name: str
+    version: str
+    source: str  # why this version was assumed
+
+    @property
+    def tuple(self) -> tuple[int, ...]:
+        return parse_version(self.version)
+
+    def at_least(self, *minimum: int) -> bool:
+        return _cmp(self.tuple, tuple(minimum)) >= 0
+
+
+@dataclass(frozen=True)
+class Versions:
+    transformers: LibraryVersion
+    trl: LibraryVersion
+    peft: LibraryVersion
+
+    def all(self) -> tuple[LibraryVersion, ...]:
+        return (self.transformers, self.trl, self.peft)
+
+
+_REQ_RE = re.compile(r"""^\s*['"]?(transformers|trl|peft)(?:\[[^\]]*\])?\s*((?:[=<>!~]=?=?\s*[\w.*]+\s*,?\s*)+)""",
+                     re.M | re.I)
+
+
+def _pins_in_text(text: str) -> dict[str, str]:
+    pins: dict[str, str] = {}
+    for name, spec in _REQ_RE.findall(text):
+        pins.setdefault(name.lower(), re.sub(r"\s+", "", spec).rstrip(","))
+    return pins
+
+
+def _caret(spec: str) -> str:
+    """Poetry's ^X.Y: >=X.Y,<next significant release."""
+    v = parse_version(spec)
+    if not v:
+        return spec
+    bump = next((i for i, part in enumerate(v) if part != 0), len(v) - 1)
+    upper = list(v[: bump + 1])
+    upper[-1] += 1
+    return f">={'.'.join(map(str, v))},<{'.'.join(map(str, upper))}"
+
+
+def _pins_in_file(path: Path) -> dict[str, str]:
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return {}
+    if path.name == "pyproject.toml":
+        pins = _pins_in_text("\n".join(re.findall(r"""["']([^"'\n]+)["']""", text)))
+        for name, spec in re.findall(r"""^\s*(transformers|trl|peft)\s*=\s*["']([^"']+)["']""", text, re.M):
+            spec = spec.strip()
+            if spec.startswith("^"):
+                spec = _caret(spec[1:])
+            elif spec.startswith("~") and not spec.startswith("~="):
+                spec = "~=" + spec[1:]
+            elif spec and spec[0].isdigit():
+                spec = "==" + spec
+            if spec != "*":
+                pins.setdefault(name, spec)
+        return pins
+    if path.suffix == ".py":
+        text = "\n".join(re.findall(r"""["']([^"'\n]+)["']""", text))
+    return _pins_in_text(text)
+
+
+@lru_cache(maxsize=256)
+def project_pins(directory: Path) -> tuple[tuple[str, str, str], ...]:
+    """(library, spec, file) for the nearest pins, walking up from `directory`."""
+    found: dict[str, tuple[str, str]] = {}
+    for folder in (directory, *directory.parents):
+        for pattern in PIN_FILES:
+            for candidate in sorted(folder.glob(pattern)):
+                for name, spec in _pins_in_file(candidate).items():
+                    found.setdefault(name, (spec, str(candidate)))
+        if (folder / ".git").exists() or len(found) == len(LIBRARIES):
+            break
+    return tuple((name, spec, where) for name, (spec, where) in found.items())
+
+
+@lru_cache(maxsize=8)
+def installed_version(library: str) -> str | None:
+    from importlib import metadata  # imported lazily: only needed once per process
+
+    try:
+        return metadata.version(library)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def decide_versions(path: Path, script_pins: tuple[tuple[str, str], ...], overrides: dict[str, str]) -> Versions:
+    pins = {name: (spec, where) for name, spec, where in project_pins(path.resolve().parent)}
+    script = {name: spec for name, spec in script_pins}
+    out = {}
+    for library in LIBRARIES:
+        installed = installed_version(library)
+        if library in overrides:
+            out[library] = LibraryVersion(library, overrides[library], "trainlint settings")
+            continue
+        chosen = None
+        if library in pins:
+            spec, where = pins[library]
+            version = resolve_spec(library, spec, installed)
+            if version:
+                chosen = LibraryVersion(library, version, f"pinned {library}{spec} in {where}")
+        if chosen is None and library in script:
+            version = resolve_spec(library, script[library], installed)
+            if version:
+                chosen = LibraryVersion(library, version, f"`pip install {library}{script[library]}` in the script")
+        if chosen is None and installed:
+            chosen = LibraryVersion(library, installed, "installed in this environment")
+        if chosen is None:
+            chosen = LibraryVersion(library, NEWEST_KNOWN[library], "not pinned or installed: newest known")
+        out[library] = chosen
+    return Versions(**out)

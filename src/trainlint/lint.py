@@ -1,0 +1,167 @@
+"""The engine: file -> cheap relevance check -> LibCST facts -> rules -> suppression -> diagnostics."""
+
+from __future__ import annotations
+
+import ast
+import os
+import re
+import warnings
+from dataclasses import dataclass, field
+from fnmatch import fnmatch
+from pathlib import Path
+
+import libcst as cst
+
+from trainlint.config import Settings
+from trainlint.context import FileContext
+from trainlint.diagnostics import Diagnostic, Span
+from trainlint.discovery import relative
+from trainlint.facts import extract_facts
+from trainlint.facts.extract import INTERESTING_SHORTS, LIGER_APPLY_RE, MODEL_CLASS_RE
+from trainlint.knowledge.versions import decide_versions
+from trainlint.rules import META_RULES, REGISTRY
+from trainlint.source import Unreadable, read_source
+
+# A file that matches none of these cannot produce a finding, so it is never parsed.
+_RELEVANT_BYTES = re.compile(
+    rb"from_pretrained|from_config|Trainer|TrainingArguments|Config\s*\(|cross_entropy|CrossEntropyLoss|peft"
+    rb"|checkpoint|labels\s*=|For[A-Z]\w*\s*\("
+)
+_RELEVANT_CALLS = INTERESTING_SHORTS - {"backward", "step", "train", "add_argument", "HfArgumentParser",
+                                        "BitsAndBytesConfig", "LoraConfig"}
+_NOQA = re.compile(r"#\s*noqa(?::\s*(?P<codes>[A-Z]+[0-9]+(?:[\s,]+[A-Z]+[0-9]+)*))?", re.I)
+_IGNORE = re.compile(r"#\s*trainlint:\s*ignore\[(?P<codes>[^\]]*)\]")
+
+
+@dataclass
+class FileResult:
+    path: Path
+    display: str
+    diagnostics: list[Diagnostic] = field(default_factory=list)
+    skipped: str | None = None  # why the file was not analysed (verbose)
+    context: FileContext | None = None
+
+
+def enabled_codes(settings: Settings, select=None, ignore=None, extend_select=None) -> set[str]:
+    """Ruff's semantics: the most specific matching prefix decides; at equal length, ignore wins."""
+    chosen = list(select if select else settings.select) + list(extend_select or ()) + list(settings.extend_select)
+    ignored = list(settings.ignore) + list(ignore or ())
+    out = set()
+    for code in [*REGISTRY, *META_RULES]:
+        best_sel = max((len(p) for p in chosen if code.startswith(p)), default=-1)
+        best_ign = max((len(p) for p in ignored if code.startswith(p)), default=-1)
+        if best_sel > best_ign:
+            out.add(code)
+    return out
+
+
+def _display(path: Path) -> str:
+    try:
+        return os.path.relpath(path, Path.cwd()).replace(os.sep, "/") if path.is_absolute() else path.as_posix()
+    except ValueError:
+        return path.as_posix()
+
+
+def _meta(code: str, display: str, message: str, line: int = 1, col: int = 1) -> Diagnostic:
+    return Diagnostic(code, META_RULES[code][0], message, display, Span.point(line, col))
+
+
+def _is_relevant(tree: ast.AST) -> bool:
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            func = node.func
+            name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else None
+            if name and (name in _RELEVANT_CALLS or MODEL_CLASS_RE.match(name) or LIGER_APPLY_RE.match(name)):
+                return True
+            if any(k.arg == "labels" for k in node.keywords):
+                return True
+    return False
+
+
+def lint_file(path: Path, settings: Settings, codes: set[str]) -> FileResult:
+    display = _display(path)
+    result = FileResult(path, display)
+    source = read_source(path)
+    if isinstance(source, Unreadable):
+        result.diagnostics.append(_meta("TL002", display, f"cannot lint this file: {source.reason}", source.line,
+                                        source.col))
+        result.skipped = source.reason
+        return _finish(result, settings, codes, None)
+    if not _RELEVANT_BYTES.search(source.raw):
+        result.skipped = "mentions none of the APIs trainlint checks"
+        return result
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # invalid escape sequences in user code are not our business
+            tree = ast.parse(source.text, filename=display)
+    except SyntaxError as exc:
+        result.diagnostics.append(_meta("TL001", display, f"syntax error: {exc.msg}", exc.lineno or 1,
+                                        exc.offset or 1))
+        result.skipped = "syntax error"
+        return _finish(result, settings, codes, source.text)
+    except (ValueError, RecursionError, MemoryError) as exc:
+        result.diagnostics.append(_meta("TL001", display, f"could not be parsed: {type(exc).__name__}: {exc}"))
+        result.skipped = "could not be parsed"
+        return _finish(result, settings, codes, source.text)
+    if not _is_relevant(tree):
+        result.skipped = "calls none of the APIs trainlint checks"
+        return result
+    try:
+        module = cst.parse_module(source.text)
+    except cst.ParserSyntaxError as exc:
+        result.diagnostics.append(_meta("TL001", display, f"syntax error: {exc.message}", exc.raw_line,
+                                        exc.raw_column + 1))
+        result.skipped = "syntax error"
+        return _finish(result, settings, codes, source.text)
+    except (RecursionError, MemoryError) as exc:
+        result.diagnostics.append(_meta("TL001", display, f"could not be parsed: {type(exc).__name__}"))
+        result.skipped = "could not be parsed"
+        return _finish(result, settings, codes, source.text)
+    try:
+        facts = extract_facts(module, display, source.text)
+        versions = decide_versions(path, facts.pip_pins, settings.version_overrides())
+        ctx = FileContext(path, display, facts, versions, settings)
+        result.context = ctx
+        for code in sorted(codes & REGISTRY.keys()):
+            result.diagnostics.extend(REGISTRY[code].run(ctx))
+    except RecursionError:
+        result.diagnostics = [_meta("TL001", display, "could not be analysed: expressions nested too deeply")]
+    return _finish(result, settings, codes, source.text)
+
+
+def _finish(result: FileResult, settings: Settings, codes: set[str], text: str | None) -> FileResult:
+    ignored = _per_file_ignores(result.path, settings)
+    lines = text.splitlines() if text is not None else []
+    kept = []
+    for diag in result.diagnostics:
+        if diag.code not in codes or any(diag.code.startswith(p) for p in ignored):
+            continue
+        if 0 < diag.span.line <= len(lines) and _suppressed(lines[diag.span.line - 1], diag.code):
+            continue
+        kept.append(diag)
+    result.diagnostics = sorted(kept, key=lambda d: d.sort_key)
+    return result
+
+
+def _per_file_ignores(path: Path, settings: Settings) -> list[str]:
+    rel = relative(path, settings.root)
+    out: list[str] = []
+    for pattern, codes in settings.per_file_ignores:
+        if fnmatch(rel, pattern) or fnmatch(path.name, pattern):
+            out.extend(codes)
+    return out
+
+
+def _suppressed(line: str, code: str) -> bool:
+    if "#" not in line:
+        return False
+    m = _NOQA.search(line)
+    if m:
+        codes = m.group("codes")
+        if codes is None or code in re.split(r"[\s,]+", codes.upper()):
+            return True
+    m = _IGNORE.search(line)
+    if m:
+        listed = [c.strip().upper() for c in m.group("codes").split(",")]
+        return code in listed or "" in listed
+    return False

@@ -1,0 +1,57 @@
+"""The memory arithmetic: one function per consumer, each citing where its formula comes from.
+
+Every GB figure trainlint prints (rule messages, `estimate`) is computed here. Sources:
+- L1 = ../shared/domain/where-the-memory-goes.md, L2 = ../shared/domain/why-fine-tuning-uses-more-memory.md
+- R = ../shared/research/library-facts.md (measurements with MemTracker on CPU / FakeTensorMode)
+"""
+
+from __future__ import annotations
+
+DTYPE_BYTES = {"float32": 4, "fp32": 4, "float": 4, "bfloat16": 2, "bf16": 2, "float16": 2, "fp16": 2, "half": 2,
+               "int8": 1, "8bit": 1}
+
+
+def dtype_bytes(dtype: str | None, default: int = 2) -> int:
+    if dtype is None:
+        return default
+    return DTYPE_BYTES.get(dtype.replace("torch.", "").lower(), default)
+
+
+def eager_bytes_per_score(dtype_size: int) -> int:
+    """Bytes eager attention keeps per score element per layer: the scores in the model dtype plus the
+    fp32 softmax saved for backward. R 1.4: a Llama-3.2-1B geometry in bf16 measured 6.1 bytes per
+    element at seq 2,048 and 6.0 at 8,192 (eager peak minus SDPA peak / (layers x heads x seq^2))."""
+    return dtype_size + 4
+
+
+def attention_scores_per_layer(batch: int, heads: int, seq: int, dtype_size: int = 2) -> int:
+    """L1 consumer 5: `batch x heads x seq^2` score elements per layer, at eager_bytes_per_score each."""
+    return batch * heads * seq * seq * eager_bytes_per_score(dtype_size)
+
+
+def logits_elements(batch: int, seq: int, vocab: int) -> int:
+    """L1 'The logits, again': batch x seq x vocab."""
+    return batch * seq * vocab
+
+
+def logits_bytes(batch: int, seq: int, vocab: int, dtype_size: int) -> int:
+    return logits_elements(batch, seq, vocab) * dtype_size
+
+
+def loss_peak_bytes(batch: int, seq: int, vocab: int, dtype_size: int = 2) -> int:
+    """transformers' default LM head + ForCausalLMLoss at peak (R 3.1, measured): with 16-bit logits,
+    about 7x the 16-bit logits (bf16 logits 2 + fp32 copy 4 + fp32 log-softmax 4 + fp32 grad 4 bytes
+    per element). With fp32 logits the `.float()` copy is a no-op: 4 + 4 + 4 bytes (derived, not measured)."""
+    per_element = 14 if dtype_size <= 2 else 12
+    return logits_elements(batch, seq, vocab) * per_element
+
+
+def fmt_bytes(n: float) -> str:
+    """Decimal units, as the lessons use them (a 7B model is 14 GB in bf16)."""
+    if n >= 1e9:
+        return f"{n / 1e9:,.1f} GB"
+    if n >= 1e6:
+        return f"{n / 1e6:,.0f} MB"
+    if n >= 1e3:
+        return f"{n / 1e3:,.0f} KB"
+    return f"{int(n)} B"

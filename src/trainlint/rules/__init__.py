@@ -1,0 +1,12 @@
+"""All rules, by code. Each lives in its own module: tlNNN_<name>.py, documented in rules/TLNNN.md."""
+
+from trainlint.rules import tl101_eager_attention, tl301_unfused_cross_entropy  # noqa: F401  (registration)
+from trainlint.rules.base import REGISTRY, Rule
+
+# TL0xx describe trainlint itself (files it could not read); they are produced by the engine.
+META_RULES = {
+    "TL001": ("syntax-error", "the file could not be parsed as Python"),
+    "TL002": ("unreadable-file", "binary, undecodable, unreadable or oversized file"),
+}
+
+__all__ = ["REGISTRY", "Rule", "META_RULES"]

@@ -1,0 +1,75 @@
+"""TL101 eager-attention-at-long-context: eager attention keeps batch x heads x seq^2 scores per layer.
+
+Docs: rules/TL101.md. Library facts: trainlint/knowledge/libraries.py (default_attention).
+"""
+
+from __future__ import annotations
+
+from trainlint.context import FileContext
+from trainlint.facts import ModelLoad
+from trainlint.knowledge import libraries
+from trainlint.knowledge.models import ModelSpec
+from trainlint.memory import attention_scores_per_layer, dtype_bytes, fmt_bytes
+from trainlint.rules.base import Rule, rule
+
+
+def attention_in_effect(ctx: FileContext, model: ModelLoad, spec: ModelSpec | None) -> tuple[str | None, str]:
+    """(implementation, why) for a model load; implementation None when it cannot be known."""
+    impl = model.attn_implementation
+    if impl.known and isinstance(impl.value, str):
+        return impl.value, f'attn_implementation="{impl.value}"'
+    if impl.unknown:
+        return None, "attn_implementation is not statically known"
+    if model.use_flash_attention_2.is_(True):
+        return "flash_attention_2", "use_flash_attention_2=True"
+    if model.output_attentions.is_(True):
+        # configuration_utils.py `output_attentions` setter: eager when no implementation was chosen
+        return "eager", "output_attentions=True selects eager at load time"
+    default = libraries.default_attention(spec.model_type if spec else None, ctx.versions.transformers)
+    if default is None:
+        return None, "default attention for this model and version not known"
+    tv = ctx.versions.transformers.version
+    if default == "eager":
+        if not ctx.versions.transformers.at_least(*libraries.SDPA_DEFAULT_SINCE):
+            return "eager", f"transformers {tv} (< 4.36) uses eager unless flash-attention is chosen"
+        return "eager", f"{spec.model_type} falls back to eager in transformers {tv} when attn_implementation is unset"
+    return default, f"transformers {tv} default"
+
+
+def _is_eager(impl: str) -> bool:
+    return impl in libraries.EAGER
+
+
+@rule("TL101", "eager-attention-at-long-context", "attention score matrix",
+      'Set attn_implementation="sdpa" (or "flash_attention_2").')
+def check(self: Rule, ctx: FileContext):
+    seq = ctx.seq_len
+    if not (seq.known and seq.value >= ctx.settings.long_context):
+        return
+    for model in ctx.facts.models:
+        spec = ctx.spec(model)
+        impl, why = attention_in_effect(ctx, model, spec)
+        if impl is None or not _is_eager(impl):
+            continue
+        softcapped = spec is not None and spec.model_type in libraries.SOFTCAPPED
+        instead = ('"flash_attention_2" or "flex_attention" (SDPA cannot express its logit softcap)' if softcapped
+                   else '"sdpa" or "flash_attention_2"')
+        batch = ctx.batch
+        heads = spec.num_heads if spec else None
+        size = dtype_bytes(model.dtype.value if model.dtype.known and isinstance(model.dtype.value, str) else None)
+        if heads and batch.known:
+            per_layer = attention_scores_per_layer(batch.value, heads, seq.value, size)
+            cost = (f"the score matrix (batch {batch.value} x {heads} heads x {seq.value:,}^2) keeps "
+                    f"~{fmt_bytes(per_layer)} per layer")
+            if spec.num_layers and ctx.gradient_checkpointing is False:
+                cost += f", ~{fmt_bytes(per_layer * spec.num_layers)} over {spec.num_layers} layers"
+        elif heads:
+            per_seq = attention_scores_per_layer(1, heads, seq.value, size)
+            cost = f"the score matrix ({heads} heads x {seq.value:,}^2) keeps ~{fmt_bytes(per_seq)} per layer per sequence"
+        else:
+            cost = f"the score matrix grows with batch x heads x {seq.value:,}^2 per layer (model size unknown)"
+        yield self.diagnostic(
+            ctx, model.anchor,
+            f"eager attention at sequence length {seq.value:,} ({why}): {cost}; "
+            f"set attn_implementation={instead}",
+        )
