@@ -224,7 +224,7 @@ class _Collector(cst.CSTVisitor):
             self._bind_target(target.value, None, stmt)
 
     def _record_name_evidence(self, name: str, value: cst.BaseExpression, stmt: cst.CSTNode) -> None:
-        if name in SEQ_NAMES or name in BATCH_NAMES:
+        if name.lower() in SEQ_NAMES or name.lower() in BATCH_NAMES:
             self.name_evidence.append((name, value, self.scope, self._span(stmt)))
 
     # -- attribute reads -----------------------------------------------------------------------------
@@ -677,8 +677,8 @@ def _model_load(raw: _RawCall, call: Call, resolver: _Resolver, c: _Collector) -
     func = raw.node.func
     if call.short in ("from_pretrained", "from_config") and isinstance(func, cst.Attribute):
         owner = _dotted(func.value)
-        owner_short = owner.split(".")[-1]
         owner_qual = c.qualname(func.value) or owner
+        owner_short = owner_qual.split(".")[-1]  # through `import ... as` aliases
         if not (MODEL_CLASS_RE.match(owner_short) or owner_short in ("AutoModel", "AutoLigerKernelForCausalLM")):
             return None
         if owner_short.startswith(("AutoPeft", "Peft")) or owner_qual.split(".")[0] == "peft":
@@ -830,7 +830,7 @@ def _evidence(calls, args_objects, trainers, c: _Collector, resolver: _Resolver)
                                   "DataLoader(batch_size=)", call.span))
     for name, expr, scope, span in c.name_evidence:
         value = resolver.value(expr, scope, span)
-        bucket = seq if name in SEQ_NAMES else batch
+        bucket = seq if name.lower() in SEQ_NAMES else batch
         bucket.append(Evidence(value, f"{name} =", span))
     return seq, batch
 

@@ -48,10 +48,8 @@ def loss_peak_bytes(batch: int, seq: int, vocab: int, dtype_size: int = 2) -> in
 
 def fmt_bytes(n: float) -> str:
     """Decimal units, as the lessons use them (a 7B model is 14 GB in bf16)."""
-    if n >= 1e9:
-        return f"{n / 1e9:,.1f} GB"
-    if n >= 1e6:
-        return f"{n / 1e6:,.0f} MB"
-    if n >= 1e3:
-        return f"{n / 1e3:,.0f} KB"
+    for scale, unit in ((1e9, "GB"), (1e6, "MB"), (1e3, "KB")):
+        if n >= scale:
+            value = n / scale
+            return f"{value:,.1f} {unit}" if value < 10 or unit == "GB" else f"{value:,.0f} {unit}"
     return f"{int(n)} B"

@@ -1,0 +1,35 @@
+"""Shared helpers: write a script into a temporary project and lint it with the real engine."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from trainlint.config import Settings, from_table
+from trainlint.lint import enabled_codes, lint_file
+
+
+@pytest.fixture
+def lint(tmp_path: Path, monkeypatch):
+    """lint(source, files={name: text}, settings={...}) -> list of (code, line, message)."""
+    monkeypatch.chdir(tmp_path)
+
+    def run(source: str, files: dict[str, str] | None = None, settings: dict | None = None, name: str = "train.py"):
+        for rel, text in (files or {}).items():
+            target = tmp_path / rel
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(textwrap.dedent(text))
+        script = tmp_path / name
+        script.parent.mkdir(parents=True, exist_ok=True)
+        script.write_text(textwrap.dedent(source))
+        s = from_table(settings or {}, tmp_path, "test") if settings else Settings(root=tmp_path)
+        result = lint_file(script, s, enabled_codes(s))
+        return [(d.code, d.span.line, d.message) for d in result.diagnostics]
+
+    return run
+
+
+def codes(found) -> list[str]:
+    return [c for c, _, _ in found]
