@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import click
@@ -56,8 +57,10 @@ def main() -> None:
 @click.option("--config", "config", type=click.Path(dir_okay=False), default=None,
               help="A pyproject.toml (its [tool.trainlint]) or a trainlint TOML file.")
 @click.option("--force-exclude", is_flag=True, help="Apply `exclude` to paths passed explicitly too (for pre-commit).")
+@click.option("--diff-base", default=None, metavar="REF",
+              help="Git ref TL401 compares each file with (default HEAD; in CI e.g. origin/main).")
 def check(paths, select, ignore, extend_select, output_format, exit_zero, statistics, quiet, verbose, config,
-          force_exclude):
+          force_exclude, diff_base):
     """Lint training scripts for GPU-memory anti-patterns."""
     from trainlint.lint import enabled_codes, lint_file
     from trainlint.report import render
@@ -65,6 +68,8 @@ def check(paths, select, ignore, extend_select, output_format, exit_zero, statis
 
     try:
         settings = _settings(config)
+        if diff_base:
+            settings = replace(settings, diff_base=diff_base)
         files = discover_files(list(paths) or [Path(".")], settings, force_exclude)
     except ConfigError as exc:
         click.echo(f"trainlint: error: {exc}", err=True)

@@ -125,6 +125,24 @@ class FileContext:
         # trl base_config.py: `gradient_checkpointing: bool = True` (since TRL 0.22).
         return args.library == "trl" and self.versions.trl.at_least(0, 22)
 
+    # -- history (TL401) ------------------------------------------------------------------------------
+    @cached_property
+    def base(self) -> tuple[ScriptFacts | None, str]:
+        """The facts of this file at the git base, or None and the reason there are none."""
+        import libcst as cst
+
+        from trainlint.facts import extract_facts
+        from trainlint.history import base_version
+
+        old = base_version(self.path, self.settings.diff_base)
+        if old.text is None:
+            return None, old.note
+        try:
+            module = cst.parse_module(old.text)
+        except (cst.ParserSyntaxError, RecursionError):
+            return None, f"{old.note}: the base version does not parse"
+        return extract_facts(module, self.display, old.text), old.note
+
     def verbose_lines(self) -> list[str]:
         lines = [f"{v.name} {v.version} ({v.source})" for v in self.versions.all()]
         for i, model in enumerate(self.facts.models):
@@ -136,6 +154,8 @@ class FileContext:
             else:
                 lines.append(f"model at {where}: {spec.describe()}")
         lines.append(f"sequence length: {_describe(self.seq_len)}; batch per device: {_describe(self.batch)}")
+        if "base" in self.__dict__:
+            lines.append(f"git history: {self.base[1]}")
         return lines
 
 

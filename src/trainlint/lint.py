@@ -25,7 +25,7 @@ from trainlint.source import Unreadable, read_source
 # A file that matches none of these cannot produce a finding, so it is never parsed.
 _RELEVANT_BYTES = re.compile(
     rb"from_pretrained|from_config|Trainer|TrainingArguments|Config\s*\(|cross_entropy|CrossEntropyLoss|peft"
-    rb"|checkpoint|labels\s*=|For[A-Z]\w*\s*\("
+    rb"|checkpoint|labels\s*=|For[A-Z]\w*\s*\(|DataLoader"
 )
 _RELEVANT_CALLS = INTERESTING_SHORTS - {"backward", "step", "train", "add_argument", "HfArgumentParser",
                                         "BitsAndBytesConfig", "LoraConfig"}

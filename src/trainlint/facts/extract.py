@@ -61,6 +61,8 @@ SEQ_NAMES = {"max_seq_length", "max_seq_len", "max_length", "max_len", "seq_len"
              "sequence_length", "block_size", "context_length", "cutoff_len", "model_max_length"}
 BATCH_NAMES = {"per_device_train_batch_size", "train_batch_size", "batch_size", "micro_batch_size",
                "batch_size_per_device"}
+ACCUM_NAMES = {"gradient_accumulation_steps", "accumulation_steps", "grad_accum_steps", "gradient_accumulation",
+               "accum_steps", "grad_accum"}
 PIP_RE = re.compile(r"pip3?\s+install\s+([^\n#]*)")
 PIN_RE = re.compile(r"""['"]?(transformers|trl|peft|torch|accelerate)\s*((?:[=<>!~]=?|===)\s*[\w.*]+(?:\s*,\s*(?:[=<>!~]=?)\s*[\w.*]+)*)""")
 
@@ -224,7 +226,7 @@ class _Collector(cst.CSTVisitor):
             self._bind_target(target.value, None, stmt)
 
     def _record_name_evidence(self, name: str, value: cst.BaseExpression, stmt: cst.CSTNode) -> None:
-        if name.lower() in SEQ_NAMES or name.lower() in BATCH_NAMES:
+        if name.lower() in SEQ_NAMES or name.lower() in BATCH_NAMES or name.lower() in ACCUM_NAMES:
             self.name_evidence.append((name, value, self.scope, self._span(stmt)))
 
     # -- attribute reads -----------------------------------------------------------------------------
@@ -414,6 +416,8 @@ class _Resolver:
 
     def _attribute(self, node: cst.Attribute, scope: str, depth: int):
         # `args.batch_size` read back from an argparse default, `cfg.max_len` from a dataclass default
+        if isinstance(node.value, cst.Name) and self.c.imports.get(node.value.value, "").endswith("TaskType"):
+            return node.attr.value, "literal", None  # peft's TaskType.SEQ_CLS is the string "SEQ_CLS"
         if not isinstance(node.value, cst.Name) or node.value.value in self.c.imports:
             return _NOPE
         attr = node.attr.value
@@ -606,7 +610,7 @@ def extract_facts(module: cst.Module, path: str, text: str) -> ScriptFacts:
         if model is not None:
             models.append(model)
 
-    seq_evidence, batch_evidence = _evidence(calls, args_objects, trainers, collector, resolver)
+    seq_evidence, batch_evidence, accum_evidence = _evidence(calls, args_objects, trainers, collector, resolver)
     pins = tuple(_pip_pins(text))
     return ScriptFacts(
         path=path,
@@ -617,6 +621,7 @@ def extract_facts(module: cst.Module, path: str, text: str) -> ScriptFacts:
         trainers=tuple(trainers),
         seq_evidence=tuple(seq_evidence),
         batch_evidence=tuple(batch_evidence),
+        accum_evidence=tuple(accum_evidence),
         pip_pins=pins,
         logits_accessed=collector.logits_accessed,
         parsed_args_objects=tuple(sorted(collector.parsed_names)),
@@ -810,6 +815,7 @@ def _string_model(call: Call, model_arg: Value, raw: _RawCall, resolver: _Resolv
 def _evidence(calls, args_objects, trainers, c: _Collector, resolver: _Resolver):
     seq: list[Evidence] = []
     batch: list[Evidence] = []
+    accum: list[Evidence] = []
     args_ids = {id(a.call) for a in args_objects}
     trainer_ids = {id(t.call) for t in trainers}
     for call in calls:
@@ -824,15 +830,21 @@ def _evidence(calls, args_objects, trainers, c: _Collector, resolver: _Resolver)
         for key in ("max_length", "model_max_length", "block_size", "max_seq_length"):
             if call.has_kw(key) and (tokenizerish or key != "max_length"):
                 seq.append(Evidence(call.kw(key), f"{call.qualname}({key}=)", call.kw_span(key) or call.span))
+        if call.short == "Accelerator":
+            value = call.kw("gradient_accumulation_steps")
+            accum.append(Evidence(value if not value.unset else known(1, None, "library default"),
+                                  "Accelerator(gradient_accumulation_steps=)", call.kw_span("gradient_accumulation_steps")
+                                  or call.span))
         if call.short == "DataLoader":
             value = call.arg(1, "batch_size")
             batch.append(Evidence(value if not value.unset else known(1, None, "library default"),
                                   "DataLoader(batch_size=)", call.span))
     for name, expr, scope, span in c.name_evidence:
         value = resolver.value(expr, scope, span)
-        bucket = seq if name.lower() in SEQ_NAMES else batch
+        lowered = name.lower()
+        bucket = seq if lowered in SEQ_NAMES else batch if lowered in BATCH_NAMES else accum
         bucket.append(Evidence(value, f"{name} =", span))
-    return seq, batch
+    return seq, batch, accum
 
 
 def _pip_pins(text: str):

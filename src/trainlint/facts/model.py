@@ -133,6 +133,7 @@ class ScriptFacts:
     trainers: tuple[TrainerCall, ...]
     seq_evidence: tuple[Evidence, ...]
     batch_evidence: tuple[Evidence, ...]
+    accum_evidence: tuple[Evidence, ...]  # gradient accumulation outside TrainingArguments (Accelerator, loops)
     pip_pins: tuple[tuple[str, str], ...]  # ("transformers", "==4.34.0") from `pip install` lines
     logits_accessed: bool  # `.logits` is read somewhere
     parsed_args_objects: tuple[str, ...] = field(default=())  # names bound from HfArgumentParser / argparse

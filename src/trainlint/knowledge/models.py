@@ -66,6 +66,8 @@ def main_input_for(model_type: str | None, class_name: str | None) -> str:
                 return _NON_TEXT_INPUTS[mtype]
         if "ForImageClassification" in class_name or "ForAudioClassification" in class_name:
             return "pixel_values" if "Image" in class_name else "input_values"
+        if "ForSpeechSeq2Seq" in class_name:
+            return "input_features"
     return "input_ids"
 
 

@@ -1,6 +1,11 @@
 """All rules, by code. Each lives in its own module: tlNNN_<name>.py, documented in rules/TLNNN.md."""
 
-from trainlint.rules import tl101_eager_attention, tl301_unfused_cross_entropy  # noqa: F401  (registration)
+from trainlint.rules import (  # noqa: F401  (registration)
+    tl101_eager_attention,
+    tl201_lora_checkpointing,
+    tl301_unfused_cross_entropy,
+    tl401_batch_shrunk,
+)
 from trainlint.rules.base import REGISTRY, Rule
 
 # TL0xx describe trainlint itself (files it could not read); they are produced by the engine.

@@ -1,0 +1,79 @@
+"""The version of a file at a git base (HEAD by default, or --diff-base REF), through the git CLI.
+
+Used by TL401 to compare a script with what it was. Every failure (no git, not a work tree, a new
+file, an unknown ref) is a reason, never an exception.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class BaseVersion:
+    text: str | None
+    note: str  # what was compared, or why nothing was
+
+
+def _git(args: list[str], cwd: Path) -> subprocess.CompletedProcess | None:
+    try:
+        return subprocess.run(["git", *args], cwd=cwd, capture_output=True, timeout=20)
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+@lru_cache(maxsize=64)
+def _repo_root(directory: Path) -> Path | None:
+    r = _git(["rev-parse", "--show-toplevel"], directory)
+    if r is None or r.returncode != 0:
+        return None
+    return Path(r.stdout.decode("utf-8", "replace").strip()).resolve()
+
+
+@lru_cache(maxsize=64)
+def _renames(root: Path, ref: str) -> dict[str, str]:
+    """new path -> old path for renames between `ref` and the index / work tree."""
+    out: dict[str, str] = {}
+    for extra in (["--cached"], []):
+        r = _git(["diff", *extra, "--name-status", "-M", "-z", ref, "--"], root)
+        if r is None or r.returncode != 0:
+            continue
+        fields = r.stdout.decode("utf-8", "replace").split("\0")
+        i = 0
+        while i < len(fields) and fields[i]:
+            status = fields[i]
+            if status.startswith(("R", "C")) and i + 2 < len(fields):
+                out.setdefault(fields[i + 2], fields[i + 1])
+                i += 3
+            else:
+                i += 2
+    return out
+
+
+def base_version(path: Path, ref: str = "HEAD") -> BaseVersion:
+    path = path.resolve()
+    root = _repo_root(path.parent)
+    if root is None:
+        return BaseVersion(None, "not in a git work tree (or git is not installed)")
+    try:
+        rel = path.relative_to(root).as_posix()
+    except ValueError:
+        return BaseVersion(None, "outside the git work tree")
+    old = _renames(root, ref).get(rel, rel)
+    r = _git(["show", f"{ref}:{old}"], root)
+    if r is None:
+        return BaseVersion(None, "git could not be run")
+    if r.returncode != 0:
+        err = r.stderr.decode("utf-8", "replace")
+        if "does not exist" in err or "exists on disk, but not in" in err:
+            return BaseVersion(None, f"new file (not in {ref})")
+        return BaseVersion(None, f"no base version at {ref}: {err.strip().splitlines()[-1] if err.strip() else 'unknown'}")
+    try:
+        text = r.stdout.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        return BaseVersion(None, f"base version at {ref} is not UTF-8")
+    where = f"{ref}:{old}" + (" (renamed)" if old != rel else "")
+    return BaseVersion(text, f"compared with {where}")

@@ -1,0 +1,244 @@
+"""TL201 lora-checkpointing-without-input-grads: reentrant checkpointing + LoRA with nothing that makes
+the checkpointed blocks' inputs require grad, so the adapters get no gradient.
+
+Docs: rules/TL201.md (its table lists, per library version, every setup that is and is not hooked).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from trainlint.context import FileContext
+from trainlint.diagnostics import Span
+from trainlint.facts import Call, TrainerCall, Value
+from trainlint.facts.values import UNSET
+from trainlint.rules.base import Rule, rule
+
+GC_ENABLE = ("gradient_checkpointing_enable", "activation_checkpointing_enable")
+GC_KWARGS = ("gradient_checkpointing_kwargs", "activation_checkpointing_kwargs")
+HEAD_TASKS = {"SEQ_CLS", "TOKEN_CLS", "QUESTION_ANS"}
+FIX = ('call model.enable_input_require_grads() before training, or pass '
+       'gradient_checkpointing_kwargs={"use_reentrant": False}')
+
+
+@dataclass(frozen=True)
+class PeftWrap:
+    call: Call
+    base_variable: str | None  # the model that was wrapped
+    variable: str | None  # the PeftModel's name
+
+
+def _is_peft_from_pretrained(call: Call) -> bool:
+    owner = call.qualname.rsplit(".", 1)[0].split(".")[-1]
+    return call.short == "from_pretrained" and (owner == "PeftModel" or owner.startswith("AutoPeftModel")
+                                                or owner.startswith("PeftModelFor"))
+
+
+def peft_wraps(ctx: FileContext) -> list[PeftWrap]:
+    out = []
+    for call in ctx.facts.calls:
+        if call.short == "get_peft_model" or call.short == "inject_adapter_in_model":
+            out.append(PeftWrap(call, call.arg_name(0, "model"), call.target))
+        elif _is_peft_from_pretrained(call):
+            out.append(PeftWrap(call, call.arg_name(0, "model"), call.target))
+    return out
+
+
+def reentrant_in_effect(kwargs: Value, transformers_5: bool, via_trainer: bool) -> bool | None:
+    """Whether `*_checkpointing_enable(gradient_checkpointing_kwargs=kwargs)` runs reentrant checkpointing.
+
+    transformers 5.24 `_activation_checkpointing_enable`: None -> {"use_reentrant": False};
+    <= 4.57: None -> {"use_reentrant": True}. A dict without the key (even `{}`) is passed through and
+    torch 2.13's checkpoint defaults to use_reentrant=True (with a warning). The 5.24 Trainer passes
+    `gc_kwargs or None`, so `{}` there means the 5.x default.
+    """
+    if kwargs.unset or (kwargs.known and kwargs.value is None):
+        return not transformers_5
+    if not kwargs.known or not isinstance(kwargs.value, dict):
+        return None
+    if via_trainer and transformers_5 and not kwargs.value:
+        return False
+    if "use_reentrant" not in kwargs.value:
+        return True
+    flag = kwargs.value["use_reentrant"]
+    return flag if isinstance(flag, bool) else None
+
+
+def _kwargs_of(call: Call) -> Value:
+    for name in GC_KWARGS:
+        if call.has_kw(name):
+            return call.kw(name)
+    return UNSET
+
+
+def _text_model(ctx: FileContext, base_variable: str | None) -> bool | None:
+    """Whether the wrapped model's main input is input_ids (the 5.x automatic hook fires only then)."""
+    models = [m for m in ctx.facts.models if base_variable and m.variable == base_variable]
+    if not models and len(ctx.facts.models) == 1:
+        models = list(ctx.facts.models)
+    if len(models) != 1:
+        return None
+    spec = ctx.spec(models[0])
+    if spec is not None:
+        return spec.main_input_name == "input_ids"
+    name = models[0].class_name
+    if name.startswith("Auto") and ("CausalLM" in name or "Seq2SeqLM" in name or "MaskedLM" in name):
+        return True
+    return None
+
+
+def _quantized(ctx: FileContext, base_variable: str | None) -> bool | None:
+    for model in ctx.facts.models:
+        if model.variable == base_variable or len(ctx.facts.models) == 1:
+            if model.quantization.known:
+                return model.quantization.value is not None
+            return None
+    return None
+
+
+def _trainable_head(ctx: FileContext) -> bool:
+    """A head that trains anyway turns the crash into silent non-training of the adapters."""
+    for call in ctx.facts.calls_named("LoraConfig"):
+        modules = call.kw("modules_to_save")
+        if modules.known and modules.value:
+            return True
+        task = call.kw("task_type")
+        if task.known and isinstance(task.value, str) and task.value in HEAD_TASKS:
+            return True
+    return False
+
+
+def _hooked_explicitly(ctx: FileContext, wraps: list[PeftWrap]) -> bool:
+    if any(c.short == "enable_input_require_grads" for c in ctx.facts.calls):
+        return True
+    if any(c.short == "add_adapter" for c in ctx.facts.calls):
+        return True  # transformers-native adapters set _hf_peft_config_loaded, which 4.35+ and 5.x hook
+    for call in ctx.facts.calls_named("prepare_model_for_kbit_training"):
+        use_gc = call.kw("use_gradient_checkpointing")
+        quantized = _quantized(ctx, call.arg_name(0, "model"))
+        # peft utils/other.py: the hook is installed only for quantized models, with use_gradient_checkpointing
+        if quantized is not False and not use_gc.is_(False):
+            return True
+    return False
+
+
+def _symptom(ctx: FileContext) -> str:
+    if _trainable_head(ctx):
+        return ("the trainable head keeps training while the LoRA adapters inside the checkpointed blocks never "
+                "receive a gradient (silent: no error, adapters stay at their init)")
+    return "the first backward fails with `element 0 of tensors does not require grad and does not have a grad_fn`"
+
+
+def _manual_gc(ctx: FileContext, wraps: list[PeftWrap]):
+    v5 = ctx.versions.transformers.at_least(5)
+    tv = ctx.versions.transformers.version
+    for call in ctx.facts.calls:
+        if call.short not in GC_ENABLE:
+            continue
+        reentrant = reentrant_in_effect(_kwargs_of(call), v5, via_trainer=False)
+        if reentrant is not True:
+            continue
+        before = [w for w in wraps if w.call.index < call.index]
+        if not before:
+            # Enabled before get_peft_model: PeftModel.__init__ -> _prepare_model_for_gradient_checkpointing
+            # hooks it, except for quantized models (peft_model.py l.728).
+            wrap_after = [w for w in wraps if w.call.index > call.index]
+            if wrap_after and _quantized(ctx, wrap_after[0].base_variable) is True:
+                yield call.span, (f"checkpointing enabled on a quantized model before get_peft_model without "
+                                  f"prepare_model_for_kbit_training: PEFT does not hook quantized models")
+            continue
+        text = _text_model(ctx, before[-1].base_variable)
+        if v5 and text is not False:
+            continue  # 5.x hooks every input_ids model (and an unknown input is not guessed)
+        why = (f"transformers {tv} hooks the inputs only for input_ids models, and this model's main input is not "
+               f"input_ids" if v5 else
+               f"transformers {tv} defaults to reentrant checkpointing and hooks the inputs only for "
+               f"transformers-native adapters, not get_peft_model")
+        yield call.span, f"{call.short}() after the model became a PeftModel: {why}"
+
+
+def _trainer_is_peft(trainer: TrainerCall, wraps: list[PeftWrap]) -> bool:
+    if trainer.model_variable and any(w.variable == trainer.model_variable for w in wraps):
+        return True
+    span = trainer.call.span
+    return any(span.line <= w.call.span.line <= span.end_line and w.call.index > trainer.call.index for w in wraps)
+
+
+def _trainers(ctx: FileContext, wraps: list[PeftWrap]):
+    v5 = ctx.versions.transformers.at_least(5)
+    tv = ctx.versions.transformers.version
+    for trainer in ctx.facts.trainers:
+        args = ctx.trainer_args(trainer)
+        if args is None or args.call.opaque_kwargs:
+            continue
+        enabled = None
+        kwargs = UNSET
+        for flag, kw in zip(("gradient_checkpointing", "activation_checkpointing"), GC_KWARGS):
+            value = args.get(flag)
+            if value.known:
+                enabled = value.value is True
+                kwargs = args.get(kw)
+                break
+            if value.unknown:
+                enabled = None
+                break
+        else:
+            # trl base_config.py: gradient_checkpointing defaults to True since TRL 0.22
+            enabled = args.library == "trl" and ctx.versions.trl.at_least(0, 22)
+            kwargs = args.get("gradient_checkpointing_kwargs")
+        if enabled is not True:
+            continue
+        if trainer.library == "trl":
+            if trainer.call.has_kw("peft_config") or ctx.versions.trl.at_least(0, 20):
+                continue  # TRL hooks it: sft_trainer.py l.899 `model.enable_input_require_grads()` (and earlier versions)
+            if v5 or not _trainer_is_peft(trainer, wraps):
+                continue
+            if reentrant_in_effect(kwargs, v5, via_trainer=True) is not True:
+                continue
+            yield trainer.call.span, (f"{trainer.class_name} in TRL {ctx.versions.trl.version} returns early for a model "
+                                      f"that is already a PeftModel, so nothing hooks its inputs")
+            continue
+        if not _trainer_is_peft(trainer, wraps):
+            continue
+        if reentrant_in_effect(kwargs, v5, via_trainer=True) is not True:
+            continue
+        text = _text_model(ctx, next((w.base_variable for w in wraps), None))
+        if v5 and text is not False:
+            continue
+        why = (f"the Trainer enables reentrant checkpointing and transformers {tv} hooks the inputs only for "
+               f"input_ids models" if v5 else
+               f"the Trainer enables checkpointing with transformers {tv}'s reentrant default and nothing hooks "
+               f"the inputs of a get_peft_model model")
+        yield trainer.call.span, why
+
+
+def _hand_rolled(ctx: FileContext):
+    for call in ctx.facts.calls:
+        if call.short not in ("checkpoint", "checkpoint_sequential"):
+            continue
+        if not call.qualname.startswith("torch."):
+            continue  # only torch's own checkpoint functions, matched through imports
+        flag = call.kw("use_reentrant")
+        if flag.is_(False) or flag.unknown:
+            continue
+        how = "use_reentrant=True" if flag.is_(True) else "use_reentrant omitted (torch's default is reentrant)"
+        yield call.span, f"hand-rolled torch.utils.checkpoint with {how} around frozen, adapted blocks"
+        return
+
+
+@rule("TL201", "lora-checkpointing-without-input-grads", "activations and adapters' gradient flow",
+      'Call model.enable_input_require_grads(), or gradient_checkpointing_kwargs={"use_reentrant": False}.')
+def check(self: Rule, ctx: FileContext):
+    wraps = peft_wraps(ctx)
+    uses_peft = bool(wraps) or any(t.call.has_kw("peft_config") for t in ctx.facts.trainers) or any(
+        c.short == "add_adapter" for c in ctx.facts.calls)
+    if not uses_peft or _hooked_explicitly(ctx, wraps):
+        return
+    findings: list[tuple[Span, str]] = []
+    findings.extend(_hand_rolled(ctx) if wraps else [])
+    findings.extend(_manual_gc(ctx, wraps))
+    findings.extend(_trainers(ctx, wraps))
+    symptom = _symptom(ctx)
+    for span, why in findings[:1]:
+        yield self.diagnostic(ctx, span, f"LoRA with reentrant checkpointing and nothing enabling input grads "
+                                         f"({why}): {symptom}; {FIX}")
