@@ -12,6 +12,7 @@ from trainlint import __version__
 from trainlint.config import ConfigError, Settings, discover, load_file, validate_code
 from trainlint.discovery import MissingPath
 from trainlint.discovery import discover as discover_files
+from trainlint.report.names import FORMAT_NAMES
 
 
 class _CodeList(click.ParamType):
@@ -49,7 +50,7 @@ def main() -> None:
 @click.option("--select", type=CODES, default=None, help="Rule codes or prefixes to enable (replaces the configured set).")
 @click.option("--ignore", type=CODES, default=None, help="Rule codes or prefixes to disable.")
 @click.option("--extend-select", type=CODES, default=None, help="Rule codes or prefixes to enable in addition.")
-@click.option("--output-format", type=click.Choice(["text", "concise", "json"]), default="text", show_default=True)
+@click.option("--output-format", type=click.Choice(list(FORMAT_NAMES)), default="text", show_default=True)
 @click.option("--exit-zero", is_flag=True, help="Exit 0 even when there are findings.")
 @click.option("--statistics", is_flag=True, help="Print the number of findings per rule instead of the findings.")
 @click.option("-q", "--quiet", is_flag=True, help="Print findings only, no summary.")
