@@ -66,7 +66,9 @@ def test_json_output_uses_ruffs_field_names(project):
         "filename": "eager.py",
         "location": {"row": 2, "column": 73},
         "end_location": {"row": 2, "column": 100},
-        "fix": None,
+        "fix": {"applicability": "safe", "message": 'Set attn_implementation="sdpa"',
+                "edits": [{"content": 'attn_implementation="sdpa"', "location": {"row": 2, "column": 73},
+                           "end_location": {"row": 2, "column": 100}}]},
         "url": "https://github.com/trainlint/trainlint/blob/main/rules/TL101.md",
         "noqa_row": 2,
     }]

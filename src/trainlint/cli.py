@@ -60,8 +60,12 @@ def main() -> None:
 @click.option("--force-exclude", is_flag=True, help="Apply `exclude` to paths passed explicitly too (for pre-commit).")
 @click.option("--diff-base", default=None, metavar="REF",
               help="Git ref TL401 compares each file with (default HEAD; in CI e.g. origin/main).")
+@click.option("--fix", "fix", is_flag=True, help="Apply safe fixes.")
+@click.option("--unsafe-fixes", is_flag=True, help="With --fix or --diff, also apply unsafe fixes.")
+@click.option("--diff", "show_diff", is_flag=True, help="Print the fixes as a unified diff; write nothing (exit 1 if any).")
+@click.option("--show-fixes", is_flag=True, help="With --fix, list what was fixed.")
 def check(paths, select, ignore, extend_select, output_format, exit_zero, statistics, quiet, verbose, config,
-          force_exclude, diff_base):
+          force_exclude, diff_base, fix, unsafe_fixes, show_diff, show_fixes):
     """Lint training scripts for GPU-memory anti-patterns."""
     from trainlint.lint import enabled_codes, lint_file
     from trainlint.report import render
@@ -80,8 +84,29 @@ def check(paths, select, ignore, extend_select, output_format, exit_zero, statis
         sys.exit(2)
     codes = enabled_codes(settings, select, ignore, extend_select)
     diagnostics = []
+    fixed: list = []
+    diffs: list[str] = []
     for file in files:
         result = lint_file(file, settings, codes)
+        fixable = [d for d in result.diagnostics if d.fix and (unsafe_fixes or d.fix["applicability"] == "safe")]
+        if (fix or show_diff) and fixable:
+            from trainlint.fix import plan_fixes, unified_diff, write_atomic
+
+            outcome = plan_fixes(file, settings, codes, unsafe_fixes)
+            if outcome.error:
+                click.echo(f"trainlint: {result.display}: {outcome.error}", err=True)
+            elif outcome.new_text is not None:
+                if show_diff:
+                    diffs.append(unified_diff(result.display, outcome.source.text, outcome.new_text))
+                else:
+                    try:
+                        write_atomic(file, outcome.new_text, outcome.source)
+                    except OSError as exc:
+                        click.echo(f"trainlint: {result.display}: could not write the fixes ({exc}); "
+                                   f"file left unchanged", err=True)
+                    else:
+                        fixed.extend(outcome.applied)
+                        result.diagnostics = outcome.remaining
         diagnostics.extend(result.diagnostics)
         if verbose:
             if result.context is not None:
@@ -90,6 +115,17 @@ def check(paths, select, ignore, extend_select, output_format, exit_zero, statis
             elif result.skipped:
                 click.echo(f"{result.display}: skipped: {result.skipped}", err=True)
     diagnostics.sort(key=lambda d: d.sort_key)
+    if show_diff:
+        if diffs:
+            click.echo("".join(diffs), nl=False)
+            click.echo(f"Would fix {sum(d.count(chr(10) + '@@') + d.startswith('@@') for d in diffs)} hunk(s) in "
+                       f"{len(diffs)} file(s).", err=True)
+        sys.exit(1 if diffs else 0)
+    if fixed and (show_fixes or not quiet):
+        click.echo(f"Fixed {len(fixed)} error{'s' if len(fixed) != 1 else ''}:", err=not show_fixes)
+        if show_fixes:
+            for d in sorted(fixed, key=lambda d: d.sort_key):
+                click.echo(f"- {d.filename}:{d.span.line}: {d.code} {d.fix['message']}")
     if statistics:
         if diagnostics:
             click.echo(stats_text(diagnostics))
@@ -97,6 +133,15 @@ def check(paths, select, ignore, extend_select, output_format, exit_zero, statis
         out = render(output_format, diagnostics, len(files), quiet)
         if out:
             click.echo(out)
+        if output_format in ("text", "concise", "full") and not quiet and not fix:
+            safe = sum(1 for d in diagnostics if d.fix and d.fix["applicability"] == "safe")
+            hidden = sum(1 for d in diagnostics if d.fix and d.fix["applicability"] == "unsafe")
+            if safe or hidden:
+                line = f"[*] {safe} fixable with the `--fix` option" if safe else "No fixes available"
+                if hidden:
+                    line += f" ({hidden} hidden fix{'es' if hidden != 1 else ''} can be enabled with the " \
+                            f"`--unsafe-fixes` option)"
+                click.echo(line + ".")
     sys.exit(1 if diagnostics and not exit_zero else 0)
 
 

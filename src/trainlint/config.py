@@ -31,6 +31,7 @@ class Settings:
     large_vocab: int = 100_000
     gpu: str | None = None
     versions: tuple[tuple[str, str], ...] = ()
+    fix_attention: str = "sdpa"  # what TL101's fix sets
     diff_base: str = "HEAD"  # TL401 compares each file with its version at this git ref
     root: Path = field(default_factory=Path.cwd)  # patterns are relative to this
     source: str = "defaults"
@@ -62,7 +63,7 @@ def _positive_int(value: object, key: str) -> int:
 def from_table(table: dict, root: Path, source: str) -> Settings:
     s = Settings(root=root, source=source)
     known = {"select", "ignore", "extend-select", "per-file-ignores", "exclude", "long-context", "large-vocab", "gpu",
-             "versions", "diff-base"}
+             "versions", "diff-base", "fix-attention"}
     for key in table:
         if key not in known:
             raise ConfigError(f"{source}: unknown key `{key}` in [tool.trainlint]; known keys: "
@@ -98,6 +99,11 @@ def from_table(table: dict, root: Path, source: str) -> Settings:
         except ValueError as exc:
             raise ConfigError(f"`gpu`: {exc}") from None
         changes["gpu"] = table["gpu"]
+    if "fix-attention" in table:
+        allowed = ("sdpa", "flash_attention_2", "flash_attention_3", "flex_attention")
+        if table["fix-attention"] not in allowed:
+            raise ConfigError(f"`fix-attention` must be one of {', '.join(allowed)}")
+        changes["fix_attention"] = table["fix-attention"]
     if "diff-base" in table:
         if not isinstance(table["diff-base"], str) or not table["diff-base"].strip():
             raise ConfigError("`diff-base` must be a git ref such as \"HEAD\" or \"origin/main\"")

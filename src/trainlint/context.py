@@ -22,6 +22,7 @@ class FileContext:
     facts: ScriptFacts
     versions: Versions
     settings: Settings
+    text: str = ""
 
     # -- models ---------------------------------------------------------------------------------------
     @cached_property

@@ -30,6 +30,9 @@ class Diagnostic:
     # Filled by later layers (fixes); kept here so every reporter sees one type.
     fix: dict | None = field(default=None, compare=False)
 
+    def with_fix(self, fix: dict | None) -> "Diagnostic":
+        return Diagnostic(self.code, self.name, self.message, self.filename, self.span, self.url, fix)
+
     @property
     def sort_key(self) -> tuple:
         return (self.filename, self.span.line, self.span.col, self.code)

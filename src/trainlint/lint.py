@@ -79,54 +79,60 @@ def _is_relevant(tree: ast.AST) -> bool:
 
 
 def lint_file(path: Path, settings: Settings, codes: set[str]) -> FileResult:
-    display = _display(path)
-    result = FileResult(path, display)
     source = read_source(path)
     if isinstance(source, Unreadable):
-        result.diagnostics.append(_meta("TL002", display, f"cannot lint this file: {source.reason}", source.line,
-                                        source.col))
+        result = FileResult(path, _display(path))
+        result.diagnostics.append(_meta("TL002", result.display, f"cannot lint this file: {source.reason}",
+                                        source.line, source.col))
         result.skipped = source.reason
         return _finish(result, settings, codes, None)
-    if not _RELEVANT_BYTES.search(source.raw):
+    return lint_text(path, source.text, settings, codes, source.raw)
+
+
+def lint_text(path: Path, text: str, settings: Settings, codes: set[str], raw: bytes | None = None) -> FileResult:
+    """Lint `text` as the contents of `path` (the fixer re-lints its result this way)."""
+    display = _display(path)
+    result = FileResult(path, display)
+    if not _RELEVANT_BYTES.search(raw if raw is not None else text.encode("utf-8", "surrogatepass")):
         result.skipped = "mentions none of the APIs trainlint checks"
         return result
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # invalid escape sequences in user code are not our business
-            tree = ast.parse(source.text, filename=display)
+            tree = ast.parse(text, filename=display)
     except SyntaxError as exc:
         result.diagnostics.append(_meta("TL001", display, f"syntax error: {exc.msg}", exc.lineno or 1,
                                         exc.offset or 1))
         result.skipped = "syntax error"
-        return _finish(result, settings, codes, source.text)
+        return _finish(result, settings, codes, text)
     except (ValueError, RecursionError, MemoryError) as exc:
         result.diagnostics.append(_meta("TL001", display, f"could not be parsed: {type(exc).__name__}: {exc}"))
         result.skipped = "could not be parsed"
-        return _finish(result, settings, codes, source.text)
+        return _finish(result, settings, codes, text)
     if not _is_relevant(tree):
         result.skipped = "calls none of the APIs trainlint checks"
         return result
     try:
-        module = cst.parse_module(source.text)
+        module = cst.parse_module(text)
     except cst.ParserSyntaxError as exc:
         result.diagnostics.append(_meta("TL001", display, f"syntax error: {exc.message}", exc.raw_line,
                                         exc.raw_column + 1))
         result.skipped = "syntax error"
-        return _finish(result, settings, codes, source.text)
+        return _finish(result, settings, codes, text)
     except (RecursionError, MemoryError) as exc:
         result.diagnostics.append(_meta("TL001", display, f"could not be parsed: {type(exc).__name__}"))
         result.skipped = "could not be parsed"
-        return _finish(result, settings, codes, source.text)
+        return _finish(result, settings, codes, text)
     try:
-        facts = extract_facts(module, display, source.text)
+        facts = extract_facts(module, display, text)
         versions = decide_versions(path, facts.pip_pins, settings.version_overrides())
-        ctx = FileContext(path, display, facts, versions, settings)
+        ctx = FileContext(path, display, facts, versions, settings, text)
         result.context = ctx
         for code in sorted(codes & REGISTRY.keys()):
             result.diagnostics.extend(REGISTRY[code].run(ctx))
     except RecursionError:
         result.diagnostics = [_meta("TL001", display, "could not be analysed: expressions nested too deeply")]
-    return _finish(result, settings, codes, source.text)
+    return _finish(result, settings, codes, text)
 
 
 def _finish(result: FileResult, settings: Settings, codes: set[str], text: str | None) -> FileResult:

@@ -99,6 +99,8 @@ class _Collector(cst.CSTVisitor):
         self._class_depth = 0
         self._targets: dict[int, str] = {}
         self._keyword_spans: dict[int, Span] = {}
+        self.literal_spans: dict[int, Span] = {}  # where a bound literal is written (fixes edit it there)
+        self.call_layout: dict[int, tuple[Span | None, bool, Span]] = {}  # last arg end, trailing comma, ")"
 
     # -- helpers -------------------------------------------------------------------------------------
     def _span(self, node: cst.CSTNode) -> Span:
@@ -111,6 +113,12 @@ class _Collector(cst.CSTVisitor):
 
     def _bind(self, name: str, value: cst.BaseExpression | None) -> None:
         self.bindings.setdefault((self.scope, name), []).append(value)
+        self._note_literal(value)
+
+    def _note_literal(self, value: cst.BaseExpression | None) -> None:
+        if isinstance(value, (cst.Integer, cst.Float, cst.SimpleString)) or (
+                isinstance(value, cst.Name) and value.value in ("True", "False", "None")):
+            self.literal_spans[id(value)] = self._span(value)
 
     def qualname(self, node: cst.BaseExpression) -> str | None:
         if isinstance(node, cst.Name):
@@ -194,6 +202,7 @@ class _Collector(cst.CSTVisitor):
                     default = next((a.value for a in default.args if a.keyword and a.keyword.value == "default"),
                                    None)
                 self.dataclass_fields.setdefault(node.target.value, []).append(default)
+                self._note_literal(default)
                 if default is not None:
                     self._record_name_evidence(node.target.value, default, node)
             return
@@ -270,6 +279,13 @@ class _Collector(cst.CSTVisitor):
         for arg in node.args:
             if arg.keyword is not None:
                 self._keyword_spans[id(arg)] = self._span(arg)
+        call_span = self._span(node)
+        last = node.args[-1] if node.args else None
+        self.call_layout[id(node)] = (
+            self._span(last) if last is not None else None,
+            last is not None and isinstance(last.comma, cst.Comma),
+            Span.point(call_span.end_line, call_span.end_col - 1),
+        )
 
     def _record_argparse(self, node: cst.Call) -> None:
         dest = None
@@ -302,6 +318,8 @@ class _Collector(cst.CSTVisitor):
                 elif action == "store_false":
                     default = cst.Name("True")
         self.argparse_defaults.setdefault(dest, []).append(default)
+        if default is not None and any(a.value is default for a in node.args):
+            self._note_literal(default)  # (a store_true default is synthesised and has no position)
         if default is not None:
             self._record_name_evidence(dest, default, node)
 
@@ -411,7 +429,7 @@ class _Resolver:
             inner = self._eval(bound[0], candidate, depth + 1)
             if inner is _NOPE:
                 return _NOPE
-            return inner[0], "constant", None
+            return inner[0], "constant", inner[2] or self.c.literal_spans.get(id(bound[0]))
         return _NOPE
 
     def _attribute(self, node: cst.Attribute, scope: str, depth: int):
@@ -430,6 +448,7 @@ class _Resolver:
             return _NOPE
         results = set()
         via = candidates[0][1]
+        origin = self.c.literal_spans.get(id(candidates[0][0])) if len(candidates) == 1 else None
         for default, _ in candidates:
             if default is None:
                 return _NOPE
@@ -439,7 +458,7 @@ class _Resolver:
             results.add(inner[0])
         if len(results) != 1:
             return _NOPE
-        return results.pop(), via, None
+        return results.pop(), via, origin
 
     def _dict(self, elements, scope: str, depth: int):
         out: dict = {}
@@ -661,7 +680,11 @@ def _build_call(raw: _RawCall, resolver: _Resolver, c: _Collector) -> Call:
             if span is not None:
                 kw_spans.append((key, span))
             kw_names.append((key, arg.value.value if isinstance(arg.value, cst.Name) else None))
+    last_end, trailing_comma, close_paren = c.call_layout[id(raw.node)]
     return Call(
+        last_arg=last_end,
+        trailing_comma=trailing_comma,
+        close_paren=close_paren,
         qualname=raw.qualname,
         short=raw.short,
         receiver=raw.receiver,

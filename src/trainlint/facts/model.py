@@ -26,6 +26,10 @@ class Call:
     span: Span
     index: int  # order of appearance in the file
     scope: str  # "<module>" or the enclosing function's name
+    # Layout, so a fix can add a keyword in the call's own style:
+    last_arg: Span | None = None  # the last argument (without its comma)
+    trailing_comma: bool = False
+    close_paren: Span | None = None  # the closing parenthesis
 
     def kw(self, name: str) -> Value:
         for key, value in self.kwargs:

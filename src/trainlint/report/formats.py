@@ -1,7 +1,9 @@
-"""text (Ruff's concise form) and json (Ruff's JSON field names)."""
+"""text (Ruff's concise form) and json (Ruff's JSON field names) live here; every other format has its
+own module in this package, imported only when that format is asked for (start-up stays fast)."""
 
 from __future__ import annotations
 
+import importlib
 import json
 from collections import Counter
 from typing import Callable
@@ -10,14 +12,21 @@ from trainlint.diagnostics import Diagnostic
 
 
 def text(diagnostics: list[Diagnostic], files: int, quiet: bool = False) -> str:
-    lines = [f"{d.filename}:{d.span.line}:{d.span.col}: {d.code} {d.message}" for d in diagnostics]
+    lines = [header(d) for d in diagnostics]
     if not quiet:
-        n = len(diagnostics)
-        if n:
-            lines.append(f"Found {n} error{'s' if n != 1 else ''} in {files} file{'s' if files != 1 else ''} checked.")
-        else:
-            lines.append(f"All checks passed! ({files} file{'s' if files != 1 else ''} checked)")
+        lines.append(summary(len(diagnostics), files))
     return "\n".join(lines)
+
+
+def header(d: Diagnostic) -> str:
+    """The one-line form of a diagnostic (text's line, and the first line of each of full's blocks)."""
+    return f"{d.filename}:{d.span.line}:{d.span.col}: {d.code} {d.message}"
+
+
+def summary(n: int, files: int) -> str:
+    if n:
+        return f"Found {n} error{'s' if n != 1 else ''} in {files} file{'s' if files != 1 else ''} checked."
+    return f"All checks passed! ({files} file{'s' if files != 1 else ''} checked)"
 
 
 def as_json(diagnostics: list[Diagnostic], files: int, quiet: bool = False) -> str:
@@ -44,7 +53,29 @@ def statistics(diagnostics: list[Diagnostic]) -> str:
                                                                                    key=lambda kv: (-kv[1], kv[0])))
 
 
-FORMATS: dict[str, Callable[..., str]] = {"text": text, "concise": text, "json": as_json}
+def _lazy(module: str) -> Callable[..., str]:
+    """A formatter living in trainlint.report.<module> (its `render`), imported on first use."""
+
+    def call(diagnostics: list[Diagnostic], files: int, quiet: bool = False) -> str:
+        return importlib.import_module(f"trainlint.report.{module}").render(diagnostics, files, quiet)
+
+    call.__name__ = call.__qualname__ = f"{module}_render"
+    return call
+
+
+# Keys are exactly report.names.FORMAT_NAMES (a test checks it).
+FORMATS: dict[str, Callable[..., str]] = {
+    "text": text,
+    "concise": text,
+    "full": _lazy("full"),
+    "json": as_json,
+    "json-lines": _lazy("jsonlines"),
+    "junit": _lazy("junit"),
+    "github": _lazy("github"),
+    "gitlab": _lazy("gitlab"),
+    "rdjson": _lazy("rdjson"),
+    "sarif": _lazy("sarif"),
+}
 
 
 def render(fmt: str, diagnostics: list[Diagnostic], files: int, quiet: bool = False) -> str:

@@ -6,6 +6,7 @@ Docs: rules/TL101.md. Library facts: trainlint/knowledge/libraries.py (default_a
 from __future__ import annotations
 
 from trainlint.context import FileContext
+from trainlint.edits import make_fix, replace, set_keyword
 from trainlint.facts import ModelLoad
 from trainlint.knowledge import libraries
 from trainlint.knowledge.models import ModelSpec
@@ -68,8 +69,41 @@ def check(self: Rule, ctx: FileContext):
             cost = f"the score matrix ({heads} heads x {seq.value:,}^2) keeps ~{fmt_bytes(per_seq)} per layer per sequence"
         else:
             cost = f"the score matrix grows with batch x heads x {seq.value:,}^2 per layer (model size unknown)"
-        yield self.diagnostic(
+        diag = self.diagnostic(
             ctx, model.anchor,
             f"eager attention at sequence length {seq.value:,} ({why}): {cost}; "
             f"set attn_implementation={instead}",
         )
+        yield diag.with_fix(_fix(ctx, model, softcapped))
+
+
+def _fix(ctx: FileContext, model: ModelLoad, softcapped: bool) -> dict | None:
+    """Ruff's contract: SDPA computes the same attention as eager (the default for these architectures
+    in transformers 5), so switching is safe; anything that needs an extra package or drops outputs
+    the script asked for (output_attentions) is unsafe."""
+    target = ctx.settings.fix_attention
+    if softcapped and target == "sdpa":
+        target = "flex_attention"
+    safe = target == "sdpa" and not softcapped
+    value = f'"{target}"'
+    applicability = "safe" if safe else "unsafe"
+    message = f"Set attn_implementation={value}"
+    impl = model.attn_implementation
+    if model.kind == "trainer_string":
+        return None  # lives inside model_init_kwargs; not edited
+    if impl.known:
+        if impl.via == "literal":
+            span = model.call.kw_span("attn_implementation")
+            return make_fix(applicability, message, replace(span, f"attn_implementation={value}")) if span else None
+        if impl.via in ("constant", "argparse default", "dataclass default") and impl.origin is not None:
+            return make_fix(applicability, f"{message} where the value is defined ({impl.via})",
+                            replace(impl.origin, value))
+        return None
+    if model.output_attentions.is_(True):
+        span = model.call.kw_span("output_attentions")
+        if span is None:
+            return None
+        return make_fix("unsafe", f"{message} instead of output_attentions=True (attention weights are no longer "
+                                  f"returned)", replace(span, f"attn_implementation={value}"))
+    edits = set_keyword(model.call, "attn_implementation", value, ctx.text)
+    return make_fix(applicability, message, *edits) if edits else None

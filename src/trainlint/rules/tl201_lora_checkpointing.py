@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from trainlint.context import FileContext
+from trainlint.edits import insert_line_after, make_fix, set_keyword
 from trainlint.diagnostics import Span
 from trainlint.facts import Call, TrainerCall, Value
 from trainlint.facts.values import UNSET
@@ -240,5 +241,36 @@ def check(self: Rule, ctx: FileContext):
     findings.extend(_trainers(ctx, wraps))
     symptom = _symptom(ctx)
     for span, why in findings[:1]:
-        yield self.diagnostic(ctx, span, f"LoRA with reentrant checkpointing and nothing enabling input grads "
-                                         f"({why}): {symptom}; {FIX}")
+        diag = self.diagnostic(ctx, span, f"LoRA with reentrant checkpointing and nothing enabling input grads "
+                                          f"({why}): {symptom}; {FIX}")
+        yield diag.with_fix(_fix(ctx, wraps, span))
+
+
+def _fix(ctx: FileContext, wraps: list[PeftWrap], span: Span) -> dict | None:
+    """Safe: `enable_input_require_grads()` only registers a forward hook that marks the embeddings'
+    output as requiring grad; `use_reentrant=False` is torch's recommended checkpoint mode."""
+    for call in ctx.facts.calls:
+        if call.span == span and call.short in ("checkpoint", "checkpoint_sequential"):
+            edits = set_keyword(call, "use_reentrant", "False", ctx.text)
+            return make_fix("safe", "Pass use_reentrant=False", *edits) if edits else None
+    named = [w for w in wraps if w.variable]
+    if named:
+        wrap = named[-1]
+        return make_fix("safe", f"Call {wrap.variable}.enable_input_require_grads() after get_peft_model",
+                        insert_line_after(wrap.call.span.end_line, f"{wrap.variable}.enable_input_require_grads()",
+                                          ctx.text))
+    for call in ctx.facts.calls:
+        if call.span == span and call.short in GC_ENABLE:
+            kw = next((k for k in GC_KWARGS if call.has_kw(k)), GC_KWARGS[0])
+            edits = set_keyword(call, kw, '{"use_reentrant": False}', ctx.text)
+            return make_fix("safe", f'Pass {kw}={{"use_reentrant": False}}', *edits) if edits else None
+    for trainer in ctx.facts.trainers:
+        if trainer.call.span == span:
+            args = ctx.trainer_args(trainer)
+            if args is None:
+                return None
+            kw = "activation_checkpointing_kwargs" if args.call.has_kw("activation_checkpointing") else \
+                "gradient_checkpointing_kwargs"
+            edits = set_keyword(args.call, kw, '{"use_reentrant": False}', ctx.text)
+            return make_fix("safe", f'Pass {kw}={{"use_reentrant": False}}', *edits) if edits else None
+    return None

@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 
 from trainlint.context import FileContext
+from trainlint.edits import make_fix, set_keyword
 from trainlint.diagnostics import Span
 from trainlint.facts import Call, ModelLoad, TrainerCall
 from trainlint.knowledge import libraries
@@ -77,8 +78,14 @@ def _trainer_diagnostic(self: Rule, ctx: FileContext, trainer: TrainerCall):
             return None
     model = _model_for(ctx, trainer.model_variable)
     if trainer.class_name in ("Trainer", "Seq2SeqTrainer"):
-        return _diagnose(self, ctx, model, trainer.call.span, f"{trainer.class_name} computes an unfused cross-entropy",
+        diag = _diagnose(self, ctx, model, trainer.call.span, f"{trainer.class_name} computes an unfused cross-entropy",
                          _LIGER_FIX)
+        if diag is None or args is None:
+            return diag
+        # Unsafe: Liger needs the liger-kernel package and a CUDA GPU, and its kernels are not bit-identical.
+        edits = set_keyword(args.call, "use_liger_kernel", "True", ctx.text)
+        return diag.with_fix(make_fix("unsafe", "Set use_liger_kernel=True (needs liger-kernel and a CUDA GPU)",
+                                      *edits) if edits else None)
     if trainer.class_name != "SFTTrainer":
         return None  # other TRL trainers: their loss path per version was not checked (rules/TL301.md)
     trl = ctx.versions.trl

@@ -11,8 +11,9 @@ import math
 from dataclasses import dataclass
 
 from trainlint.context import FileContext
+from trainlint.edits import make_fix, replace, set_keyword
 from trainlint.diagnostics import Span
-from trainlint.facts import ArgsObject, ScriptFacts, Value
+from trainlint.facts import ArgsObject, Call, ScriptFacts, Value
 from trainlint.knowledge.libraries import TRAINING_ARGS_DEFAULTS
 from trainlint.rules.base import Rule, rule
 
@@ -25,6 +26,9 @@ class Shape:
     accum_name: str
     span: Span  # where the batch is set in this version
     accum_span: Span | None
+    call: Call | None = None  # the call that takes the accumulation keyword, for the fix
+    accum_value: Value | None = None
+    accum_keyword: str = "gradient_accumulation_steps"
 
 
 def _int(value: Value, default: int | None) -> int | None:
@@ -44,7 +48,7 @@ def _args_shape(args: ArgsObject) -> Shape | None:
         return None
     return Shape(batch, accum, "per_device_train_batch_size", "gradient_accumulation_steps",
                  args.call.kw_span("per_device_train_batch_size") or args.call.span,
-                 args.call.kw_span("gradient_accumulation_steps"))
+                 args.call.kw_span("gradient_accumulation_steps"), args.call, args.get("gradient_accumulation_steps"))
 
 
 def _loop_shape(facts: ScriptFacts) -> Shape | None:
@@ -64,7 +68,11 @@ def _loop_shape(facts: ScriptFacts) -> Shape | None:
     if where is not None:
         name = ("Accelerator gradient_accumulation_steps" if where.source.startswith("Accelerator(")
                 else where.source.removesuffix(" ="))
-    return Shape(batch, accum, "DataLoader batch_size", name, span, where.span if where else None)
+    accelerators = [c for c in facts.calls if c.short == "Accelerator"]
+    call = accelerators[0] if len(accelerators) == 1 and where is not None and where.source.startswith("Accelerator(") \
+        else None
+    return Shape(batch, accum, "DataLoader batch_size", name, span, where.span if where else None, call,
+                 where.value if where is not None else None)
 
 
 def _pairs(new: ScriptFacts, old: ScriptFacts):
@@ -116,7 +124,25 @@ def check(self: Rule, ctx: FileContext):
             continue
         accum_change = (f"{new.accum_name} stays {new.accum}" if new.accum == old.accum
                         else f"{new.accum_name} {old.accum} -> {new.accum}")
-        yield self.diagnostic(
+        diag = self.diagnostic(
             ctx, new.span,
             f"{new.batch_name} {old.batch} -> {new.batch} but {accum_change}: effective batch per device "
             f"{before} -> {after}; {_keep_message(old, new)}")
+        yield diag.with_fix(_fix(ctx, old, new))
+
+
+def _fix(ctx: FileContext, old: Shape, new: Shape) -> dict | None:
+    """Safe when the division is exact: the same samples per optimizer step, in more micro-steps."""
+    target = old.batch * old.accum
+    if target % new.batch:
+        return None
+    steps = str(target // new.batch)
+    message = f"Set {new.accum_name}={steps} (effective batch {target})"
+    value = new.accum_value
+    if value is not None and value.known and value.via in ("constant", "argparse default", "dataclass default") \
+            and value.origin is not None:
+        return make_fix("safe", message + f" where it is defined ({value.via})", replace(value.origin, steps))
+    if new.call is None or (value is not None and value.known and value.via not in ("literal", "library default")):
+        return None
+    edits = set_keyword(new.call, new.accum_keyword, steps, ctx.text)
+    return make_fix("safe", message, *edits) if edits else None

@@ -1,0 +1,76 @@
+"""Building fixes: text edits (Ruff's JSON shape, 1-based character columns) that keep the user's
+formatting. Rules call these; fix.py applies them."""
+
+from __future__ import annotations
+
+from trainlint.diagnostics import Span
+from trainlint.facts import Call
+
+
+def edit(start: tuple[int, int], end: tuple[int, int], content: str) -> dict:
+    return {"content": content, "location": {"row": start[0], "column": start[1]},
+            "end_location": {"row": end[0], "column": end[1]}}
+
+
+def make_fix(applicability: str, message: str, *edits: dict) -> dict:
+    assert applicability in ("safe", "unsafe")
+    return {"applicability": applicability, "message": message, "edits": list(edits)}
+
+
+def replace(span: Span, content: str) -> dict:
+    return edit((span.line, span.col), (span.end_line, span.end_col), content)
+
+
+def newline_of(text: str) -> str:
+    i = text.find("\n")
+    return "\r\n" if i > 0 and text[i - 1] == "\r" else "\n"
+
+
+def _line(text: str, row: int) -> str:
+    lines = text.splitlines()
+    return lines[row - 1] if 0 < row <= len(lines) else ""
+
+
+def _indent(line: str) -> str:
+    return line[: len(line) - len(line.lstrip())]
+
+
+def set_keyword(call: Call, name: str, value_src: str, text: str) -> list[dict]:
+    """Edits that set `name=value_src` in `call`: replace an existing keyword, or add it in the call's
+    own style (one argument per line with or without a trailing comma, or inline). Comments stay put."""
+    existing = call.kw_span(name)
+    if existing is not None:
+        return [replace(existing, f"{name}={value_src}")]
+    if call.close_paren is None:
+        return []
+    new = f"{name}={value_src}"
+    paren = call.close_paren
+    if call.last_arg is None:
+        return [edit((paren.line, paren.col), (paren.line, paren.col), new)]
+    last = call.last_arg
+    if paren.line > last.end_line:
+        indent = _indent(_line(text, last.line))
+        nl = newline_of(text)
+        out = [] if call.trailing_comma else [edit((last.end_line, last.end_col), (last.end_line, last.end_col), ",")]
+        tail = "," if call.trailing_comma else ""
+        out.append(edit((last.end_line + 1, 1), (last.end_line + 1, 1), f"{indent}{new}{tail}{nl}"))
+        return out
+    if call.trailing_comma:
+        return [edit((paren.line, paren.col), (paren.line, paren.col), f" {new}")]
+    return [edit((last.end_line, last.end_col), (last.end_line, last.end_col), f", {new}")]
+
+
+def insert_line_after(row: int, content: str, text: str) -> dict:
+    """A new statement on the line after `row`, indented like that line."""
+    indent = _indent(_line(text, row))
+    nl = newline_of(text)
+    lines = text.splitlines(keepends=True)
+    if row < len(lines):
+        return edit((row + 1, 1), (row + 1, 1), f"{indent}{content}{nl}")
+    last = _line(text, row)
+    has_newline = bool(lines) and lines[-1].endswith(("\n", "\r"))
+    col = len(last) + 1
+    prefix = "" if has_newline else nl
+    target_row = row + 1 if has_newline else row
+    target_col = 1 if has_newline else col
+    return edit((target_row, target_col), (target_row, target_col), f"{prefix}{indent}{content}{nl if has_newline else ''}")

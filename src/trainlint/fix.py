@@ -1,0 +1,127 @@
+"""Applying fixes to a file without ever corrupting it.
+
+All fixes of a file are applied in one pass over the text; the result must parse and, re-linted, must
+no longer report what each fix was for (fixes that do not remove their diagnostic are dropped); then
+it is written atomically (temporary file in the same directory, then rename), keeping the mode, the
+encoding, the BOM and the newline style. On any error the file is left untouched.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import shutil
+import tempfile
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import libcst as cst
+
+from trainlint.config import Settings
+from trainlint.diagnostics import Diagnostic
+from trainlint.lint import lint_text
+from trainlint.source import Source, read_source
+
+
+@dataclass
+class FixOutcome:
+    path: Path
+    new_text: str | None = None  # None: nothing to change
+    applied: list[Diagnostic] = field(default_factory=list)
+    remaining: list[Diagnostic] = field(default_factory=list)
+    error: str | None = None
+    source: Source | None = None
+
+
+def _offsets(text: str) -> list[int]:
+    starts = [0]
+    for i, ch in enumerate(text):
+        if ch == "\n":
+            starts.append(i + 1)
+    return starts
+
+
+def _offset(starts: list[int], row: int, col: int, size: int) -> int:
+    if row - 1 >= len(starts):
+        return size
+    return min(starts[row - 1] + col - 1, size)
+
+
+def _conflict(a: int, b: int, a2: int, b2: int) -> bool:
+    """Two edits [a, b) and [a2, b2) overlap, or insert at the same point (their order would be ambiguous)."""
+    return (a < b2 and a2 < b) or a == a2
+
+
+def apply_edits(text: str, diagnostics: list[Diagnostic]) -> tuple[str, list[Diagnostic]]:
+    """Apply the edits of non-overlapping fixes (first come, first served); returns the applied ones."""
+    starts = _offsets(text)
+    chosen: list[tuple[int, int, str]] = []
+    applied: list[Diagnostic] = []
+    for diag in diagnostics:
+        spans = []
+        for e in diag.fix["edits"]:
+            a = _offset(starts, e["location"]["row"], e["location"]["column"], len(text))
+            b = _offset(starts, e["end_location"]["row"], e["end_location"]["column"], len(text))
+            spans.append((a, b, e["content"]))
+        if any(_conflict(a, b, a2, b2) for a, b, _ in spans for a2, b2, _ in chosen):
+            continue
+        chosen.extend(spans)
+        applied.append(diag)
+    out = text
+    for a, b, content in sorted(chosen, key=lambda t: (t[0], t[1]), reverse=True):
+        out = out[:a] + content + out[b:]
+    return out, applied
+
+
+def plan_fixes(path: Path, settings: Settings, codes: set[str], unsafe: bool) -> FixOutcome:
+    outcome = FixOutcome(path)
+    source = read_source(path)
+    if not isinstance(source, Source):
+        return outcome
+    outcome.source = source
+    text = source.text
+    first = lint_text(path, text, settings, codes, source.raw).diagnostics
+    wanted = [d for d in first if d.fix and (d.fix["applicability"] == "safe" or unsafe)]
+    outcome.remaining = first
+    while wanted:
+        new_text, applied = apply_edits(text, wanted)
+        try:
+            cst.parse_module(new_text)
+        except Exception as exc:  # noqa: BLE001 - a fix that breaks the file is dropped, never written
+            outcome.error = f"fixes produced invalid Python ({type(exc).__name__}); file left unchanged"
+            return outcome
+        after = lint_text(path, new_text, settings, codes).diagnostics
+        before_counts = Counter(d.code for d in first)
+        after_counts = Counter(d.code for d in after)
+        fixed_counts = Counter(d.code for d in applied)
+        failing = {c for c in fixed_counts if before_counts[c] - after_counts[c] < fixed_counts[c]}
+        if not failing:
+            outcome.new_text, outcome.applied, outcome.remaining = new_text, applied, after
+            return outcome
+        wanted = [d for d in wanted if d.code not in failing]
+    return outcome
+
+
+def write_atomic(path: Path, text: str, source: Source) -> None:
+    data = text.encode(source.encoding)
+    if source.raw.startswith(b"\xef\xbb\xbf") and not data.startswith(b"\xef\xbb\xbf"):
+        data = b"\xef\xbb\xbf" + data
+    directory = path.resolve().parent
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".trainlint.tmp", dir=directory)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+        shutil.copymode(path, tmp)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def unified_diff(path: str, old: str, new: str) -> str:
+    return "".join(difflib.unified_diff(old.splitlines(keepends=True), new.splitlines(keepends=True),
+                                        fromfile=f"a/{path}", tofile=f"b/{path}"))

@@ -1,0 +1,156 @@
+"""sarif: a SARIF 2.1.0 log (GitHub code scanning's `upload-sarif`, Azure DevOps, IDE viewers).
+
+One run. tool.driver.rules lists every rule trainlint has (the registered rules and the TL0xx meta
+rules), each with its page's "What it does" section as help; every result points into that list.
+
+Levels: a rule's finding is an `error` (trainlint exits 1 on it, and it predicts an out-of-memory
+crash or a wasted run). TL0xx are `warning`s: they say trainlint could not check a file (it does not
+parse, or cannot be read), a gap in coverage rather than a defect found, and code scanning should not
+fail a pull request's check on them the way it does on errors.
+
+Locations are relative to the directory trainlint ran in (uriBaseId %SRCROOT%, the repository root in
+CI), so no absolute path of the machine that ran it ends up in the log; columns are Unicode code points
+(run.columnKind), as trainlint counts them. partialFingerprints carries a hash that survives lines
+being added above a finding (see report._common.fingerprints).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from urllib.parse import quote
+
+from trainlint.diagnostics import Diagnostic
+from trainlint.report._common import PROJECT_URL, Sources, fingerprints, is_meta
+
+SCHEMA_URI = "https://json.schemastore.org/sarif-2.1.0.json"
+FINGERPRINT_KEY = "trainlintFingerprint/v1"
+_ABSOLUTE = re.compile(r"^(/|[A-Za-z]:[/\\])")
+
+
+def level(code: str) -> str:
+    return "warning" if is_meta(code) else "error"
+
+
+def artifact_location(filename: str) -> dict:
+    """A URI reference for a path as the CLI prints it (posix, relative to the cwd): percent-encoded
+    (spaces, '%', '#', non-ASCII) and resolved against %SRCROOT%."""
+    if _ABSOLUTE.match(filename):  # only when the file is on another drive than the cwd (Windows)
+        path = filename.replace("\\", "/")
+        return {"uri": "file://" + ("" if path.startswith("/") else "/") + quote(path, safe="/:")}
+    return {"uri": quote(filename, safe="/"), "uriBaseId": "%SRCROOT%"}
+
+
+def region(line: int, col: int, end_line: int, end_col: int) -> dict:
+    return {"startLine": line, "startColumn": col, "endLine": end_line, "endColumn": end_col}
+
+
+def section(page: str, title: str) -> str | None:
+    """The body of a rule page's `## title` section."""
+    m = re.search(rf"^##\s+{re.escape(title)}\s*$(.*?)(?=^##\s|\Z)", page, re.M | re.S)
+    return m.group(1).strip() if m and m.group(1).strip() else None
+
+
+def _first_paragraph(markdown: str) -> str:
+    return " ".join(markdown.split("\n\n", 1)[0].split())
+
+
+def _words(name: str) -> str:
+    text = name.replace("-", " ").replace("_", " ").strip()
+    return text[:1].upper() + text[1:]
+
+
+def rule_descriptors(extra: dict[str, str]) -> list[dict]:
+    """Every known rule, sorted by code, plus any code in `extra` (code -> name) that no registry knows."""
+    from trainlint.pages import page
+    from trainlint.rules import META_RULES, REGISTRY
+    from trainlint.rules.base import DOCS_URL
+
+    out = []
+    for code in sorted(set(REGISTRY) | set(META_RULES) | set(extra)):
+        text = page(code)
+        what = section(text, "What it does") if text else None
+        if code in REGISTRY:
+            rule = REGISTRY[code]
+            name, short = rule.name, f"{_words(rule.name)} ({rule.consumer})"
+            full = _first_paragraph(what) if what else f"{rule.consumer}: {rule.fix_hint}"
+            help_text = f"{what or full}\n\nFix: {rule.fix_hint}"
+        elif code in META_RULES:
+            name, description = META_RULES[code]
+            short = full = help_text = description[:1].upper() + description[1:] + "."
+        else:
+            name = extra[code]
+            short = full = help_text = _words(name)
+        descriptor: dict = {
+            "id": code,
+            "name": name,
+            "shortDescription": {"text": short},
+            "fullDescription": {"text": full},
+            "help": {"text": help_text},
+            "defaultConfiguration": {"level": level(code)},
+        }
+        if text:
+            descriptor["help"]["markdown"] = text.strip()
+        if text or code in REGISTRY:
+            descriptor["helpUri"] = DOCS_URL.format(code=code)
+        out.append(descriptor)
+    return out
+
+
+def _fix(d: Diagnostic) -> dict | None:
+    fix = d.fix
+    if not fix or not fix.get("edits"):
+        return None
+    replacements = [
+        {"deletedRegion": region(e["location"]["row"], e["location"]["column"],
+                                 e["end_location"]["row"], e["end_location"]["column"]),
+         "insertedContent": {"text": e["content"]}}
+        for e in fix["edits"]
+    ]
+    out: dict = {"artifactChanges": [{"artifactLocation": artifact_location(d.filename),
+                                      "replacements": replacements}]}
+    if fix.get("message"):
+        out["description"] = {"text": fix["message"]}
+    if fix.get("applicability"):
+        out["properties"] = {"applicability": fix["applicability"]}
+    return out
+
+
+def log(diagnostics: list[Diagnostic]) -> dict:
+    from trainlint import __version__
+
+    rules = rule_descriptors({d.code: d.name for d in diagnostics})
+    index = {r["id"]: i for i, r in enumerate(rules)}
+    prints = fingerprints(diagnostics, Sources())
+    results = []
+    for d, fp in zip(diagnostics, prints):
+        s = d.span
+        result: dict = {
+            "ruleId": d.code,
+            "ruleIndex": index[d.code],
+            "level": level(d.code),
+            "message": {"text": d.message},
+            "locations": [{"physicalLocation": {
+                "artifactLocation": artifact_location(d.filename),
+                "region": region(s.line, s.col, s.end_line, s.end_col),
+            }}],
+            "partialFingerprints": {FINGERPRINT_KEY: fp},
+        }
+        fix = _fix(d)
+        if fix:
+            result["fixes"] = [fix]
+        results.append(result)
+    return {
+        "$schema": SCHEMA_URI,
+        "version": "2.1.0",
+        "runs": [{
+            "tool": {"driver": {"name": "trainlint", "version": __version__,
+                                "informationUri": PROJECT_URL, "rules": rules}},
+            "columnKind": "unicodeCodePoints",
+            "results": results,
+        }],
+    }
+
+
+def render(diagnostics: list[Diagnostic], files: int, quiet: bool = False) -> str:
+    return json.dumps(log(diagnostics), indent=2)
