@@ -1,0 +1,77 @@
+"""The real `pre-commit` tool runs trainlint's hook from this checkout (`pre-commit try-repo`), in a
+temporary git repository: the hook environment installs this package from the local checkout."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PRE_COMMIT = shutil.which("pre-commit") or str(Path(sys.executable).with_name("pre-commit"))
+
+pytestmark = pytest.mark.skipif(not Path(PRE_COMMIT).exists(), reason="pre-commit is in the test extra")
+
+
+@pytest.fixture(scope="module")
+def hook_home(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("pre-commit-home")
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    def git(*args):
+        subprocess.run(["git", *args], cwd=tmp_path, check=True, capture_output=True)
+
+    git("init", "-q")
+    git("config", "user.email", "t@example.com")
+    git("config", "user.name", "t")
+    return tmp_path
+
+
+def try_repo(repo: Path, home: Path, *files: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PRE_COMMIT_HOME": str(home), "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
+    return subprocess.run([PRE_COMMIT, "try-repo", str(ROOT), "trainlint", "--files", *files], cwd=repo, env=env,
+                          capture_output=True, text=True, timeout=900)
+
+
+def git(repo: Path, *args: str) -> None:
+    subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True)
+
+
+def test_hook_fails_a_commit_with_eager_attention_at_long_context(repo, hook_home):
+    (repo / "train.py").write_text(
+        "from transformers import AutoModelForCausalLM\n"
+        "model = AutoModelForCausalLM.from_pretrained('meta-llama/Llama-3.1-8B', attn_implementation='eager')\n"
+        "MAX_SEQ_LENGTH = 8192\n")
+    git(repo, "add", "train.py")
+    r = try_repo(repo, hook_home, "train.py")
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "train.py:2:73: TL101 eager attention at sequence length 8,192" in r.stdout
+
+
+def test_hook_fails_a_staged_batch_shrink_against_head(repo, hook_home):
+    path = repo / "sft.py"
+    path.write_text("from trl import SFTConfig\ncfg = SFTConfig(output_dir='o', per_device_train_batch_size=8)\n")
+    git(repo, "add", "sft.py")
+    git(repo, "commit", "-qm", "first")
+    path.write_text(path.read_text().replace("=8)", "=2)"))
+    git(repo, "add", "sft.py")
+    r = try_repo(repo, hook_home, "sft.py")
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "TL401 per_device_train_batch_size 8 -> 2 but gradient_accumulation_steps stays 1" in r.stdout
+
+
+def test_hook_passes_a_clean_script(repo, hook_home):
+    (repo / "ok.py").write_text(
+        "from transformers import AutoModelForCausalLM\n"
+        "model = AutoModelForCausalLM.from_pretrained('meta-llama/Llama-3.1-8B', attn_implementation='sdpa')\n"
+        "MAX_SEQ_LENGTH = 8192\n")
+    git(repo, "add", "ok.py")
+    r = try_repo(repo, hook_home, "ok.py")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "Passed" in r.stdout
