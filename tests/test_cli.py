@@ -39,7 +39,7 @@ def test_findings_exit_1_with_ruff_style_lines_and_a_summary(project):
     assert r.returncode == 1, r.stderr
     lines = r.stdout.strip().splitlines()
     assert lines[0].startswith("eager.py:2:73: TL101 eager attention at sequence length 4,096")
-    assert lines[-1] == "Found 1 error in 3 files checked."
+    assert lines[-2:] == ["Found 1 error in 3 files checked.", "[*] 1 fixable with the `--fix` option."]
 
 
 def test_clean_files_exit_0(project):
@@ -71,6 +71,7 @@ def test_json_output_uses_ruffs_field_names(project):
                            "end_location": {"row": 2, "column": 100}}]},
         "url": "https://github.com/trainlint/trainlint/blob/main/rules/TL101.md",
         "noqa_row": 2,
+        "cell": None,
     }]
 
 

@@ -125,7 +125,7 @@ def check(paths, select, ignore, extend_select, output_format, exit_zero, statis
         click.echo(f"Fixed {len(fixed)} error{'s' if len(fixed) != 1 else ''}:", err=not show_fixes)
         if show_fixes:
             for d in sorted(fixed, key=lambda d: d.sort_key):
-                click.echo(f"- {d.filename}:{d.span.line}: {d.code} {d.fix['message']}")
+                click.echo(f"- {d.location}: {d.code} {d.fix['message']}")
     if statistics:
         if diagnostics:
             click.echo(stats_text(diagnostics))

@@ -32,6 +32,7 @@ class Settings:
     gpu: str | None = None
     versions: tuple[tuple[str, str], ...] = ()
     fix_attention: str = "sdpa"  # what TL101's fix sets
+    per_file_timeout: float = 10.0  # seconds; a pathological file cannot stall a pre-commit hook
     diff_base: str = "HEAD"  # TL401 compares each file with its version at this git ref
     root: Path = field(default_factory=Path.cwd)  # patterns are relative to this
     source: str = "defaults"
@@ -63,7 +64,8 @@ def _positive_int(value: object, key: str) -> int:
 def from_table(table: dict, root: Path, source: str) -> Settings:
     s = Settings(root=root, source=source)
     known = {"select", "ignore", "extend-select", "per-file-ignores", "exclude", "long-context", "large-vocab", "gpu",
-             "versions", "diff-base", "fix-attention"}
+             "versions", "diff-base", "fix-attention",
+             "per-file-timeout"}
     for key in table:
         if key not in known:
             raise ConfigError(f"{source}: unknown key `{key}` in [tool.trainlint]; known keys: "
@@ -99,6 +101,11 @@ def from_table(table: dict, root: Path, source: str) -> Settings:
         except ValueError as exc:
             raise ConfigError(f"`gpu`: {exc}") from None
         changes["gpu"] = table["gpu"]
+    if "per-file-timeout" in table:
+        t = table["per-file-timeout"]
+        if isinstance(t, bool) or not isinstance(t, (int, float)) or t <= 0:
+            raise ConfigError("`per-file-timeout` must be a positive number of seconds")
+        changes["per_file_timeout"] = float(t)
     if "fix-attention" in table:
         allowed = ("sdpa", "flash_attention_2", "flash_attention_3", "flex_attention")
         if table["fix-attention"] not in allowed:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 
 @dataclass(frozen=True, order=True)
@@ -29,10 +29,17 @@ class Diagnostic:
     url: str | None = None
     # Filled by later layers (fixes); kept here so every reporter sees one type.
     fix: dict | None = field(default=None, compare=False)
+    cell: int | None = None  # notebooks: the 1-based cell; span rows are then rows within that cell
 
     def with_fix(self, fix: dict | None) -> "Diagnostic":
-        return Diagnostic(self.code, self.name, self.message, self.filename, self.span, self.url, fix)
+        return replace(self, fix=fix)
+
+    @property
+    def location(self) -> str:
+        """`path:line:col`, or `path:cell N:line:col` in a notebook."""
+        cell = f"cell {self.cell}:" if self.cell is not None else ""
+        return f"{self.filename}:{cell}{self.span.line}:{self.span.col}"
 
     @property
     def sort_key(self) -> tuple:
-        return (self.filename, self.span.line, self.span.col, self.code)
+        return (self.filename, self.cell or 0, self.span.line, self.span.col, self.code)

@@ -10,7 +10,7 @@ from trainlint.config import Settings
 
 SKIP_DIRS = {".git", ".hg", ".svn", "__pycache__", "node_modules", "build", "dist", ".venv", "venv", ".tox", ".nox",
              ".mypy_cache", ".pytest_cache", ".ruff_cache", ".trainlint_cache", ".eggs", ".ipynb_checkpoints"}
-EXTENSIONS = (".py",)
+EXTENSIONS = (".py", ".ipynb")
 
 
 class MissingPath(Exception):

@@ -20,7 +20,8 @@ import libcst as cst
 
 from trainlint.config import Settings
 from trainlint.diagnostics import Diagnostic
-from trainlint.lint import lint_text
+from trainlint.lint import lint_text, to_cell
+from trainlint.notebook import NotebookError, read_notebook, write_back
 from trainlint.source import Source, read_source
 
 
@@ -80,8 +81,15 @@ def plan_fixes(path: Path, settings: Settings, codes: set[str], unsafe: bool) ->
     if not isinstance(source, Source):
         return outcome
     outcome.source = source
-    text = source.text
-    first = lint_text(path, text, settings, codes, source.raw).diagnostics
+    nb = None
+    if path.suffix == ".ipynb":
+        try:
+            nb = read_notebook(source.text)
+        except NotebookError as exc:
+            outcome.error = str(exc)
+            return outcome
+    text = nb.source if nb is not None else source.text
+    first = lint_text(path, text, settings, codes, None if nb is not None else source.raw).diagnostics
     wanted = [d for d in first if d.fix and (d.fix["applicability"] == "safe" or unsafe)]
     outcome.remaining = first
     while wanted:
@@ -97,7 +105,17 @@ def plan_fixes(path: Path, settings: Settings, codes: set[str], unsafe: bool) ->
         fixed_counts = Counter(d.code for d in applied)
         failing = {c for c in fixed_counts if before_counts[c] - after_counts[c] < fixed_counts[c]}
         if not failing:
-            outcome.new_text, outcome.applied, outcome.remaining = new_text, applied, after
+            outcome.applied, outcome.remaining = applied, after
+            if nb is None:
+                outcome.new_text = new_text
+                return outcome
+            try:
+                outcome.new_text = write_back(nb, new_text)  # only the edited cells change
+            except NotebookError as exc:
+                outcome.error = f"{exc}; file left unchanged"
+                return outcome
+            outcome.applied = [to_cell(d, nb) for d in applied]
+            outcome.remaining = [to_cell(d, nb) for d in after]
             return outcome
         wanted = [d for d in wanted if d.code not in failing]
     return outcome

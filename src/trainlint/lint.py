@@ -5,8 +5,11 @@ from __future__ import annotations
 import ast
 import os
 import re
+import signal
+import threading
 import warnings
-from dataclasses import dataclass, field
+from contextlib import contextmanager
+from dataclasses import dataclass, field, replace
 from fnmatch import fnmatch
 from pathlib import Path
 
@@ -19,6 +22,7 @@ from trainlint.discovery import relative
 from trainlint.facts import extract_facts
 from trainlint.facts.extract import INTERESTING_SHORTS, LIGER_APPLY_RE, MODEL_CLASS_RE
 from trainlint.knowledge.versions import decide_versions
+from trainlint.notebook import Notebook, NotebookError, read_notebook
 from trainlint.rules import META_RULES, REGISTRY
 from trainlint.source import Unreadable, read_source
 
@@ -78,7 +82,45 @@ def _is_relevant(tree: ast.AST) -> bool:
     return False
 
 
+class _Timeout(Exception):
+    pass
+
+
+@contextmanager
+def _deadline(seconds: float):
+    """Interrupt the work after `seconds` (SIGALRM; only where available and on the main thread)."""
+    usable = hasattr(signal, "setitimer") and threading.current_thread() is threading.main_thread()
+    if not usable:
+        yield
+        return
+
+    def on_alarm(signum, frame):
+        raise _Timeout()
+
+    previous = signal.signal(signal.SIGALRM, on_alarm)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
 def lint_file(path: Path, settings: Settings, codes: set[str]) -> FileResult:
+    try:
+        with _deadline(settings.per_file_timeout):
+            return _lint_file(path, settings, codes)
+    except _Timeout:
+        display = _display(path)
+        result = FileResult(path, display, skipped="per-file time limit")
+        result.diagnostics.append(_meta("TL003", display, f"not linted: took longer than the per-file time limit "
+                                                          f"({settings.per_file_timeout:g} s, `per-file-timeout`)"))
+        return _finish(result, settings, codes, None)
+
+
+def _lint_file(path: Path, settings: Settings, codes: set[str]) -> FileResult:
+    if path.suffix == ".ipynb":
+        return lint_notebook(path, settings, codes)
     source = read_source(path)
     if isinstance(source, Unreadable):
         result = FileResult(path, _display(path))
@@ -87,6 +129,41 @@ def lint_file(path: Path, settings: Settings, codes: set[str]) -> FileResult:
         result.skipped = source.reason
         return _finish(result, settings, codes, None)
     return lint_text(path, source.text, settings, codes, source.raw)
+
+
+def lint_notebook(path: Path, settings: Settings, codes: set[str]) -> FileResult:
+    display = _display(path)
+    source = read_source(path)
+    reason = None
+    if isinstance(source, Unreadable):
+        reason = source.reason
+    else:
+        try:
+            nb = read_notebook(source.text)
+        except NotebookError as exc:
+            reason = str(exc)
+    if reason is not None:
+        result = FileResult(path, display, skipped=reason)
+        result.diagnostics.append(_meta("TL002", display, f"cannot lint this notebook: {reason}"))
+        return _finish(result, settings, codes, None)
+    if not nb.code_cells:
+        return FileResult(path, display, skipped="notebook has no code cells")
+    result = lint_text(path, nb.source, settings, codes)
+    result.diagnostics = [to_cell(d, nb) for d in result.diagnostics]
+    return result
+
+
+def to_cell(diag: Diagnostic, nb: Notebook) -> Diagnostic:
+    """Combined-source coordinates -> the cell and the row inside it (Ruff's notebook convention)."""
+    cell, row = nb.locate(diag.span.line)
+    _, end_row = nb.locate(diag.span.end_line)
+    fix = diag.fix
+    if fix is not None:
+        fix = {**fix, "edits": [{**e, "location": {**e["location"], "row": nb.locate(e["location"]["row"])[1]},
+                                 "end_location": {**e["end_location"],
+                                                  "row": nb.locate(e["end_location"]["row"])[1]}}
+                                for e in fix["edits"]]}
+    return replace(diag, span=Span(row, diag.span.col, end_row, diag.span.end_col), cell=cell, fix=fix)
 
 
 def lint_text(path: Path, text: str, settings: Settings, codes: set[str], raw: bytes | None = None) -> FileResult:

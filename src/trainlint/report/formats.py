@@ -20,7 +20,7 @@ def text(diagnostics: list[Diagnostic], files: int, quiet: bool = False) -> str:
 
 def header(d: Diagnostic) -> str:
     """The one-line form of a diagnostic (text's line, and the first line of each of full's blocks)."""
-    return f"{d.filename}:{d.span.line}:{d.span.col}: {d.code} {d.message}"
+    return f"{d.location}: {d.code} {d.message}"
 
 
 def summary(n: int, files: int) -> str:
@@ -43,6 +43,7 @@ def to_json(d: Diagnostic) -> dict:
         "fix": d.fix,
         "url": d.url,
         "noqa_row": d.span.line,
+        "cell": d.cell,
     }
 
 

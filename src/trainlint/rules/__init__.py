@@ -11,7 +11,8 @@ from trainlint.rules.base import REGISTRY, Rule
 # TL0xx describe trainlint itself (files it could not read); they are produced by the engine.
 META_RULES = {
     "TL001": ("syntax-error", "the file could not be parsed as Python"),
-    "TL002": ("unreadable-file", "binary, undecodable, unreadable or oversized file"),
+    "TL002": ("unreadable-file", "binary, undecodable, unreadable or oversized file, or an unreadable notebook"),
+    "TL003": ("file-timeout", "the file took longer than `per-file-timeout` to lint"),
 }
 
 __all__ = ["REGISTRY", "Rule", "META_RULES"]

@@ -1,0 +1,87 @@
+"""Notebooks: code cells in order, magics skipped without moving lines, pip pins read, diagnostics per
+cell, fixes that rewrite only the edited cell and keep the rest of the JSON byte for byte."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+CELLS = [
+    {"cell_type": "markdown", "metadata": {}, "source": ["# Fine-tune a Llama\n"]},
+    {"cell_type": "code", "execution_count": 1, "metadata": {}, "outputs": [],
+     "source": ["!pip install -q transformers==4.57.6 peft==0.17.1\n", "%env TOKENIZERS_PARALLELISM=false"]},
+    {"cell_type": "code", "execution_count": 2, "metadata": {"scrolled": True},
+     "outputs": [{"output_type": "stream", "name": "stdout", "text": ["loaded \u00e9\n"]}],
+     "source": ["from peft import LoraConfig, get_peft_model\n", "from transformers import AutoModelForCausalLM\n",
+                "model = AutoModelForCausalLM.from_pretrained(\"meta-llama/Llama-3.2-1B\")"]},
+    {"cell_type": "code", "execution_count": 3, "metadata": {}, "outputs": [], "source": ["%%time\n", "x = 1 +"]},
+    {"cell_type": "code", "execution_count": 4, "metadata": {}, "outputs": [],
+     "source": ["lora = LoraConfig(r=8)\n", "model = get_peft_model(model, lora)\n",
+                "model.gradient_checkpointing_enable()\n"]},
+]
+
+
+def notebook(cells=CELLS, **dump) -> str:
+    nb = {"cells": cells, "metadata": {"kernelspec": {"name": "python3", "display_name": "Python 3"}},
+          "nbformat": 4, "nbformat_minor": 5}
+    style = dict(indent=1, sort_keys=True, ensure_ascii=False)
+    style.update(dump)
+    return json.dumps(nb, **style) + "\n"
+
+
+def run(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "trainlint", "check", *args], cwd=cwd, capture_output=True,
+                          text=True, timeout=120)
+
+
+def test_diagnostic_points_at_the_cell_and_the_row_inside_it(tmp_path):
+    (tmp_path / "ft.ipynb").write_text(notebook(), encoding="utf-8")
+    r = run(cwd=tmp_path)
+    assert r.returncode == 1
+    # the %%time cell holds a syntax error that IPython would never run as Python: it is skipped, and the
+    # `!pip install transformers==4.57.6` line pins the version that makes this a trap
+    assert r.stdout.splitlines()[0].startswith("ft.ipynb:cell 5:3:1: TL201 LoRA with reentrant checkpointing")
+    data = json.loads(run("--output-format", "json", cwd=tmp_path).stdout)
+    assert (data[0]["cell"], data[0]["location"], data[0]["filename"]) == (5, {"row": 3, "column": 1}, "ft.ipynb")
+
+
+def test_fix_rewrites_only_the_edited_cell_and_is_idempotent(tmp_path):
+    path = tmp_path / "ft.ipynb"
+    original = notebook()
+    path.write_text(original, encoding="utf-8")
+    assert run("--fix", cwd=tmp_path).returncode == 0
+    fixed = path.read_text(encoding="utf-8")
+    cells = [dict(c) for c in CELLS]
+    cells[4] = {**cells[4], "source": ["lora = LoraConfig(r=8)\n", "model = get_peft_model(model, lora)\n",
+                                       "model.enable_input_require_grads()\n",
+                                       "model.gradient_checkpointing_enable()\n"]}
+    assert fixed == notebook(cells)
+    assert run("--fix", cwd=tmp_path).returncode == 0
+    assert path.read_text(encoding="utf-8") == fixed
+
+
+def test_unusual_json_layout_is_kept_or_left_alone(tmp_path):
+    path = tmp_path / "ft.ipynb"
+    path.write_text(notebook(indent=2, sort_keys=False, ensure_ascii=True), encoding="utf-8")
+    assert run("--fix", cwd=tmp_path).returncode == 0
+    assert json.loads(path.read_text())["cells"][4]["source"][2] == "model.enable_input_require_grads()\n"
+    assert path.read_text().startswith('{\n  "cells"')
+    odd = notebook().replace('"nbformat": 4', '"nbformat":     4')
+    path.write_text(odd, encoding="utf-8")
+    r = run("--fix", cwd=tmp_path)
+    assert "cannot be reproduced exactly" in r.stderr and path.read_text(encoding="utf-8") == odd
+
+
+def test_bad_notebooks_get_a_clear_diagnostic(tmp_path):
+    (tmp_path / "broken.ipynb").write_text("{not json", encoding="utf-8")
+    (tmp_path / "v3.ipynb").write_text(json.dumps({"nbformat": 3, "worksheets": []}), encoding="utf-8")
+    (tmp_path / "prose.ipynb").write_text(notebook([CELLS[0]]), encoding="utf-8")
+    r = run(cwd=tmp_path)
+    assert "broken.ipynb:1:1: TL002 cannot lint this notebook: notebook is not valid JSON" in r.stdout
+    assert "v3.ipynb:1:1: TL002 cannot lint this notebook: nbformat 3 notebooks are not supported" in r.stdout
+    assert "prose.ipynb" not in r.stdout
+    assert "Traceback" not in r.stderr
+    r = run("-v", "prose.ipynb", cwd=tmp_path)
+    assert "prose.ipynb: skipped: notebook has no code cells" in r.stderr
