@@ -33,6 +33,7 @@ def run_ground_truth(script_path: Path, python: str = sys.executable, timeout: f
         }
     )
     with tempfile.TemporaryDirectory(prefix="tl201_") as cwd:
+        env["TMPDIR"] = cwd  # the Trainer scripts' tempfile.mkdtemp() output dirs are removed with it
         try:
             proc = subprocess.run(
                 [python, str(script_path)],
