@@ -122,10 +122,12 @@ def check(paths, select, ignore, extend_select, output_format, exit_zero, statis
                        f"{len(diffs)} file(s).", err=True)
         sys.exit(1 if diffs else 0)
     if fixed and (show_fixes or not quiet):
-        click.echo(f"Fixed {len(fixed)} error{'s' if len(fixed) != 1 else ''}:", err=not show_fixes)
+        # machine formats own stdout; the list of fixes goes to stderr then
+        to_err = not show_fixes or output_format not in ("text", "concise", "full")
+        click.echo(f"Fixed {len(fixed)} error{'s' if len(fixed) != 1 else ''}:", err=to_err)
         if show_fixes:
             for d in sorted(fixed, key=lambda d: d.sort_key):
-                click.echo(f"- {d.location}: {d.code} {d.fix['message']}")
+                click.echo(f"- {d.location}: {d.code} {d.fix['message']}", err=to_err)
     if statistics:
         if diagnostics:
             click.echo(stats_text(diagnostics))

@@ -2,12 +2,12 @@
 rule's name (Ruff's `full` style), and `help:` with the fix's message when the rule offers one; then
 text's summary line.
 
-    train.py:2:9: TL101 eager attention at sequence length 4,096 ...
+    train.py:2:30: TL101 eager attention at sequence length 4,096 ...
       |
     2 | model = from_pretrained("m", attn_implementation="eager")
       |                              ^^^^^^^^^^^^^^^^^^^^^^^^^^^ eager-attention-at-long-context
       |
-      = help: Use SDPA attention
+      = help: Set attn_implementation="sdpa"
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from __future__ import annotations
 import unicodedata
 
 from trainlint.diagnostics import Diagnostic
-from trainlint.report._common import Sources
+from trainlint.report._common import Sources, cell_of
 from trainlint.report.formats import header, summary
 
 TAB = "    "
@@ -37,7 +37,7 @@ def _rows(d: Diagnostic, sources: Sources) -> list[tuple[int, str, int, int]] | 
         end_col = None
     rows = []
     for row in range(s.line, max(end_line, s.line) + 1):
-        line = sources.line(d.filename, row)
+        line = sources.line(d.filename, row, cell_of(d))
         if line is None:
             return None
         if row == s.line:
@@ -53,13 +53,13 @@ def _rows(d: Diagnostic, sources: Sources) -> list[tuple[int, str, int, int]] | 
 
 
 def excerpt(d: Diagnostic, sources: Sources) -> list[str]:
-    rows = _rows(d, sources)
-    if rows is None:
-        return [f"  = rule: {d.name} (source not available)"]
-    if len(rows) > MAX_LINES:
-        rows = rows[:MAX_LINES // 2] + [None] + rows[-(MAX_LINES // 2):]
     gutter = len(str(d.span.end_line))
     pad = " " * gutter
+    rows = _rows(d, sources)
+    if rows is None:
+        return [f"{pad} = rule: {d.name} (source not available)"]
+    if len(rows) > MAX_LINES:
+        rows = rows[:MAX_LINES // 2] + [None] + rows[-(MAX_LINES // 2):]
     out = [f"{pad} |"]
     marked = [r for r in rows if r is not None]
     for entry in rows:

@@ -9,7 +9,7 @@ import os
 from pathlib import Path
 
 from trainlint.diagnostics import Diagnostic
-from trainlint.report._common import Sources, fingerprints, is_meta
+from trainlint.report._common import Sources, cell_of, fingerprints, in_cell, is_meta
 
 
 def _path(filename: str) -> str:
@@ -30,12 +30,14 @@ def render(diagnostics: list[Diagnostic], files: int, quiet: bool = False) -> st
     prints = fingerprints(diagnostics, Sources(), "md5")
     issues = [
         {
-            "description": f"{d.code}: {d.message}",
+            "description": f"{d.code}: {in_cell(d)}{d.message}",
             "check_name": d.code,
             "fingerprint": fp,
             # GitLab's scale: info, minor, major, critical, blocker.
             "severity": "minor" if is_meta(d.code) else "major",
-            "location": {"path": _path(d.filename), "lines": {"begin": d.span.line, "end": d.span.end_line}},
+            # A notebook's rows count within a cell: its issues sit on line 1 and say where.
+            "location": {"path": _path(d.filename), "lines": {"begin": d.span.line, "end": d.span.end_line}
+                         if cell_of(d) is None else {"begin": 1, "end": 1}},
         }
         for d, fp in zip(diagnostics, prints)
     ]

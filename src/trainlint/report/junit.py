@@ -9,6 +9,7 @@ import xml.etree.ElementTree as ET
 from collections import defaultdict
 
 from trainlint.diagnostics import Diagnostic
+from trainlint.report._common import cell_of, position
 
 # Characters XML 1.0 cannot carry, even escaped (C0 controls but tab/LF/CR, surrogates, U+FFFE/U+FFFF).
 _INVALID_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
@@ -39,12 +40,13 @@ def tree(diagnostics: list[Diagnostic], files: int) -> ET.Element:
         suite = _element(root, "testsuite", name=filename, tests=len(found), failures=len(found), errors=0,
                          skipped=0)
         for d in found:
-            s = d.span
-            case = _element(suite, "testcase", name=f"{d.code} {d.name} ({s.line}:{s.col})", classname=filename,
-                            file=filename, line=s.line)
+            s, cell = d.span, cell_of(d)
+            where = f"{s.line}:{s.col}" if cell is None else f"cell {cell}:{s.line}:{s.col}"
+            line = {"line": s.line} if cell is None else {}  # a notebook's rows are not lines of the file
+            case = _element(suite, "testcase", name=f"{d.code} {d.name} ({where})", classname=filename,
+                            file=filename, **line)
             failure = _element(case, "failure", message=d.message, type=d.code)
-            failure.text = _xml_text(f"{filename}:{s.line}:{s.col}: {d.code} {d.message}"
-                                     + (f"\n{d.url}" if d.url else ""))
+            failure.text = _xml_text(f"{position(d)}: {d.code} {d.message}" + (f"\n{d.url}" if d.url else ""))
     return root
 
 

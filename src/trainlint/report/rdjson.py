@@ -2,14 +2,16 @@
 
 Field names follow reviewdog's proto/rdf/reviewdog.proto. Its positions are 1-based lines and 1-based
 *UTF-8 byte* columns with an exclusive end; trainlint's spans use character columns, so each column is
-converted by reading the line it is on (kept as is when the file can no longer be read)."""
+converted by reading the line it is on (kept as is when the file can no longer be read). A notebook's
+rows count within a cell, not the .ipynb file: such a diagnostic has no range (nor suggestions) and
+its message starts with the cell, line and column."""
 
 from __future__ import annotations
 
 import json
 
 from trainlint.diagnostics import Diagnostic
-from trainlint.report._common import PROJECT_URL, Sources, is_meta
+from trainlint.report._common import PROJECT_URL, Sources, cell_of, in_cell, is_meta
 
 
 def _position(sources: Sources, filename: str, row: int, col: int) -> dict:
@@ -22,14 +24,17 @@ def _range(sources: Sources, filename: str, start: tuple[int, int], end: tuple[i
 
 def diagnostic(d: Diagnostic, sources: Sources) -> dict:
     s = d.span
+    notebook = cell_of(d) is not None  # rows count within a cell: point at the file, say where in the message
+    location: dict = {"path": d.filename}
+    if not notebook:
+        location["range"] = _range(sources, d.filename, (s.line, s.col), (s.end_line, s.end_col))
     out: dict = {
-        "message": d.message,
-        "location": {"path": d.filename,
-                     "range": _range(sources, d.filename, (s.line, s.col), (s.end_line, s.end_col))},
+        "message": in_cell(d) + d.message,
+        "location": location,
         "severity": "WARNING" if is_meta(d.code) else "ERROR",
         "code": {"value": d.code, **({"url": d.url} if d.url else {})},
     }
-    if d.fix and d.fix.get("edits"):
+    if d.fix and d.fix.get("edits") and not notebook:
         out["suggestions"] = [
             {"range": _range(sources, d.filename, (e["location"]["row"], e["location"]["column"]),
                              (e["end_location"]["row"], e["end_location"]["column"])),

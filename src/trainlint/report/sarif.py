@@ -12,6 +12,10 @@ Locations are relative to the directory trainlint ran in (uriBaseId %SRCROOT%, t
 CI), so no absolute path of the machine that ran it ends up in the log; columns are Unicode code points
 (run.columnKind), as trainlint counts them. partialFingerprints carries a hash that survives lines
 being added above a finding (see report._common.fingerprints).
+
+A notebook's rows count within a cell, not within the .ipynb file, so its results locate the file
+only (no region, no fixes), start their message with the cell, line and column, and carry them as
+properties.notebookCell and properties.cellRegion.
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ import re
 from urllib.parse import quote
 
 from trainlint.diagnostics import Diagnostic
-from trainlint.report._common import PROJECT_URL, Sources, fingerprints, is_meta
+from trainlint.report._common import PROJECT_URL, Sources, cell_of, fingerprints, in_cell, is_meta
 
 SCHEMA_URI = "https://json.schemastore.org/sarif-2.1.0.json"
 FINGERPRINT_KEY = "trainlintFingerprint/v1"
@@ -124,21 +128,23 @@ def log(diagnostics: list[Diagnostic]) -> dict:
     prints = fingerprints(diagnostics, Sources())
     results = []
     for d, fp in zip(diagnostics, prints):
-        s = d.span
+        s, cell = d.span, cell_of(d)
+        physical: dict = {"artifactLocation": artifact_location(d.filename)}
+        if cell is None:
+            physical["region"] = region(s.line, s.col, s.end_line, s.end_col)
         result: dict = {
             "ruleId": d.code,
             "ruleIndex": index[d.code],
             "level": level(d.code),
-            "message": {"text": d.message},
-            "locations": [{"physicalLocation": {
-                "artifactLocation": artifact_location(d.filename),
-                "region": region(s.line, s.col, s.end_line, s.end_col),
-            }}],
+            "message": {"text": in_cell(d) + d.message},
+            "locations": [{"physicalLocation": physical}],
             "partialFingerprints": {FINGERPRINT_KEY: fp},
         }
-        fix = _fix(d)
+        fix = _fix(d) if cell is None else None
         if fix:
             result["fixes"] = [fix]
+        if cell is not None:
+            result["properties"] = {"notebookCell": cell, "cellRegion": region(s.line, s.col, s.end_line, s.end_col)}
         results.append(result)
     return {
         "$schema": SCHEMA_URI,
