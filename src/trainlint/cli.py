@@ -167,3 +167,53 @@ def rule_cmd(code, show_all):
         click.echo(f"trainlint: error: no rule {code!r} (known: {known})", err=True)
         sys.exit(2)
     click.echo(text.rstrip())
+
+
+@main.command()
+@click.argument("script", type=click.Path(path_type=Path))
+@click.option("--gpu", default=None, help="GPU to judge against: 24GB, T4, L4, A10G, A100-40GB, A100-80GB, H100, H200...")
+@click.option("--batch", type=click.IntRange(min=1), default=None, help="Per-device batch, if the script leaves it to the command line.")
+@click.option("--seq", type=click.IntRange(min=1), default=None, help="Sequence length, if the script leaves it open.")
+@click.option("--world-size", type=click.IntRange(min=1), default=None, help="GPUs that shard the model states (ZeRO/FSDP).")
+@click.option("--format", "fmt", type=click.Choice(["text", "json", "html"]), default="text", show_default=True)
+@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Write to this file instead of stdout.")
+@click.option("--config", "config", type=click.Path(dir_okay=False), default=None)
+def estimate(script, gpu, batch, seq, world_size, fmt, output, config):
+    """Where the memory goes, per consumer, for SCRIPT's model and config, before you rent a GPU."""
+    from trainlint.knowledge.gpus import parse_gpu
+    from trainlint.lint import enabled_codes, lint_file
+    from trainlint.memory.estimate import estimate as run_estimate
+    from trainlint.planning import Overrides, PlanError, plan_for
+    from trainlint.report.estimate import FORMATS as EST_FORMATS
+    from trainlint.report.estimate import Report
+
+    def fail(message: str) -> None:
+        click.echo(f"trainlint: error: {message}", err=True)
+        sys.exit(2)
+
+    try:
+        settings = _settings(config)
+        chosen_gpu = parse_gpu(gpu or settings.gpu) if (gpu or settings.gpu) else None
+    except (ConfigError, ValueError) as exc:
+        fail(str(exc))
+    if not script.exists():
+        fail(f"{script}: no such file or directory")
+    result = lint_file(script, settings, enabled_codes(settings, select=("TL101",)))
+    if result.context is None:
+        reason = result.diagnostics[0].message if result.diagnostics else (result.skipped or "nothing to read")
+        fail(f"{result.display}: {reason}")
+    try:
+        plan, model, notes, unknown = plan_for(result.context, Overrides(batch, seq, world_size))
+    except PlanError as exc:
+        fail(f"{result.display}: {exc}")
+    spec = result.context.spec(model)
+    source = spec.source.split(" (")[0]  # the full citation is in models.json and --verbose
+    report = Report(result.display, f"{spec.id} ({spec.num_parameters / 1e9:.2f} B parameters; {source})",
+                    run_estimate(plan), chosen_gpu, tuple(notes), tuple(unknown))
+    out = EST_FORMATS[fmt](report)
+    if output:
+        output.write_text(out, encoding="utf-8")
+        click.echo(f"wrote {output}", err=True)
+    else:
+        click.echo(out, nl=False)

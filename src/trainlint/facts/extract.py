@@ -49,6 +49,7 @@ INTERESTING_SHORTS = {
     "CrossEntropyLoss", "nll_loss", "DataLoader", "Accelerator", "add_argument", "HfArgumentParser",
     "_apply_liger_kernel_to_instance", "LigerFusedLinearCrossEntropyLoss", "cce_patch", "linear_cross_entropy",
     "BitsAndBytesConfig", "backward", "step", "train", "inject_adapter_in_model",
+    "AdamW", "Adam", "SGD", "AdamW8bit", "Adam8bit", "PagedAdamW8bit", "PagedAdamW32bit", "PagedAdamW", "Adafactor",
     *ARGS_CLASSES, *TRAINER_CLASSES,
 }
 INTERESTING_KWARGS = {"labels", "max_length", "max_seq_length", "model_max_length", "block_size", "batch_size",
@@ -67,6 +68,7 @@ PIP_RE = re.compile(r"pip3?\s+install\s+([^\n#]*)")
 PIN_RE = re.compile(r"""['"]?(transformers|trl|peft|torch|accelerate)\s*((?:[=<>!~]=?|===)\s*[\w.*]+(?:\s*,\s*(?:[=<>!~]=?)\s*[\w.*]+)*)""")
 
 _MAX_DEPTH = 24
+TORCH_DTYPES = {"float32", "float", "bfloat16", "float16", "half", "float64", "double", "int8", "uint8"}
 
 
 @dataclass
@@ -436,6 +438,9 @@ class _Resolver:
         # `args.batch_size` read back from an argparse default, `cfg.max_len` from a dataclass default
         if isinstance(node.value, cst.Name) and self.c.imports.get(node.value.value, "").endswith("TaskType"):
             return node.attr.value, "literal", None  # peft's TaskType.SEQ_CLS is the string "SEQ_CLS"
+        if isinstance(node.value, cst.Name) and self.c.imports.get(node.value.value) == "torch" and \
+                node.attr.value in TORCH_DTYPES:
+            return node.attr.value, "literal", None  # torch.bfloat16 is read as "bfloat16"
         if not isinstance(node.value, cst.Name) or node.value.value in self.c.imports:
             return _NOPE
         attr = node.attr.value

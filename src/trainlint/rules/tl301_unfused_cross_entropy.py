@@ -89,26 +89,50 @@ def _trainer_diagnostic(self: Rule, ctx: FileContext, trainer: TrainerCall):
     if trainer.class_name != "SFTTrainer":
         return None  # other TRL trainers: their loss path per version was not checked (rules/TL301.md)
     trl = ctx.versions.trl
-    loss_type = args.get("loss_type") if args is not None else None
-    if loss_type is not None and loss_type.unknown:
-        return None
-    chunked = libraries.sft_loss_is_chunked(trl, loss_type.get(None) if loss_type is not None else None, False)
+    chunked, forced_by = sft_loss(ctx, trainer, args)
     if chunked is None:
         return None
     if chunked:
-        smoothing = args.get("label_smoothing_factor") if args is not None else None
-        forced = trainer.call.has_kw("compute_loss_func") or (
-            smoothing is not None and smoothing.known and isinstance(smoothing.value, (int, float))
-            and smoothing.value > 0)
-        if not forced:
+        if forced_by is None:
             return None
-        why = "compute_loss_func" if trainer.call.has_kw("compute_loss_func") else "label_smoothing_factor > 0"
         return _diagnose(self, ctx, model, trainer.call.span,
-                         f"SFTTrainer builds the full logits because of {why}", "drop it to keep TRL's chunked loss")
+                         f"SFTTrainer builds the full logits because of {forced_by}", "drop it to keep TRL's chunked loss")
     fix = ('set loss_type="chunked_nll"' if trl.at_least(1, 4) else "upgrade TRL to >= 1.15 (chunked loss by default)"
            ) + " or " + _LIGER_FIX
     return _diagnose(self, ctx, model, trainer.call.span,
                      f"SFTTrainer in TRL {trl.version} computes an unfused cross-entropy", fix)
+
+
+def sft_loss(ctx: FileContext, trainer: TrainerCall, args) -> tuple[bool | None, str | None]:
+    """(whether TRL's SFT loss is chunked for this version and config, what forces full logits back)."""
+    loss_type = args.get("loss_type") if args is not None else None
+    if loss_type is not None and loss_type.unknown:
+        return None, None
+    chunked = libraries.sft_loss_is_chunked(ctx.versions.trl, loss_type.get(None) if loss_type is not None else None,
+                                            False)
+    if not chunked:
+        return chunked, None
+    smoothing = args.get("label_smoothing_factor") if args is not None else None
+    if trainer.call.has_kw("compute_loss_func"):
+        return True, "compute_loss_func"
+    if smoothing is not None and smoothing.known and isinstance(smoothing.value, (int, float)) and smoothing.value > 0:
+        return True, "label_smoothing_factor > 0"
+    return True, None
+
+
+def loss_path(ctx: FileContext) -> str:
+    """How the training loss treats the logits: "liger" (fused), "chunked" (TRL) or "full"."""
+    if fused_loss_applied(ctx):
+        return "liger"
+    for trainer in ctx.facts.trainers:
+        args = ctx.trainer_args(trainer)
+        if args is not None and args.get("use_liger_kernel").is_(True):
+            return "liger"
+        if trainer.class_name == "SFTTrainer":
+            chunked, forced_by = sft_loss(ctx, trainer, args)
+            if chunked and forced_by is None:
+                return "chunked"
+    return "full"
 
 
 def _manual_loss_calls(ctx: FileContext) -> list[Call]:

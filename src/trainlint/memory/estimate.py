@@ -1,0 +1,280 @@
+"""The per-consumer estimate: weights, gradients, optimizer state, activations, logits/loss, attention
+scores; the peak; the levers. Plain arithmetic over a Plan; each term cites its source.
+
+Sources: L1/L2 (the lessons in ../shared/domain/), R (../shared/research/library-facts.md and
+memory-estimators.md), M (bench/estimate_measurements.json: MemTracker on CPU, see bench/MEASURE.md).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+from trainlint.memory import attention_scores_per_layer, loss_peak_bytes
+
+GIB = 1024**3
+CONSUMERS = ("weights", "gradients", "optimizer", "activations", "logits", "attention")
+
+# L1 'Five consumers': NF4 with double quantization is about 0.52 bytes per parameter (3.9 GB for a 7B).
+NF4_BYTES = 0.52
+# R 3.1: TRL's chunked LM head (1.16, CPU torch path) measured flat at ~3.9-4.0 GiB excess for
+# H4096/V128256 and H2560/V262144 from 4k to 16k tokens.
+CHUNKED_LOSS_BYTES = 4.0 * GIB
+# Issue #4 / Liger's docs: fused linear cross-entropy keeps about 54 KB per token at h=4096.
+LIGER_BYTES_PER_TOKEN_PER_HIDDEN = 54_000 / 4096
+
+# Bytes of optimizer state per trainable parameter, as a multiple of the parameter's own bytes (torch
+# keeps AdamW's exp_avg and exp_avg_sq in the parameter's dtype) or absolute for 8-bit states.
+OPTIMIZERS = {
+    "adamw": ("relative", 2.0), "adam": ("relative", 2.0), "adamw_torch": ("relative", 2.0),
+    "adamw_torch_fused": ("relative", 2.0), "adamw_hf": ("relative", 2.0),
+    "adamw_8bit": ("absolute", 2.0), "adamw_bnb_8bit": ("absolute", 2.0), "paged_adamw_8bit": ("absolute", 2.0),
+    "paged_adamw_32bit": ("absolute", 8.0), "adamw_torch_8bit": ("absolute", 2.0), "adamw_torch_4bit": ("absolute", 1.0),
+    "sgd": ("relative", 0.0), "sgd_momentum": ("relative", 1.0), "adafactor": ("relative", 0.0),
+    "lion_32bit": ("relative", 1.0), "lion_8bit": ("absolute", 1.0), "rmsprop": ("relative", 1.0),
+}
+
+
+@dataclass(frozen=True)
+class Geometry:
+    vocab: int
+    hidden: int
+    layers: int
+    heads: int
+    kv_heads: int
+    head_dim: int
+    intermediate: int
+    params: int
+    tied: bool = False
+
+
+@dataclass(frozen=True)
+class Plan:
+    geometry: Geometry
+    batch: int
+    seq: int
+    dtype_bytes: int = 2  # weights (bf16 2, fp32 4)
+    act_bytes: int = 2  # activations and logits: 2 under bf16/fp16 autocast or 16-bit weights
+    quantization: str | None = None  # "4bit" | "8bit"
+    lora_r: int | None = None  # None: full fine-tuning
+    lora_targets: tuple[str, ...] = ("q_proj", "v_proj")
+    checkpointing: bool = False
+    attention: str = "sdpa"  # "eager" | "sdpa"
+    loss: str = "full"  # "full" | "chunked" | "liger"
+    optimizer: str = "adamw"
+    master_weights: bool = False  # fp32 master copy kept by the optimizer wrapper (DeepSpeed, apex)
+    world_size: int = 1
+    sharding: str | None = None  # None | "zero1" | "zero2" | "zero3"
+    assumptions: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Lever:
+    name: str
+    saves: int
+    cost: str
+
+
+@dataclass(frozen=True)
+class Estimate:
+    plan: Plan
+    consumers: dict[str, int]
+    peak: int
+    peak_phase: str
+    trainable: int
+    paged_optimizer: int = 0
+    levers: tuple[Lever, ...] = ()
+    notes: tuple[str, ...] = field(default=())
+
+
+def _lora_dims(g: Geometry, target: str) -> tuple[int, int] | None:
+    q, kv = g.heads * g.head_dim, g.kv_heads * g.head_dim
+    return {
+        "q_proj": (g.hidden, q), "k_proj": (g.hidden, kv), "v_proj": (g.hidden, kv), "o_proj": (q, g.hidden),
+        "gate_proj": (g.hidden, g.intermediate), "up_proj": (g.hidden, g.intermediate),
+        "down_proj": (g.intermediate, g.hidden),
+    }.get(target)
+
+
+ALL_LINEAR = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+
+
+def lora_params(g: Geometry, r: int, targets: tuple[str, ...]) -> int:
+    """PEFT LoRA adds A (r x d_in) and B (d_out x r) per targeted module per layer: r x (d_in + d_out)."""
+    names = ALL_LINEAR if targets == ("all-linear",) else targets
+    total = 0
+    for name in names:
+        dims = _lora_dims(g, name)
+        if dims is not None:
+            total += r * (dims[0] + dims[1])
+    return total * g.layers
+
+
+def embedding_params(g: Geometry) -> int:
+    return g.vocab * g.hidden * (1 if g.tied else 2)
+
+
+def weights_bytes(p: Plan) -> int:
+    """L1 consumer 1: parameters x bytes. Under QLoRA the embeddings and lm_head stay 16-bit (R, L1)."""
+    g = p.geometry
+    base = g.params * p.dtype_bytes
+    if p.quantization == "4bit":
+        emb = embedding_params(g)
+        base = int((g.params - emb) * NF4_BYTES + emb * 2)
+    elif p.quantization == "8bit":
+        emb = embedding_params(g)
+        base = int((g.params - emb) * 1 + emb * 2)
+    adapters = lora_params(g, p.lora_r, p.lora_targets) * 4 if p.lora_r else 0  # PEFT keeps adapters in fp32
+    return base + adapters
+
+
+def trainable(p: Plan) -> tuple[int, int]:
+    """(trainable parameters, bytes per trainable parameter)."""
+    if p.lora_r:
+        return lora_params(p.geometry, p.lora_r, p.lora_targets), 4
+    return p.geometry.params, p.dtype_bytes
+
+
+def gradients_bytes(p: Plan) -> int:
+    """L1 consumer 2: the trainable weights in the gradient dtype (the parameter's dtype in torch)."""
+    n, b = trainable(p)
+    return n * b
+
+
+def optimizer_bytes(p: Plan) -> tuple[int, int]:
+    """(device bytes, paged bytes). L2: AdamW's two states, 8 bytes per parameter in fp32; torch keeps
+    them in the parameter's dtype. 8-bit: about 2 bytes. Paged optimizers live in managed memory that
+    allocated-memory counters do not see: reported separately. +4 bytes per parameter for fp32 master
+    weights when an optimizer wrapper keeps them (DeepSpeed/apex mixed precision)."""
+    n, b = trainable(p)
+    kind, factor = OPTIMIZERS.get(p.optimizer, ("relative", 2.0))
+    master = n * 4 if p.master_weights and b < 4 else 0
+    state_dtype = 4 if master else b  # with master weights the states belong to the fp32 copy (L2 table)
+    state = int(n * (factor * state_dtype if kind == "relative" else factor))
+    if p.optimizer.startswith("paged_"):
+        return master, state
+    return state + master, 0
+
+
+def activation_bytes_per_layer(p: Plan, tokens: int) -> int:
+    """Saved-for-backward tensors of one Llama-style block, bf16 (issue #4 formula, after Korthikanti et al.):
+    `s*b*h*(22 + 4*g/a) + 8*s*b*f` bytes at 2 bytes per element, scaled to the dtype. Frozen base layers
+    (LoRA) do not keep their linear inputs."""
+    g = p.geometry
+    scale = p.act_bytes / 2
+    per_token = g.hidden * (22 + 4 * g.kv_heads / g.heads) + 8 * g.intermediate
+    if p.lora_r:
+        # the linear inputs of frozen projections are not saved (q/k/v input, o_proj input, gate/up input,
+        # down_proj input: 2h + 2h + 2h + 2f bytes); each adapted module keeps an fp32 copy of its input
+        # and its r-sized hidden.
+        names = ALL_LINEAR if p.lora_targets == ("all-linear",) else p.lora_targets
+        per_token -= 6 * g.hidden + 2 * g.intermediate
+        for name in names:
+            dims = _lora_dims(g, name)
+            if dims:
+                per_token += 4 * dims[0] + 4 * (p.lora_r or 0)
+    return int(tokens * per_token * scale)
+
+
+def activations_bytes(p: Plan) -> int:
+    """L1 consumer 4. Without checkpointing every layer keeps its tensors; with it, each layer keeps its
+    input (2*s*b*h in bf16) and one layer is recomputed at a time during backward (L1 'Gradient
+    checkpointing')."""
+    g = p.geometry
+    tokens = p.batch * p.seq
+    per_layer = activation_bytes_per_layer(p, tokens)
+    if p.checkpointing:
+        return g.layers * tokens * g.hidden * p.act_bytes + per_layer
+    return g.layers * per_layer
+
+
+def attention_bytes(p: Plan) -> int:
+    """L1 consumer 5 / R 1.4: eager keeps batch x heads x seq^2 scores (+ the fp32 softmax) per layer;
+    zero with SDPA / flash. Under checkpointing only the layer being recomputed holds them."""
+    if p.attention != "eager":
+        return 0
+    g = p.geometry
+    per_layer = attention_scores_per_layer(p.batch, g.heads, p.seq, p.act_bytes)
+    mask = p.batch * p.seq * p.seq * p.act_bytes  # eager's dense float mask, one for all layers (R 1.4)
+    return (per_layer if p.checkpointing else per_layer * g.layers) + mask
+
+
+def logits_bytes(p: Plan) -> int:
+    """L1 'The logits, again' / R 3.1: transformers' head + ForCausalLMLoss peaks at ~7x the bf16 logits;
+    TRL's chunked loss is nearly constant; Liger's fused kernel keeps ~54 KB per token at h=4096."""
+    g = p.geometry
+    tokens = p.batch * p.seq
+    if p.loss == "chunked":
+        return int(min(CHUNKED_LOSS_BYTES, loss_peak_bytes(p.batch, p.seq, g.vocab, p.act_bytes)))
+    if p.loss == "liger":
+        return int(tokens * g.hidden * LIGER_BYTES_PER_TOKEN_PER_HIDDEN)
+    return loss_peak_bytes(p.batch, p.seq, g.vocab, p.act_bytes)
+
+
+def shard(p: Plan, weights: int, grads: int, optim: int) -> tuple[int, int, int]:
+    """R B6: ZeRO-1 shards optimizer state, ZeRO-2 also gradients, ZeRO-3 / FSDP full shard also weights,
+    each over the data-parallel world size. Activations are never sharded by data parallelism."""
+    n = max(p.world_size, 1)
+    if p.sharding in ("zero1", "zero2", "zero3"):
+        optim //= n
+    if p.sharding in ("zero2", "zero3"):
+        grads //= n
+    if p.sharding == "zero3":
+        weights //= n
+    return weights, grads, optim
+
+
+def _core(p: Plan) -> Estimate:
+    w, gr, (opt, paged) = weights_bytes(p), gradients_bytes(p), optimizer_bytes(p)
+    w, gr, opt = shard(p, w, gr, opt)
+    consumers = {"weights": w, "gradients": gr, "optimizer": opt, "activations": activations_bytes(p),
+                 "logits": logits_bytes(p), "attention": attention_bytes(p)}
+    # Peak (issue #4): the start of backward (weights + optimizer state from the previous step + saved
+    # activations + loss temporaries; gradients were freed by zero_grad(set_to_none=True)), or the
+    # optimizer step (weights + gradients + optimizer state).
+    backward = w + opt + consumers["activations"] + consumers["logits"] + consumers["attention"]
+    step = w + gr + opt
+    peak, phase = (backward, "start of backward") if backward >= step else (step, "optimizer step")
+    return Estimate(p, consumers, peak, phase, trainable(p)[0], paged)
+
+
+def estimate(p: Plan) -> Estimate:
+    est = _core(p)
+    return replace(est, levers=tuple(levers(p, est)))
+
+
+def levers(p: Plan, est: Estimate):
+    """The lesson's levers table, each priced for this plan: what the peak would be with it."""
+    out = []
+
+    def try_(name: str, cost: str, **changes):
+        other = _core(replace(p, **changes))
+        saves = est.peak - other.peak
+        if saves > 0:
+            out.append(Lever(name, saves, cost))
+
+    if p.attention == "eager":
+        try_("SDPA / flash attention", "none at this scale; flash_attention_2 needs flash-attn and a CUDA GPU",
+             attention="sdpa")
+    if p.loss == "full":
+        try_("fused or chunked cross-entropy (Liger, TRL chunked loss)", "liger-kernel needs a CUDA GPU",
+             loss="liger")
+    if not p.checkpointing:
+        try_("gradient checkpointing", "about one extra forward pass per step (~30% slower)", checkpointing=True)
+    if p.batch > 1:
+        half = max(1, p.batch // 2)
+        try_(f"micro-batch {half} + twice the gradient accumulation", "more steps per update, same effective batch",
+             batch=half)
+    if p.optimizer in ("adamw", "adam", "adamw_torch", "adamw_torch_fused", "adamw_hf") and est.trainable:
+        try_("8-bit or paged optimizer", "tiny quality risk (bitsandbytes)", optimizer="adamw_8bit")
+    if not p.lora_r:
+        try_("LoRA (r=16, all linear layers)", "slight quality risk", lora_r=16, lora_targets=("all-linear",))
+        if p.quantization is None:
+            try_("QLoRA (4-bit base + LoRA)", "slight quality risk, slower steps", lora_r=16,
+                 lora_targets=("all-linear",), quantization="4bit")
+    if p.sharding != "zero3":
+        n = max(p.world_size, 8) if p.world_size <= 1 else p.world_size
+        try_(f"FSDP / ZeRO-3 over {n} GPUs", "communication between GPUs", sharding="zero3", world_size=n)
+    if est.consumers["optimizer"] and not p.optimizer.startswith("paged_"):
+        # optimizer state is resident in both phases of the peak, so offloading it saves all of it
+        out.append(Lever("CPU offload of optimizer state", est.consumers["optimizer"], "much slower steps"))
+    return sorted(out, key=lambda lever: -lever.saves)

@@ -1,0 +1,207 @@
+"""What a script trains, as a memory Plan: read from its facts (model, dtype, quantization, LoRA,
+checkpointing, attention, loss path, batch, sequence length, optimizer, sharding). Every value the
+script does not fix is listed as an assumption; nothing is silently invented."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from trainlint.context import FileContext
+from trainlint.facts import ModelLoad
+from trainlint.memory import dtype_bytes
+from trainlint.memory.estimate import Geometry, Plan
+from trainlint.rules.tl101_eager_attention import attention_in_effect
+from trainlint.rules.tl301_unfused_cross_entropy import loss_path
+
+# peft/utils/constants.py TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING (0.21.2): the default targets
+DEFAULT_LORA_TARGETS = {"llama": ("q_proj", "v_proj"), "mistral": ("q_proj", "v_proj"), "qwen2": ("q_proj", "v_proj"),
+                        "qwen3": ("q_proj", "v_proj"), "gemma": ("q_proj", "v_proj"), "gemma2": ("q_proj", "v_proj"),
+                        "mixtral": ("q_proj", "v_proj"), "phi3": ("qkv_proj",)}
+LORA_R_DEFAULT = 8  # peft LoraConfig.r default
+
+_OPTIM_CLASSES = {"AdamW": "adamw", "Adam": "adam", "AdamW8bit": "adamw_8bit", "Adam8bit": "adamw_8bit",
+                  "PagedAdamW8bit": "paged_adamw_8bit", "PagedAdamW32bit": "paged_adamw_32bit",
+                  "PagedAdamW": "paged_adamw_32bit", "Adafactor": "adafactor"}
+
+
+class PlanError(Exception):
+    """The script does not say enough to estimate anything; the message says what is missing."""
+
+
+@dataclass(frozen=True)
+class Overrides:
+    batch: int | None = None
+    seq: int | None = None
+    world_size: int | None = None
+
+
+def training_model(ctx: FileContext) -> ModelLoad | None:
+    for trainer in ctx.facts.trainers:
+        for model in ctx.facts.models:
+            if trainer.model_variable and model.variable == trainer.model_variable:
+                return model
+    with_spec = [m for m in ctx.facts.models if ctx.spec(m) is not None and ctx.spec(m).num_parameters]
+    return with_spec[0] if with_spec else (ctx.facts.models[0] if ctx.facts.models else None)
+
+
+def geometry(ctx: FileContext, model: ModelLoad) -> Geometry:
+    spec = ctx.spec(model)
+    ident = model.model_id.value if model.model_id.known else model.class_name
+    if spec is None:
+        raise PlanError(f"model {ident!r} is unknown (not in the catalog, no local config.json); pass a local model "
+                        f"directory, or add it to the Hugging Face cache")
+    needed = dict(vocab=spec.vocab_size, hidden=spec.hidden_size, layers=spec.num_layers, heads=spec.num_heads,
+                  kv_heads=spec.num_kv_heads, head_dim=spec.head_dim, intermediate=spec.intermediate_size,
+                  params=spec.num_parameters)
+    missing = [k for k, v in needed.items() if v is None]
+    if missing:
+        raise PlanError(f"model {spec.id}: its {', '.join(missing)} are not known ({spec.source})")
+    return Geometry(**needed, tied=bool(spec.tie_word_embeddings))
+
+
+def _dtype(ctx: FileContext, model: ModelLoad, notes: list[str]) -> tuple[int, int]:
+    """(weight bytes, activation bytes)."""
+    value = model.dtype
+    args = ctx.main_args
+    autocast = args is not None and (args.get("bf16").is_(True) or args.get("fp16").is_(True) or (
+        args.library == "trl" and args.get("bf16").unset and args.get("fp16").unset))
+    if value.known and isinstance(value.value, str) and value.value != "auto":
+        w = dtype_bytes(value.value, 2)
+    elif model.kind == "trainer_string":
+        w = 4  # trl/trainer/utils.py create_model_from_path: dtype defaults to "float32"
+        notes.append("TRL loads a model given by name in fp32 unless model_init_kwargs sets dtype")
+    elif ctx.versions.transformers.at_least(5) or (value.known and value.value == "auto"):
+        w = 2
+        notes.append("dtype 'auto': assumed the checkpoint is bf16, as published LLM checkpoints are")
+    else:
+        w = 4  # transformers <= 4.x: torch's default dtype unless dtype/torch_dtype is given
+        notes.append(f"transformers {ctx.versions.transformers.version} loads in fp32 unless dtype is given")
+    if model.quantization.known and model.quantization.value:
+        w = 2
+    act = 2 if (w == 2 or autocast) else 4
+    return w, act
+
+
+def _lora(ctx: FileContext, model_type: str | None, notes: list[str]) -> tuple[int | None, tuple[str, ...]]:
+    uses_peft = any(c.short in ("get_peft_model", "add_adapter") for c in ctx.facts.calls) or any(
+        t.call.has_kw("peft_config") for t in ctx.facts.trainers)
+    if not uses_peft:
+        return None, ()
+    configs = list(ctx.facts.calls_named("LoraConfig"))
+    if not configs:
+        notes.append(f"LoRA config not found: assumed r={LORA_R_DEFAULT} on the default target modules")
+        return LORA_R_DEFAULT, DEFAULT_LORA_TARGETS.get(model_type or "", ("q_proj", "v_proj"))
+    cfg = configs[0]
+    r = cfg.kw("r")
+    rank = r.value if r.known and isinstance(r.value, int) else LORA_R_DEFAULT
+    if not r.known:
+        notes.append(f"LoRA rank {'not set' if r.unset else 'not readable'}: assumed r={LORA_R_DEFAULT}")
+    targets = cfg.kw("target_modules")
+    if targets.known and targets.value == "all-linear":
+        return rank, ("all-linear",)
+    if targets.known and isinstance(targets.value, list) and all(isinstance(t, str) for t in targets.value):
+        return rank, tuple(targets.value)
+    default = DEFAULT_LORA_TARGETS.get(model_type or "", ("q_proj", "v_proj"))
+    notes.append(f"LoRA target_modules {'not set' if targets.unset else 'not readable'}: assumed PEFT's default "
+                 f"{list(default)}")
+    return rank, default
+
+
+def _optimizer(ctx: FileContext, notes: list[str]) -> str:
+    for call in ctx.facts.calls:
+        if call.short in _OPTIM_CLASSES and (call.qualname.startswith(("torch.", "bitsandbytes", "bnb", "transformers"))):
+            return _OPTIM_CLASSES[call.short]
+        if call.short == "SGD" and call.qualname.startswith("torch."):
+            momentum = call.kw("momentum")
+            return "sgd_momentum" if momentum.known and momentum.value else "sgd"
+    args = ctx.main_args
+    if args is not None:
+        optim = args.get("optim")
+        if optim.known and isinstance(optim.value, str):
+            return optim.value
+        if not optim.unset:
+            notes.append("optimizer not readable: assumed AdamW")
+        return "adamw"  # training_args.py: adamw_torch_fused (torch >= 2.8) or adamw_torch
+    notes.append("no optimizer found: assumed AdamW")
+    return "adamw"
+
+
+def _sharding(ctx: FileContext, notes: list[str]) -> str | None:
+    args = ctx.main_args
+    if args is None:
+        return None
+    fsdp = args.get("fsdp")
+    if fsdp.known and isinstance(fsdp.value, str) and fsdp.value:
+        if "full_shard" in fsdp.value:
+            return "zero3"
+        if "shard_grad_op" in fsdp.value:
+            return "zero2"
+    ds = args.get("deepspeed")
+    config = None
+    if ds.known and isinstance(ds.value, dict):
+        config = ds.value
+    elif ds.known and isinstance(ds.value, str):
+        path = Path(ds.value)
+        path = path if path.is_absolute() else ctx.path.parent / path
+        try:
+            config = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            notes.append(f"DeepSpeed config {ds.value} not readable: sharding not counted")
+    if isinstance(config, dict):
+        stage = (config.get("zero_optimization") or {}).get("stage")
+        if stage in (1, 2, 3):
+            return f"zero{stage}"
+    return None
+
+
+def plan_for(ctx: FileContext, overrides: Overrides) -> tuple[Plan, ModelLoad, list[str], list[str]]:
+    """(plan, model, assumptions, unknowns). unknowns name the consumers that rest on values not known."""
+    model = training_model(ctx)
+    if model is None:
+        raise PlanError("no model load found (from_pretrained, from_config, a model class, or a TRL trainer's model=)")
+    geo = geometry(ctx, model)
+    spec = ctx.spec(model)
+    notes: list[str] = []
+    unknown: list[str] = []
+    w, act = _dtype(ctx, model, notes)
+    rank, targets = _lora(ctx, spec.model_type, notes)
+    impl, why = attention_in_effect(ctx, model, spec)
+    if impl is None:
+        notes.append(f"attention: {why}; assumed SDPA")
+    gc = ctx.gradient_checkpointing
+    if gc is None:
+        notes.append("gradient checkpointing not readable: assumed off")
+    batch = overrides.batch or (ctx.batch.value if ctx.batch.known else None)
+    seq = overrides.seq or (ctx.seq_len.value if ctx.seq_len.known else None)
+    if batch is None:
+        unknown.append("batch")
+    elif not overrides.batch and ctx.batch.via == "library default":
+        notes.append(f"batch {batch}: the library default (per_device_train_batch_size)")
+    if seq is None:
+        unknown.append("sequence length")
+    elif not overrides.seq and ctx.seq_len.via == "SFTConfig.max_length default":
+        notes.append(f"sequence length {seq}: SFTConfig's default max_length")
+    sharding = _sharding(ctx, notes)
+    world = overrides.world_size or 1
+    if sharding and not overrides.world_size:
+        notes.append(f"{sharding} sharding found: assumed 1 GPU; pass --world-size")
+    plan = Plan(
+        geometry=geo,
+        batch=batch or 1,
+        seq=seq or 1,
+        dtype_bytes=w,
+        act_bytes=act,
+        quantization=model.quantization.value if model.quantization.known else None,
+        lora_r=rank,
+        lora_targets=targets or ("q_proj", "v_proj"),
+        checkpointing=bool(gc),
+        attention="eager" if impl in ("eager", "paged|eager") else "sdpa",
+        loss=loss_path(ctx),
+        optimizer=_optimizer(ctx, notes),
+        world_size=world,
+        sharding=sharding,
+        assumptions=tuple(notes),
+    )
+    return plan, model, notes, unknown

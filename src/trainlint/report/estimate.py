@@ -1,0 +1,184 @@
+"""`trainlint estimate` output: text (with a bar chart like the lesson's figure), JSON for tools, and one
+self-contained HTML page with an SVG chart (no scripts, no network)."""
+
+from __future__ import annotations
+
+import html
+import json
+from dataclasses import dataclass
+
+from trainlint.memory import fmt_bytes
+from trainlint.memory.estimate import CONSUMERS, Estimate
+
+LABELS = {
+    "weights": "Weights",
+    "gradients": "Gradients",
+    "optimizer": "Optimizer state",
+    "activations": "Activations kept for backward",
+    "logits": "Logits and loss",
+    "attention": "Attention scores",
+}
+COLORS = {"weights": "#4e79a7", "gradients": "#f28e2b", "optimizer": "#e15759", "activations": "#76b7b2",
+          "logits": "#59a14f", "attention": "#b07aa1"}
+# Not counted in the consumers: the CUDA context and the caching allocator's slack (R B7).
+CUDA_OVERHEAD = 1_000_000_000
+DEPENDS_ON_SHAPE = ("activations", "logits", "attention")
+
+
+@dataclass(frozen=True)
+class Report:
+    script: str
+    model: str
+    estimate: Estimate
+    gpu: tuple[str, int] | None
+    assumptions: tuple[str, ...]
+    unknown: tuple[str, ...]  # "batch", "sequence length"
+
+    def consumers(self) -> dict[str, int | None]:
+        out: dict[str, int | None] = dict(self.estimate.consumers)
+        if self.unknown:
+            for name in DEPENDS_ON_SHAPE:
+                out[name] = None
+        return out
+
+    @property
+    def fits(self) -> bool | None:
+        if self.gpu is None:
+            return None
+        need = self.estimate.peak + CUDA_OVERHEAD
+        if self.unknown and need <= self.gpu[1]:
+            return None  # the unknown consumers could still push it over
+        return need <= self.gpu[1]
+
+
+def describe_plan(r: Report) -> str:
+    p = r.estimate.plan
+    parts = []
+    if p.lora_r:
+        parts.append(f"{'QLoRA' if p.quantization == '4bit' else 'LoRA'} r={p.lora_r} on {', '.join(p.lora_targets)}")
+    else:
+        parts.append("full fine-tuning" + (f" ({p.quantization})" if p.quantization else ""))
+    parts.append({2: "16-bit", 4: "fp32"}.get(p.dtype_bytes, "?") + " weights")
+    if "batch" not in r.unknown and "sequence length" not in r.unknown:
+        parts.append(f"batch {p.batch} x {p.seq:,} tokens")
+    parts.append(f"{p.attention} attention")
+    parts.append("checkpointing " + ("on" if p.checkpointing else "off"))
+    parts.append({"full": "unfused loss", "chunked": "TRL chunked loss", "liger": "fused (Liger) loss"}[p.loss])
+    parts.append(p.optimizer)
+    if p.sharding:
+        parts.append(f"{p.sharding} over {p.world_size} GPU(s)")
+    return ", ".join(parts)
+
+
+def _verdict(r: Report) -> str:
+    if r.gpu is None:
+        return "no GPU given: pass --gpu (e.g. --gpu A100-80GB or --gpu 24GB) for a verdict"
+    name, capacity = r.gpu
+    need = r.estimate.peak + CUDA_OVERHEAD
+    if r.fits is None:
+        return (f"{name} ({fmt_bytes(capacity)}): cannot say: {', '.join(r.unknown)} unknown (pass --batch / --seq); "
+                f"without those it needs {fmt_bytes(need)}")
+    if r.fits:
+        return f"{name} ({fmt_bytes(capacity)}): fits, with {fmt_bytes(capacity - need)} of headroom"
+    return f"{name} ({fmt_bytes(capacity)}): does NOT fit: needs {fmt_bytes(need - capacity)} more"
+
+
+def text(r: Report) -> str:
+    consumers = r.consumers()
+    known = [v for v in consumers.values() if v is not None]
+    top = max(known) if known else 1
+    width = 32
+    lines = [f"{r.script}: {r.model}", f"  {describe_plan(r)}", ""]
+    for name in CONSUMERS:
+        value = consumers[name]
+        label = f"{LABELS[name]:<30}"
+        if value is None:
+            lines.append(f"  {label} {'?':>10}   unknown: {', '.join(r.unknown)} not set (use --batch / --seq)")
+            continue
+        cells = value / top * width if top else 0
+        bar = "█" * int(cells) + ("▏" if value and int(cells) == 0 else "")
+        lines.append(f"  {label} {fmt_bytes(value):>10}   {bar}")
+    peak_note = " (at least)" if r.unknown else ""
+    lines += ["", f"  peak ({r.estimate.peak_phase}){peak_note}: {fmt_bytes(r.estimate.peak)}",
+              f"  + CUDA context and allocator overhead, not counted above: ~{fmt_bytes(CUDA_OVERHEAD)}"]
+    if r.estimate.paged_optimizer:
+        lines.append(f"  + paged optimizer state in managed memory (not in allocated-memory counters): "
+                     f"{fmt_bytes(r.estimate.paged_optimizer)}")
+    lines += [f"  verdict: {_verdict(r)}", ""]
+    if r.estimate.levers:
+        lines.append("  levers, by what they would save on this script's peak:")
+        for lever in r.estimate.levers:
+            lines.append(f"    -{fmt_bytes(lever.saves):>9}  {lever.name}  (cost: {lever.cost})")
+        lines.append("")
+    if r.assumptions:
+        lines.append("  assumptions:")
+        lines.extend(f"    - {a}" for a in r.assumptions)
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def as_json(r: Report) -> str:
+    return json.dumps({
+        "script": r.script,
+        "model": r.model,
+        "plan": describe_plan(r),
+        "consumers": r.consumers(),
+        "peak": r.estimate.peak,
+        "peak_phase": r.estimate.peak_phase,
+        "peak_is_lower_bound": bool(r.unknown),
+        "cuda_overhead": CUDA_OVERHEAD,
+        "paged_optimizer": r.estimate.paged_optimizer,
+        "gpu": {"name": r.gpu[0], "bytes": r.gpu[1]} if r.gpu else None,
+        "fits": r.fits,
+        "levers": [{"name": lv.name, "saves": lv.saves, "cost": lv.cost} for lv in r.estimate.levers],
+        "assumptions": list(r.assumptions),
+        "unknown": list(r.unknown),
+    }, indent=2)
+
+
+def as_html(r: Report) -> str:
+    consumers = r.consumers()
+    known = {k: v for k, v in consumers.items() if v is not None}
+    top = max(known.values()) if known else 1
+    row_h, label_w, bar_w = 34, 240, 420
+    rows = []
+    for i, name in enumerate(sorted(CONSUMERS, key=lambda n: -(consumers[n] or 0))):
+        value = consumers[name]
+        y = 10 + i * row_h
+        w = 0 if not value else max(2, value / top * bar_w)
+        shown = "unknown" if value is None else fmt_bytes(value)
+        rows.append(
+            f'<text x="{label_w - 10}" y="{y + 21}" text-anchor="end" class="label">{html.escape(LABELS[name])}</text>'
+            f'<rect x="{label_w}" y="{y + 6}" width="{w:.1f}" height="{row_h - 12}" rx="3" fill="{COLORS[name]}"/>'
+            f'<text x="{label_w + w + 8:.1f}" y="{y + 21}" class="value">{shown}</text>')
+    height = 20 + len(CONSUMERS) * row_h
+    svg = (f'<svg xmlns="http://www.w3.org/2000/svg" width="{label_w + bar_w + 110}" height="{height}" '
+           f'role="img" aria-label="Memory by consumer">{"".join(rows)}</svg>')
+    fits = r.fits
+    badge = {True: ("fits", "#2e7d32"), False: ("does not fit", "#c62828"), None: ("no verdict", "#757575")}[fits]
+    levers = "".join(f"<tr><td>{html.escape(lv.name)}</td><td class='num'>−{fmt_bytes(lv.saves)}</td>"
+                     f"<td>{html.escape(lv.cost)}</td></tr>" for lv in r.estimate.levers)
+    assumptions = "".join(f"<li>{html.escape(a)}</li>" for a in r.assumptions)
+    return f"""<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8"><title>trainlint estimate: {html.escape(r.script)}</title>
+<style>
+body {{ font-family: system-ui, -apple-system, "Segoe UI", sans-serif; margin: 2rem auto; max-width: 900px; color: #222; }}
+h1 {{ font-size: 1.4rem; margin-bottom: .2rem; }} .sub {{ color: #555; margin-top: 0; }}
+.peak {{ font-size: 2.2rem; font-weight: 600; }} .badge {{ color: #fff; background: {badge[1]}; border-radius: 4px;
+padding: .2rem .6rem; font-size: 1rem; vertical-align: middle; margin-left: .8rem; }}
+.label {{ font-size: 14px; fill: #333; }} .value {{ font-size: 13px; fill: #333; font-variant-numeric: tabular-nums; }}
+table {{ border-collapse: collapse; width: 100%; }} td, th {{ border-bottom: 1px solid #ddd; padding: .4rem; text-align: left; }}
+.num {{ text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }} .note {{ color: #666; font-size: .9rem; }}
+</style></head><body>
+<h1>{html.escape(r.model)}</h1>
+<p class="sub">{html.escape(r.script)} · {html.escape(describe_plan(r))}</p>
+<p><span class="peak">{fmt_bytes(r.estimate.peak)}</span> peak ({html.escape(r.estimate.peak_phase)})<span class="badge">{badge[0]}</span></p>
+<p>{html.escape(_verdict(r))}</p>
+{svg}
+<p class="note">Plus the CUDA context and allocator overhead (~{fmt_bytes(CUDA_OVERHEAD)}), not counted in the bars.</p>
+<h2>Levers</h2><table><tr><th>lever</th><th class="num">saves</th><th>cost</th></tr>{levers}</table>
+<h2>Assumptions</h2><ul>{assumptions or "<li>none</li>"}</ul>
+</body></html>
+"""
+
+
+FORMATS = {"text": text, "json": as_json, "html": as_html}
