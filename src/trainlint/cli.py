@@ -64,10 +64,13 @@ def main() -> None:
 @click.option("--unsafe-fixes", is_flag=True, help="With --fix or --diff, also apply unsafe fixes.")
 @click.option("--diff", "show_diff", is_flag=True, help="Print the fixes as a unified diff; write nothing (exit 1 if any).")
 @click.option("--show-fixes", is_flag=True, help="With --fix, list what was fixed.")
+@click.option("-j", "--jobs", type=click.IntRange(min=1), default=None,
+              help="Worker processes (default: the number of CPUs).")
+@click.option("--no-cache", is_flag=True, help="Do not read or write .trainlint_cache/.")
 def check(paths, select, ignore, extend_select, output_format, exit_zero, statistics, quiet, verbose, config,
-          force_exclude, diff_base, fix, unsafe_fixes, show_diff, show_fixes):
+          force_exclude, diff_base, fix, unsafe_fixes, show_diff, show_fixes, jobs, no_cache):
     """Lint training scripts for GPU-memory anti-patterns."""
-    from trainlint.lint import enabled_codes, lint_file
+    from trainlint.lint import enabled_codes
     from trainlint.report import render
     from trainlint.report.formats import statistics as stats_text
 
@@ -86,8 +89,10 @@ def check(paths, select, ignore, extend_select, output_format, exit_zero, statis
     diagnostics = []
     fixed: list = []
     diffs: list[str] = []
-    for file in files:
-        result = lint_file(file, settings, codes)
+    from trainlint.runner import run as run_files
+
+    for result in run_files(files, settings, codes, jobs=jobs, cache=not no_cache, verbose=verbose):
+        file = result.path
         fixable = [d for d in result.diagnostics if d.fix and (unsafe_fixes or d.fix["applicability"] == "safe")]
         if (fix or show_diff) and fixable:
             from trainlint.fix import plan_fixes, unified_diff, write_atomic
@@ -109,9 +114,10 @@ def check(paths, select, ignore, extend_select, output_format, exit_zero, statis
                         result.diagnostics = outcome.remaining
         diagnostics.extend(result.diagnostics)
         if verbose:
-            if result.context is not None:
-                for line in result.context.verbose_lines():
-                    click.echo(f"{result.display}: {line}", err=True)
+            for line in result.verbose:
+                click.echo(f"{result.display}: {line}", err=True)
+            if result.cached:
+                click.echo(f"{result.display}: unchanged since the last run (from {'.trainlint_cache'})", err=True)
             elif result.skipped:
                 click.echo(f"{result.display}: skipped: {result.skipped}", err=True)
     diagnostics.sort(key=lambda d: d.sort_key)

@@ -77,3 +77,31 @@ def base_version(path: Path, ref: str = "HEAD") -> BaseVersion:
         return BaseVersion(None, f"base version at {ref} is not UTF-8")
     where = f"{ref}:{old}" + (" (renamed)" if old != rel else "")
     return BaseVersion(text, f"compared with {where}")
+
+
+@lru_cache(maxsize=16)
+def _tree(root: Path, ref: str) -> dict[str, str]:
+    """path -> blob id of every file at `ref` (one `git ls-tree` per repository and ref)."""
+    r = _git(["ls-tree", "-r", "-z", ref], root)
+    if r is None or r.returncode != 0:
+        return {}
+    out = {}
+    for entry in r.stdout.decode("utf-8", "replace").split("\0"):
+        meta, _, name = entry.partition("\t")
+        parts = meta.split()
+        if len(parts) == 3:
+            out[name] = parts[2]
+    return out
+
+
+def base_blob(path: Path, ref: str = "HEAD") -> str | None:
+    """The blob id of the file's base version (what TL401 compares with), for cache keys."""
+    path = path.resolve()
+    root = _repo_root(path.parent)
+    if root is None:
+        return None
+    try:
+        rel = path.relative_to(root).as_posix()
+    except ValueError:
+        return None
+    return _tree(root, ref).get(_renames(root, ref).get(rel, rel))

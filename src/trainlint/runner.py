@@ -1,0 +1,113 @@
+"""Linting many files: in parallel worker processes (output order stays stable), with a content-keyed
+cache in .trainlint_cache/ so an unchanged file is not parsed again."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from trainlint import __version__
+from trainlint.config import Settings
+from trainlint.diagnostics import Diagnostic, Span
+from trainlint.lint import lint_file
+
+CACHE_DIR = ".trainlint_cache"
+PARALLEL_MIN_FILES = 16  # below this, starting worker processes costs more than it saves
+
+
+@dataclass
+class Outcome:
+    path: Path
+    display: str
+    diagnostics: list[Diagnostic]
+    skipped: str | None
+    verbose: list[str]
+    cached: bool = False
+
+
+def _lint_one(args: tuple[Path, Settings, frozenset[str], bool]) -> Outcome:
+    path, settings, codes, verbose = args
+    result = lint_file(path, settings, set(codes))
+    lines = result.context.verbose_lines() if (verbose and result.context is not None) else []
+    return Outcome(path, result.display, result.diagnostics, result.skipped, lines)
+
+
+def _key(path: Path, settings: Settings, codes: frozenset[str]) -> str | None:
+    from trainlint.history import base_blob
+    from trainlint.knowledge.versions import installed_version, project_pins
+
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return None
+    h = hashlib.sha256()
+    h.update(data)
+    h.update(repr((__version__, sorted(codes), settings.__dict__ | {"root": str(settings.root)})).encode())
+    h.update(repr([installed_version(lib) for lib in ("transformers", "trl", "peft")]).encode())
+    h.update(repr(project_pins(path.resolve().parent)).encode())
+    h.update(repr(base_blob(path, settings.diff_base)).encode())  # TL401 compares with the git base
+    h.update(str(path.resolve()).encode())
+    return h.hexdigest()
+
+
+def _to_record(o: Outcome) -> dict:
+    return {"diagnostics": [asdict(d) for d in o.diagnostics], "skipped": o.skipped}
+
+
+def _from_record(path: Path, display: str, record: dict) -> Outcome:
+    diags = []
+    for d in record["diagnostics"]:
+        d = dict(d)
+        d["span"] = Span(**d["span"])
+        diags.append(Diagnostic(**d))
+    return Outcome(path, display, diags, record["skipped"], [], cached=True)
+
+
+def run(files: list[Path], settings: Settings, codes: set[str], jobs: int | None = None, cache: bool = True,
+        verbose: bool = False) -> list[Outcome]:
+    frozen = frozenset(codes)
+    cache_root = settings.root / CACHE_DIR / __version__
+    outcomes: dict[int, Outcome] = {}
+    todo: list[tuple[int, Path, str | None]] = []
+    for i, path in enumerate(files):
+        key = _key(path, settings, frozen) if cache else None
+        if key is not None and not verbose:  # --verbose wants the analysis itself, so it re-lints
+            entry = cache_root / key[:2] / f"{key}.json"
+            try:
+                record = json.loads(entry.read_text(encoding="utf-8"))
+                display = record.get("display", str(path))
+                outcomes[i] = _from_record(path, display, record)
+                continue
+            except (OSError, ValueError, TypeError, KeyError):
+                pass
+        todo.append((i, path, key))
+    workers = jobs if jobs is not None else (os.cpu_count() or 1)
+    tasks = [(path, settings, frozen, verbose) for _, path, _ in todo]
+    if workers > 1 and len(todo) >= PARALLEL_MIN_FILES:
+        with ProcessPoolExecutor(max_workers=workers) as pool:
+            results = list(pool.map(_lint_one, tasks, chunksize=max(1, len(tasks) // (workers * 8))))
+    else:
+        results = [_lint_one(t) for t in tasks]
+    for (i, path, key), outcome in zip(todo, results):
+        outcomes[i] = outcome
+        if key is not None and outcome.skipped != "per-file time limit":
+            _store(cache_root, key, outcome)
+    return [outcomes[i] for i in range(len(files))]
+
+
+def _store(cache_root: Path, key: str, outcome: Outcome) -> None:
+    entry = cache_root / key[:2] / f"{key}.json"
+    try:
+        entry.parent.mkdir(parents=True, exist_ok=True)
+        gitignore = cache_root.parent / ".gitignore"
+        if not gitignore.exists():
+            gitignore.write_text("*\n")
+        tmp = entry.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(json.dumps({**_to_record(outcome), "display": outcome.display}), encoding="utf-8")
+        os.replace(tmp, entry)
+    except OSError:
+        pass  # a read-only tree simply runs without a cache
