@@ -13,14 +13,12 @@ from dataclasses import dataclass, field, replace
 from fnmatch import fnmatch
 from pathlib import Path
 
-import libcst as cst
-
 from trainlint.config import Settings
 from trainlint.context import FileContext
 from trainlint.diagnostics import Diagnostic, Span
 from trainlint.discovery import relative
 from trainlint.facts import extract_facts
-from trainlint.facts.extract import INTERESTING_SHORTS, LIGER_APPLY_RE, MODEL_CLASS_RE
+from trainlint.facts.names import INTERESTING_SHORTS, LIGER_APPLY_RE, MODEL_CLASS_RE
 from trainlint.knowledge.versions import decide_versions
 from trainlint.notebook import Notebook, NotebookError, read_notebook
 from trainlint.rules import META_RULES, REGISTRY
@@ -189,6 +187,8 @@ def lint_text(path: Path, text: str, settings: Settings, codes: set[str], raw: b
     if not _is_relevant(tree):
         result.skipped = "calls none of the APIs trainlint checks"
         return result
+    import libcst as cst  # only now: most files never get here
+
     try:
         module = cst.parse_module(text)
     except cst.ParserSyntaxError as exc:

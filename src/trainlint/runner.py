@@ -6,7 +6,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -88,6 +87,8 @@ def run(files: list[Path], settings: Settings, codes: set[str], jobs: int | None
     workers = jobs if jobs is not None else (os.cpu_count() or 1)
     tasks = [(path, settings, frozen, verbose) for _, path, _ in todo]
     if workers > 1 and len(todo) >= PARALLEL_MIN_FILES:
+        from concurrent.futures import ProcessPoolExecutor
+
         with ProcessPoolExecutor(max_workers=workers) as pool:
             results = list(pool.map(_lint_one, tasks, chunksize=max(1, len(tasks) // (workers * 8))))
     else:
