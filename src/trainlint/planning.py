@@ -10,10 +10,11 @@ from pathlib import Path
 
 from trainlint.context import FileContext
 from trainlint.facts import ModelLoad
+from trainlint.knowledge.libraries import SOFTCAPPED
 from trainlint.memory import dtype_bytes
 from trainlint.memory.estimate import Geometry, Plan
 from trainlint.rules.tl101_eager_attention import attention_in_effect
-from trainlint.rules.tl301_unfused_cross_entropy import loss_path
+from trainlint.rules.tl301_unfused_cross_entropy import loss_path, uses_peft
 
 # peft/utils/constants.py TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING (0.21.2): the default targets
 DEFAULT_LORA_TARGETS = {"llama": ("q_proj", "v_proj"), "mistral": ("q_proj", "v_proj"), "qwen2": ("q_proj", "v_proj"),
@@ -58,7 +59,7 @@ def geometry(ctx: FileContext, model: ModelLoad) -> Geometry:
     missing = [k for k, v in needed.items() if v is None]
     if missing:
         raise PlanError(f"model {spec.id}: its {', '.join(missing)} are not known ({spec.source})")
-    return Geometry(**needed, tied=bool(spec.tie_word_embeddings))
+    return Geometry(**needed, tied=bool(spec.tie_word_embeddings), softcap=spec.model_type in SOFTCAPPED)
 
 
 def _dtype(ctx: FileContext, model: ModelLoad, notes: list[str]) -> tuple[int, int]:
@@ -85,9 +86,7 @@ def _dtype(ctx: FileContext, model: ModelLoad, notes: list[str]) -> tuple[int, i
 
 
 def _lora(ctx: FileContext, model_type: str | None, notes: list[str]) -> tuple[int | None, tuple[str, ...]]:
-    uses_peft = any(c.short in ("get_peft_model", "add_adapter") for c in ctx.facts.calls) or any(
-        t.call.has_kw("peft_config") for t in ctx.facts.trainers)
-    if not uses_peft:
+    if not uses_peft(ctx):
         return None, ()
     configs = list(ctx.facts.calls_named("LoraConfig"))
     if not configs:

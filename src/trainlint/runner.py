@@ -7,6 +7,7 @@ import hashlib
 import json
 import os
 from dataclasses import asdict, dataclass
+from functools import lru_cache
 from pathlib import Path
 
 from trainlint import __version__
@@ -35,6 +36,19 @@ def _lint_one(args: tuple[Path, Settings, frozenset[str], bool]) -> Outcome:
     return Outcome(path, result.display, result.diagnostics, result.skipped, lines)
 
 
+@lru_cache(maxsize=1)
+def _own_code_stamp() -> str:
+    """trainlint's own files (size and mtime): a changed rule or catalog invalidates the cache, even within
+    one version (editable installs)."""
+    root = Path(__file__).resolve().parent
+    stamp = []
+    for file in sorted(root.rglob("*")):
+        if file.suffix in (".py", ".json") and "__pycache__" not in file.parts:
+            st = file.stat()
+            stamp.append(f"{file.relative_to(root)}:{st.st_size}:{st.st_mtime_ns}")
+    return hashlib.sha256("\n".join(stamp).encode()).hexdigest()
+
+
 def _key(path: Path, settings: Settings, codes: frozenset[str]) -> str | None:
     from trainlint.history import base_blob
     from trainlint.knowledge.versions import installed_version, project_pins
@@ -45,6 +59,7 @@ def _key(path: Path, settings: Settings, codes: frozenset[str]) -> str | None:
         return None
     h = hashlib.sha256()
     h.update(data)
+    h.update(_own_code_stamp().encode())
     h.update(repr((__version__, sorted(codes), settings.__dict__ | {"root": str(settings.root)})).encode())
     h.update(repr([installed_version(lib) for lib in ("transformers", "trl", "peft")]).encode())
     h.update(repr(project_pins(path.resolve().parent)).encode())

@@ -17,16 +17,17 @@ def dtype_bytes(dtype: str | None, default: int = 2) -> int:
     return DTYPE_BYTES.get(dtype.replace("torch.", "").lower(), default)
 
 
-def eager_bytes_per_score(dtype_size: int) -> int:
+def eager_bytes_per_score(dtype_size: int, softcap: bool = False) -> int:
     """Bytes eager attention keeps per score element per layer: the scores in the model dtype plus the
     fp32 softmax saved for backward. R 1.4: a Llama-3.2-1B geometry in bf16 measured 6.1 bytes per
-    element at seq 2,048 and 6.0 at 8,192 (eager peak minus SDPA peak / (layers x heads x seq^2))."""
-    return dtype_size + 4
+    element at seq 2,048 and 6.0 at 8,192 (eager peak minus SDPA peak / (layers x heads x seq^2)).
+    A logit softcap (Gemma 2: scores / cap -> tanh -> x cap) keeps two more score-sized tensors."""
+    return dtype_size + 4 + (2 * dtype_size if softcap else 0)
 
 
-def attention_scores_per_layer(batch: int, heads: int, seq: int, dtype_size: int = 2) -> int:
+def attention_scores_per_layer(batch: int, heads: int, seq: int, dtype_size: int = 2, softcap: bool = False) -> int:
     """L1 consumer 5: `batch x heads x seq^2` score elements per layer, at eager_bytes_per_score each."""
-    return batch * heads * seq * seq * eager_bytes_per_score(dtype_size)
+    return batch * heads * seq * seq * eager_bytes_per_score(dtype_size, softcap)
 
 
 def logits_elements(batch: int, seq: int, vocab: int) -> int:
@@ -38,12 +39,23 @@ def logits_bytes(batch: int, seq: int, vocab: int, dtype_size: int) -> int:
     return logits_elements(batch, seq, vocab) * dtype_size
 
 
-def loss_peak_bytes(batch: int, seq: int, vocab: int, dtype_size: int = 2) -> int:
-    """transformers' default LM head + ForCausalLMLoss at peak (R 3.1, measured): with 16-bit logits,
-    about 7x the 16-bit logits (bf16 logits 2 + fp32 copy 4 + fp32 log-softmax 4 + fp32 grad 4 bytes
-    per element). With fp32 logits the `.float()` copy is a no-op: 4 + 4 + 4 bytes (derived, not measured)."""
-    per_element = 14 if dtype_size <= 2 else 12
-    return logits_elements(batch, seq, vocab) * per_element
+def loss_bytes_per_element(dtype_size: int = 2, trainable_head: bool = False, softcap: bool = False) -> int:
+    """Peak bytes per logit of transformers' LM head + ForCausalLMLoss.
+
+    With 16-bit logits and a frozen head (LoRA): 14 = bf16 logits 2 + fp32 copy 4 + fp32 log-softmax 4 +
+    fp32 grad 4, "about 7x the bf16 logits" (R 3.1, MemTracker; and bench/estimate_measurements.json,
+    llama3-1b LoRA: 14.0). With a trainable head (full fine-tuning) the measured peak is 12 (the bf16
+    logits are gone by then; bench: 11.6-12.0). fp32 logits need no copy: 11 (bench: 9.2-12.1), 12 with
+    a frozen head. A final logit softcap (Gemma 2) keeps two more logit-sized tensors when the head trains
+    (bench, gemma2-2b: 15.2 full, 14.1 LoRA)."""
+    base = (12 if trainable_head else 14) if dtype_size <= 2 else (11 if trainable_head else 12)
+    return base + (2 * dtype_size if softcap and trainable_head else 0)
+
+
+def loss_peak_bytes(batch: int, seq: int, vocab: int, dtype_size: int = 2, trainable_head: bool = False,
+                    softcap: bool = False) -> int:
+    """L1 'The logits, again' priced at loss_bytes_per_element."""
+    return logits_elements(batch, seq, vocab) * loss_bytes_per_element(dtype_size, trainable_head, softcap)
 
 
 def fmt_bytes(n: float) -> str:

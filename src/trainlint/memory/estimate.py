@@ -45,6 +45,7 @@ class Geometry:
     intermediate: int
     params: int
     tied: bool = False
+    softcap: bool = False  # attention and final-logit softcapping (Gemma 2)
 
 
 @dataclass(frozen=True)
@@ -175,15 +176,19 @@ def activation_bytes_per_layer(p: Plan, tokens: int) -> int:
     return int(tokens * per_token * scale)
 
 
+def checkpoint_inputs_bytes(p: Plan) -> int:
+    """With checkpointing each layer keeps only its input: 2*s*b*h bytes in bf16 (issue #4)."""
+    g = p.geometry
+    return g.layers * p.batch * p.seq * g.hidden * p.act_bytes
+
+
 def activations_bytes(p: Plan) -> int:
     """L1 consumer 4. Without checkpointing every layer keeps its tensors; with it, each layer keeps its
-    input (2*s*b*h in bf16) and one layer is recomputed at a time during backward (L1 'Gradient
-    checkpointing')."""
+    input and one layer is recomputed at a time during backward (L1 'Gradient checkpointing')."""
     g = p.geometry
-    tokens = p.batch * p.seq
-    per_layer = activation_bytes_per_layer(p, tokens)
+    per_layer = activation_bytes_per_layer(p, p.batch * p.seq)
     if p.checkpointing:
-        return g.layers * tokens * g.hidden * p.act_bytes + per_layer
+        return checkpoint_inputs_bytes(p) + per_layer
     return g.layers * per_layer
 
 
@@ -193,21 +198,22 @@ def attention_bytes(p: Plan) -> int:
     if p.attention != "eager":
         return 0
     g = p.geometry
-    per_layer = attention_scores_per_layer(p.batch, g.heads, p.seq, p.act_bytes)
+    per_layer = attention_scores_per_layer(p.batch, g.heads, p.seq, p.act_bytes, g.softcap)
     mask = p.batch * p.seq * p.seq * p.act_bytes  # eager's dense float mask, one for all layers (R 1.4)
     return (per_layer if p.checkpointing else per_layer * g.layers) + mask
 
 
 def logits_bytes(p: Plan) -> int:
-    """L1 'The logits, again' / R 3.1: transformers' head + ForCausalLMLoss peaks at ~7x the bf16 logits;
+    """L1 'The logits, again' / R 3.1: transformers' head + ForCausalLMLoss (loss_bytes_per_element);
     TRL's chunked loss is nearly constant; Liger's fused kernel keeps ~54 KB per token at h=4096."""
     g = p.geometry
     tokens = p.batch * p.seq
+    full = loss_peak_bytes(p.batch, p.seq, g.vocab, p.act_bytes, trainable_head=not p.lora_r, softcap=g.softcap)
     if p.loss == "chunked":
-        return int(min(CHUNKED_LOSS_BYTES, loss_peak_bytes(p.batch, p.seq, g.vocab, p.act_bytes)))
+        return int(min(CHUNKED_LOSS_BYTES, full))
     if p.loss == "liger":
         return int(tokens * g.hidden * LIGER_BYTES_PER_TOKEN_PER_HIDDEN)
-    return loss_peak_bytes(p.batch, p.seq, g.vocab, p.act_bytes)
+    return full
 
 
 def shard(p: Plan, weights: int, grads: int, optim: int) -> tuple[int, int, int]:
@@ -230,11 +236,22 @@ def _core(p: Plan) -> Estimate:
                  "logits": logits_bytes(p), "attention": attention_bytes(p)}
     # Peak (issue #4): the start of backward (weights + optimizer state from the previous step + saved
     # activations + loss temporaries; gradients were freed by zero_grad(set_to_none=True)), or the
-    # optimizer step (weights + gradients + optimizer state).
-    backward = w + opt + consumers["activations"] + consumers["logits"] + consumers["attention"]
-    step = w + gr + opt
+    # optimizer step (weights + gradients + optimizer state). Under checkpointing the loss temporaries
+    # are gone before the layers are recomputed, one at a time, while gradients accumulate; eager
+    # attention's backward then holds about twice the saved scores (the scores and their gradient;
+    # bench/estimate_measurements.json, llama3-1b eager 4k + checkpointing).
+    if p.checkpointing:
+        recompute = (consumers["activations"] - checkpoint_inputs_bytes(p)) + 2 * consumers["attention"] + gr
+        backward = w + opt + checkpoint_inputs_bytes(p) + max(consumers["logits"], recompute)
+    else:
+        backward = w + opt + consumers["activations"] + consumers["logits"] + consumers["attention"]
+    # CUDA's default foreach AdamW step holds one more trainable-parameter-sized temporary
+    # (bench/estimate_measurements.json, cuda_foreach_optimizer_step: Mistral-7B full 54.4 -> 67.4 GiB).
+    n, b = trainable(p)
+    foreach = n * b if p.optimizer in ("adamw", "adam", "adamw_torch", "adamw_torch_fused", "adamw_hf") else 0
+    step = w + gr + opt + shard(p, 0, 0, foreach)[2]
     peak, phase = (backward, "start of backward") if backward >= step else (step, "optimizer step")
-    return Estimate(p, consumers, peak, phase, trainable(p)[0], paged)
+    return Estimate(p, consumers, peak, phase, n, paged)
 
 
 def estimate(p: Plan) -> Estimate:

@@ -59,13 +59,13 @@ def check(self: Rule, ctx: FileContext):
         heads = spec.num_heads if spec else None
         size = dtype_bytes(model.dtype.value if model.dtype.known and isinstance(model.dtype.value, str) else None)
         if heads and batch.known:
-            per_layer = attention_scores_per_layer(batch.value, heads, seq.value, size)
+            per_layer = attention_scores_per_layer(batch.value, heads, seq.value, size, softcapped)
             cost = (f"the score matrix (batch {batch.value} x {heads} heads x {seq.value:,}^2) keeps "
                     f"~{fmt_bytes(per_layer)} per layer")
             if spec.num_layers and ctx.gradient_checkpointing is False:
                 cost += f", ~{fmt_bytes(per_layer * spec.num_layers)} over {spec.num_layers} layers"
         elif heads:
-            per_seq = attention_scores_per_layer(1, heads, seq.value, size)
+            per_seq = attention_scores_per_layer(1, heads, seq.value, size, softcapped)
             cost = f"the score matrix ({heads} heads x {seq.value:,}^2) keeps ~{fmt_bytes(per_seq)} per layer per sequence"
         else:
             cost = f"the score matrix grows with batch x heads x {seq.value:,}^2 per layer (model size unknown)"

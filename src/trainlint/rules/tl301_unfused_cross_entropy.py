@@ -47,17 +47,25 @@ def _cost(ctx: FileContext, model: ModelLoad, vocab: int) -> str:
     size = 4 if model.dtype.known and dtype_bytes(str(model.dtype.value), 2) == 4 else 2
     label = "fp32" if size == 4 else "bf16"
     seq, batch = ctx.seq_len, ctx.batch
+    spec = ctx.spec(model)
+    # a LoRA script freezes the LM head, which changes what the loss keeps at peak (memory.loss_bytes_per_element)
+    head = dict(trainable_head=not uses_peft(ctx), softcap=spec is not None and spec.model_type in libraries.SOFTCAPPED)
     if seq.known and batch.known:
         shape = f"[{batch.value} x {seq.value:,} x {vocab:,}]"
         first = fmt_bytes(logits_bytes(batch.value, seq.value, vocab, size))
-        peak = fmt_bytes(loss_peak_bytes(batch.value, seq.value, vocab, size))
+        peak = fmt_bytes(loss_peak_bytes(batch.value, seq.value, vocab, size, **head))
         if size == 2:
             fp32 = fmt_bytes(logits_bytes(batch.value, seq.value, vocab, 4))
             return (f"the {shape} logits are ~{first} in {label} plus ~{fp32} for the fp32 copy the loss makes, "
                     f"~{peak} at peak")
         return f"the {shape} logits are ~{first} in {label}, ~{peak} at peak with the loss"
-    per_token = fmt_bytes(loss_peak_bytes(1, 1, vocab, size))
-    return f"the logits cost ~{per_token} per token at peak ({vocab:,} x {loss_peak_bytes(1, 1, 1, size)} bytes)"
+    per_token = fmt_bytes(loss_peak_bytes(1, 1, vocab, size, **head))
+    return f"the logits cost ~{per_token} per token at peak ({vocab:,} x {loss_peak_bytes(1, 1, 1, size, **head)} bytes)"
+
+
+def uses_peft(ctx: FileContext) -> bool:
+    return any(c.short in ("get_peft_model", "add_adapter", "inject_adapter_in_model") for c in ctx.facts.calls) or any(
+        t.call.has_kw("peft_config") for t in ctx.facts.trainers)
 
 
 def _diagnose(self: Rule, ctx: FileContext, model: ModelLoad | None, span: Span, what: str, fix: str):
