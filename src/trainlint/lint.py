@@ -80,8 +80,8 @@ def _is_relevant(tree: ast.AST) -> bool:
     return False
 
 
-class _Timeout(Exception):
-    pass
+class _Timeout(BaseException):
+    """BaseException, so no `except Exception` inside a library can swallow it half-way through a parse."""
 
 
 @contextmanager
@@ -108,6 +108,12 @@ def lint_file(path: Path, settings: Settings, codes: set[str]) -> FileResult:
     try:
         with _deadline(settings.per_file_timeout):
             return _lint_file(path, settings, codes)
+    except Exception as exc:  # noqa: BLE001 - one file's internal error must not stop the run
+        display = _display(path)
+        result = FileResult(path, display, skipped="internal error")
+        result.diagnostics.append(_meta("TL004", display, f"trainlint failed on this file ({type(exc).__name__}: "
+                                                          f"{str(exc)[:120]}); please report it"))
+        return _finish(result, settings, codes, None)
     except _Timeout:
         display = _display(path)
         result = FileResult(path, display, skipped="per-file time limit")

@@ -13,6 +13,7 @@ META_RULES = {
     "TL001": ("syntax-error", "the file could not be parsed as Python"),
     "TL002": ("unreadable-file", "binary, undecodable, unreadable or oversized file, or an unreadable notebook"),
     "TL003": ("file-timeout", "the file took longer than `per-file-timeout` to lint"),
+    "TL004": ("internal-error", "trainlint itself failed on this file; the other files were still linted"),
 }
 
 __all__ = ["REGISTRY", "Rule", "META_RULES"]
