@@ -215,7 +215,7 @@ def estimate(script, gpu, batch, seq, world_size, fmt, output, config):
         fail(f"{result.display}: {exc}")
     spec = result.context.spec(model)
     source = spec.source.split(" (")[0]  # the full citation is in models.json and --verbose
-    report = Report(result.display, f"{spec.id} ({spec.num_parameters / 1e9:.2f} B parameters; {source})",
+    report = Report(result.display, f"{spec.id} ({plan.geometry.params / 1e9:.2f} B parameters; {source})",
                     run_estimate(plan), chosen_gpu, tuple(notes), tuple(unknown))
     out = EST_FORMATS[fmt](report)
     if output:

@@ -47,7 +47,15 @@ def training_model(ctx: FileContext) -> ModelLoad | None:
     return with_spec[0] if with_spec else (ctx.facts.models[0] if ctx.facts.models else None)
 
 
-def geometry(ctx: FileContext, model: ModelLoad) -> Geometry:
+def llama_like_params(g: dict, tied: bool) -> int:
+    """V*H*(1 if tied else 2) + L*(H*q + 2*H*kv + q*H + 3*H*F + 2*H) + H (the formula in models.json)."""
+    h, q, kv = g["hidden"], g["heads"] * g["head_dim"], g["kv_heads"] * g["head_dim"]
+    per_layer = h * q + 2 * h * kv + q * h + 3 * h * g["intermediate"] + 2 * h
+    return g["vocab"] * h * (1 if tied else 2) + g["layers"] * per_layer + h
+
+
+def geometry(ctx: FileContext, model: ModelLoad, assumptions: list[str] | None = None) -> Geometry:
+    assumptions = assumptions if assumptions is not None else []
     spec = ctx.spec(model)
     ident = model.model_id.value if model.model_id.known else model.class_name
     if spec is None:
@@ -56,6 +64,10 @@ def geometry(ctx: FileContext, model: ModelLoad) -> Geometry:
     needed = dict(vocab=spec.vocab_size, hidden=spec.hidden_size, layers=spec.num_layers, heads=spec.num_heads,
                   kv_heads=spec.num_kv_heads, head_dim=spec.head_dim, intermediate=spec.intermediate_size,
                   params=spec.num_parameters)
+    if needed["params"] is None and all(v is not None for k, v in needed.items() if k != "params"):
+        needed["params"] = llama_like_params(needed, bool(spec.tie_word_embeddings))
+        assumptions.append(f"parameter count computed from the geometry as a Llama-style decoder "
+                           f"({needed['params']:,}); the config does not state it")
     missing = [k for k, v in needed.items() if v is None]
     if missing:
         raise PlanError(f"model {spec.id}: its {', '.join(missing)} are not known ({spec.source})")
@@ -160,9 +172,9 @@ def plan_for(ctx: FileContext, overrides: Overrides) -> tuple[Plan, ModelLoad, l
     model = training_model(ctx)
     if model is None:
         raise PlanError("no model load found (from_pretrained, from_config, a model class, or a TRL trainer's model=)")
-    geo = geometry(ctx, model)
-    spec = ctx.spec(model)
     notes: list[str] = []
+    geo = geometry(ctx, model, notes)
+    spec = ctx.spec(model)
     unknown: list[str] = []
     w, act = _dtype(ctx, model, notes)
     rank, targets = _lora(ctx, spec.model_type, notes)
