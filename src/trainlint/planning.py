@@ -86,8 +86,12 @@ def _dtype(ctx: FileContext, model: ModelLoad, notes: list[str]) -> tuple[int, i
         w = 4  # trl/trainer/utils.py create_model_from_path: dtype defaults to "float32"
         notes.append("TRL loads a model given by name in fp32 unless model_init_kwargs sets dtype")
     elif ctx.versions.transformers.at_least(5) or (value.known and value.value == "auto"):
-        w = 2
-        notes.append("dtype 'auto': assumed the checkpoint is bf16, as published LLM checkpoints are")
+        stated = ctx.spec(model).dtype if ctx.spec(model) is not None else None
+        if stated:
+            w = dtype_bytes(stated, 2)  # modeling_utils._get_dtype: "auto" -> config.dtype
+        else:
+            w = 2
+            notes.append("dtype 'auto': assumed the checkpoint is bf16, as published LLM checkpoints are")
     else:
         w = 4  # transformers <= 4.x: torch's default dtype unless dtype/torch_dtype is given
         notes.append(f"transformers {ctx.versions.transformers.version} loads in fp32 unless dtype is given")

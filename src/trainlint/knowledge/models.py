@@ -47,6 +47,7 @@ class ModelSpec:
     main_input_name: str
     source: str
     attn_logit_softcapping: float | None = None
+    dtype: str | None = None  # the checkpoint's dtype from config.json ("bfloat16"), what dtype="auto" loads
 
     def describe(self) -> str:
         def n(v: Any) -> str:
@@ -111,6 +112,7 @@ def spec_from_config(config: dict, model_id: str, source: str, class_name: str |
         main_input_name=config.get("main_input_name") or main_input_for(outer_type, class_name),
         source=source,
         attn_logit_softcapping=_first(text, "attn_logit_softcapping"),
+        dtype=_first(config, "dtype", "torch_dtype") if isinstance(_first(config, "dtype", "torch_dtype"), str) else None,
     )
 
 
