@@ -158,3 +158,15 @@ def test_a_fix_that_would_break_the_file_is_not_written(tmp_path, monkeypatch):
     outcome = fixmod.plan_fixes(path, s, enabled_codes(s), unsafe=True)
     assert outcome.new_text is None and "invalid Python" in outcome.error
     assert path.read_text() == EAGER
+
+
+def test_old_mac_newlines_and_form_feeds_keep_positions_right(tmp_path):
+    # found by the hypothesmith property test: bare \r line breaks shifted every edit
+    src = ("#\r#\x0c\rfrom transformers import AutoModelForCausalLM\r"
+           'model = AutoModelForCausalLM.from_pretrained("meta-llama/Llama-3.1-8B", attn_implementation="eager")\r'
+           "MAX_LEN = 4096\r")
+    path = tmp_path / "cr.py"
+    path.write_bytes(src.encode())
+    r = run("--fix", "cr.py", cwd=tmp_path)
+    assert r.returncode == 0, r.stdout
+    assert path.read_bytes() == src.replace('"eager"', '"sdpa"').encode()

@@ -3,6 +3,8 @@ formatting. Rules call these; fix.py applies them."""
 
 from __future__ import annotations
 
+import re
+
 from trainlint.diagnostics import Span
 from trainlint.facts import Call
 
@@ -22,12 +24,26 @@ def replace(span: Span, content: str) -> dict:
 
 
 def newline_of(text: str) -> str:
-    i = text.find("\n")
-    return "\r\n" if i > 0 and text[i - 1] == "\r" else "\n"
+    m = _NEWLINE.search(text)
+    return m.group() if m else "\n"
+
+
+_NEWLINE = re.compile(r"\r\n|\r|\n")
+
+
+def source_lines(text: str) -> list[str]:
+    """Lines as Python (and LibCST's positions) count them: split on \r\n, \r or \n only (str.splitlines
+    also splits on form feeds and other separators, which would shift every row after them)."""
+    return _NEWLINE.split(text)
+
+
+def line_starts(text: str) -> list[int]:
+    """Offset of the first character of each line, same line breaks as source_lines."""
+    return [0] + [m.end() for m in _NEWLINE.finditer(text)]
 
 
 def _line(text: str, row: int) -> str:
-    lines = text.splitlines()
+    lines = source_lines(text)
     return lines[row - 1] if 0 < row <= len(lines) else ""
 
 
@@ -64,11 +80,13 @@ def insert_line_after(row: int, content: str, text: str) -> dict:
     """A new statement on the line after `row`, indented like that line."""
     indent = _indent(_line(text, row))
     nl = newline_of(text)
-    lines = text.splitlines(keepends=True)
+    lines = source_lines(text)
+    has_newline = len(lines) > 1 and lines[-1] == ""
+    if has_newline:
+        lines = lines[:-1]
     if row < len(lines):
         return edit((row + 1, 1), (row + 1, 1), f"{indent}{content}{nl}")
     last = _line(text, row)
-    has_newline = bool(lines) and lines[-1].endswith(("\n", "\r"))
     col = len(last) + 1
     prefix = "" if has_newline else nl
     target_row = row + 1 if has_newline else row

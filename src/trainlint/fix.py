@@ -20,6 +20,7 @@ import libcst as cst
 
 from trainlint.config import Settings
 from trainlint.diagnostics import Diagnostic
+from trainlint.edits import line_starts
 from trainlint.lint import lint_text, to_cell
 from trainlint.notebook import NotebookError, read_notebook, write_back
 from trainlint.source import Source, read_source
@@ -35,14 +36,6 @@ class FixOutcome:
     source: Source | None = None
 
 
-def _offsets(text: str) -> list[int]:
-    starts = [0]
-    for i, ch in enumerate(text):
-        if ch == "\n":
-            starts.append(i + 1)
-    return starts
-
-
 def _offset(starts: list[int], row: int, col: int, size: int) -> int:
     if row - 1 >= len(starts):
         return size
@@ -56,7 +49,7 @@ def _conflict(a: int, b: int, a2: int, b2: int) -> bool:
 
 def apply_edits(text: str, diagnostics: list[Diagnostic]) -> tuple[str, list[Diagnostic]]:
     """Apply the edits of non-overlapping fixes (first come, first served); returns the applied ones."""
-    starts = _offsets(text)
+    starts = line_starts(text)
     chosen: list[tuple[int, int, str]] = []
     applied: list[Diagnostic] = []
     for diag in diagnostics:

@@ -17,6 +17,7 @@ from trainlint.config import Settings
 from trainlint.context import FileContext
 from trainlint.diagnostics import Diagnostic, Span
 from trainlint.discovery import relative
+from trainlint.edits import source_lines
 from trainlint.facts import extract_facts
 from trainlint.facts.names import INTERESTING_SHORTS, LIGER_APPLY_RE, MODEL_CLASS_RE
 from trainlint.knowledge.versions import decide_versions
@@ -220,7 +221,7 @@ def lint_text(path: Path, text: str, settings: Settings, codes: set[str], raw: b
 
 def _finish(result: FileResult, settings: Settings, codes: set[str], text: str | None) -> FileResult:
     ignored = _per_file_ignores(result.path, settings)
-    lines = text.splitlines() if text is not None else []
+    lines = source_lines(text) if text is not None else []
     kept = []
     for diag in result.diagnostics:
         if diag.code not in codes or any(diag.code.startswith(p) for p in ignored):
