@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -223,3 +224,52 @@ def estimate(script, gpu, batch, seq, world_size, fmt, output, config):
         click.echo(f"wrote {output}", err=True)
     else:
         click.echo(out, nl=False)
+
+
+@main.command(context_settings={"ignore_unknown_options": True})
+@click.argument("script", type=click.Path(path_type=Path))
+@click.argument("script_args", nargs=-1, type=click.UNPROCESSED)
+@click.option("--steps", type=click.IntRange(min=1), default=3, show_default=True, help="Optimizer steps per run.")
+@click.option("--device", type=click.Choice(["auto", "cuda", "cpu"]), default="auto", show_default=True)
+@click.option("--codes", type=CODES, default=None, help="Only these findings (e.g. TL101,TL201).")
+@click.option("--launcher", default=None, help='Run under a launcher, e.g. "torchrun --nproc-per-node 8".')
+@click.option("--timeout", type=click.FloatRange(min=1), default=600, show_default=True, help="Seconds per run.")
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@click.option("--online", is_flag=True, help="Allow the Hugging Face hub (default: HF_HUB_OFFLINE=1).")
+@click.option("--simulate", is_flag=True, help="No GPU needed: full-size architecture under FakeTensorMode.")
+def verify(script, script_args, steps, device, codes, launcher, timeout, fmt, online, simulate):
+    """Run SCRIPT for a few real steps, as written and with trainlint's fixes, and show predicted vs measured.
+
+    Arguments after SCRIPT (or after `--`) are passed to the script."""
+    from trainlint.verify.run import VerifyError, require_verify_extra, text_report
+    from trainlint.verify.run import verify as run_verify
+
+    try:
+        settings = _settings(None)
+        require_verify_extra()
+        if simulate:
+            report = _simulate(script, settings, codes)
+        else:
+            report = run_verify(script, steps=steps, device=device, codes=codes or (), launcher=launcher,
+                                timeout=timeout, script_args=tuple(script_args), online=online,
+                                settings=replace(settings, root=Path(script).resolve().parent))
+    except VerifyError as exc:
+        click.echo(f"trainlint: error: {exc}", err=True)
+        sys.exit(2)
+    except KeyboardInterrupt:
+        click.echo("trainlint: interrupted; the runs were stopped", err=True)
+        sys.exit(130)
+    if simulate:
+        from trainlint.verify.simulate import simulation_text
+
+        click.echo(json.dumps(report, indent=2) if fmt == "json" else simulation_text(report), nl=fmt == "json")
+        return
+    click.echo(json.dumps(report, indent=2) if fmt == "json" else text_report(report), nl=fmt == "json")
+    failed = [label for label, run in report["runs"].items() if run.get("error") or run.get("timed_out")]
+    sys.exit(1 if failed and not any(d["verdict"] == "confirmed" for d in report["diagnostics"]) else 0)
+
+
+def _simulate(script: Path, settings, codes) -> dict:
+    from trainlint.verify.simulate import simulate_script
+
+    return simulate_script(Path(script), settings, codes)

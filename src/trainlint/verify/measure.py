@@ -12,6 +12,9 @@ and tracks model + optimizer + batch with torch's MemTracker
 (torch.distributed._tools.mem_tracker), calling mt.reset_mod_stats() between the steps.
 Large configurations run under FakeTensorMode (CPU device): no memory, no compute, same bytes.
 
+This module is part of trainlint (`trainlint verify --simulate` uses measure()); bench/measure_memory.py
+is the command that regenerates the benchmark's measurements with it.
+
 Usage:
     .venv/bin/python bench/measure_memory.py [--only NAME_SUBSTRING] [--out bench/estimate_measurements.json]
     .venv/bin/python bench/measure_memory.py --check-fake     # fake == real check on small configs
@@ -69,7 +72,7 @@ import transformers.masking_utils as _masking_utils  # noqa: E402
 
 transformers.logging.set_verbosity_error()
 
-BENCH = Path(__file__).resolve().parent
+BENCH = Path.cwd() / "bench"  # `python bench/measure_memory.py` runs from the repository root
 CATS = ["PARAM", "BUFFER", "GRAD", "ACT", "TEMP", "OPT", "OTH", "Total"]
 _REF2CAT = {
     _MemRefType.PARAM: "PARAM",

@@ -1,0 +1,266 @@
+"""`trainlint verify`: run a flagged script as written and with trainlint's fixes applied, a few steps each,
+in subprocesses of their own process group, and compare what was measured with what was predicted."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from trainlint.config import Settings
+from trainlint.diagnostics import Diagnostic
+from trainlint.fix import apply_edits
+from trainlint.lint import enabled_codes, lint_text
+from trainlint.memory import fmt_bytes
+from trainlint.source import Source, read_source
+
+MEMORY_CODES = ("TL101", "TL301")
+
+
+class VerifyError(Exception):
+    """A one-line reason verify cannot run; the CLI prints it and exits 2."""
+
+
+@dataclass
+class RunResult:
+    label: str
+    data: dict = field(default_factory=dict)
+    returncode: int | None = None
+    timed_out: bool = False
+    stderr_tail: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return bool(self.data.get("ok")) and not self.data.get("error") and not self.timed_out
+
+    @property
+    def peak(self) -> int | None:
+        return self.data.get("steady_peak") or self.data.get("peak_allocated")
+
+
+def require_verify_extra() -> None:
+    import importlib.util
+
+    missing = [m for m in ("torch", "transformers") if importlib.util.find_spec(m) is None]
+    if missing:
+        raise VerifyError(f"verify needs {' and '.join(missing)}: install trainlint[verify]")
+
+
+def fixed_source(path: Path, settings: Settings, codes: set[str]) -> tuple[Source, str, list[Diagnostic],
+                                                                           list[Diagnostic]]:
+    """(original source, fixed text, all diagnostics for `codes`, the ones whose fix was applied)."""
+    source = read_source(path)
+    if not isinstance(source, Source):
+        raise VerifyError(f"{path}: {source.reason}")
+    found = [d for d in lint_text(path, source.text, settings, codes, source.raw).diagnostics
+             if d.code in codes]
+    fixable = [d for d in found if d.fix]
+    text, applied = apply_edits(source.text, fixable) if fixable else (source.text, [])
+    return source, text, found, applied
+
+
+def _harness_command(script: Path, out: Path, workdir: Path, steps: int, device: str, online: bool,
+                     launcher: str | None, script_args: tuple[str, ...]) -> list[str]:
+    args = ["--script", str(script), "--steps", str(steps), "--out", str(out), "--workdir", str(workdir),
+            "--device", device, *(["--online"] if online else []), "--", *script_args]
+    if launcher:
+        import shlex
+
+        return [*shlex.split(launcher), "-m", "trainlint.verify.harness", *args]
+    return [sys.executable, "-m", "trainlint.verify.harness", *args]
+
+
+def run_harness(label: str, script: Path, cwd: Path, workdir: Path, steps: int, device: str, timeout: float,
+                online: bool, launcher: str | None, script_args: tuple[str, ...], extra_path: Path) -> RunResult:
+    out = workdir / f"{label}.json"
+    cmd = _harness_command(script, out, workdir / label, steps, device, online, launcher, script_args)
+    (workdir / label).mkdir(parents=True, exist_ok=True)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(extra_path),
+                                                                      os.environ.get("PYTHONPATH", "")]))}
+    result = RunResult(label)
+    proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)  # its own process group: a timeout or Ctrl-C kills all of it
+    try:
+        _, stderr = proc.communicate(timeout=timeout)
+        result.returncode = proc.returncode
+        result.stderr_tail = "\n".join(stderr.splitlines()[-30:])
+    except subprocess.TimeoutExpired:
+        _kill_group(proc)
+        result.timed_out = True
+        result.stderr_tail = f"killed after {timeout:g} s (the whole process group)"
+        return result
+    except BaseException:
+        _kill_group(proc)
+        raise
+    try:
+        result.data = json.loads(out.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        result.data = {"ok": False, "error": {"type": "HarnessError", "message": "the harness wrote no result",
+                                              "traceback_tail": result.stderr_tail}}
+    return result
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    proc.wait()
+
+
+def _predict(path: Path, text: str, settings: Settings):
+    """The static estimate for `text` read as `path`, or None when the script says too little."""
+    from trainlint.memory.estimate import estimate
+    from trainlint.planning import Overrides, PlanError, plan_for
+
+    result = lint_text(path, text, settings, enabled_codes(settings, select=("TL101",)))
+    if result.context is None:
+        return None
+    try:
+        plan, model, _, unknown = plan_for(result.context, Overrides())
+    except PlanError:
+        return None
+    if unknown:
+        return None
+    return estimate(plan)
+
+
+def verdicts(found: list[Diagnostic], applied: list[Diagnostic], original: RunResult, fixed: RunResult,
+             predicted: tuple, device: str) -> list[dict]:
+    est_orig, est_fixed = predicted
+    out = []
+    applied_ids = {id(d) for d in applied}
+    for d in found:
+        row = {"code": d.code, "line": d.span.line, "predicted_saving": None, "measured_saving": None,
+               "verdict": "not confirmed", "note": ""}
+        if id(d) not in applied_ids:
+            row.update(verdict="not measurable here", note="trainlint has no fix to apply for this finding")
+        elif not original.ok or not fixed.ok:
+            failed = [r.label for r in (original, fixed) if not r.ok]
+            if d.code == "TL201" and original.data.get("adapter_grad_ok") is False and fixed.ok \
+                    and fixed.data.get("adapter_grad_ok") is True:
+                row.update(verdict="confirmed", note="the original run failed (adapters get no gradient); "
+                                                     "with the fix every LoRA B weight got a gradient")
+            else:
+                row.update(note=f"the {' and '.join(failed)} run did not complete")
+        elif d.code == "TL201":
+            before, after = original.data.get("adapter_grad_ok"), fixed.data.get("adapter_grad_ok")
+            if before is False and after is True:
+                row.update(verdict="confirmed", note="adapters received no gradient before the fix, and did after")
+            else:
+                row.update(note=f"adapter_grad_ok before {before}, after {after}")
+        elif d.code == "TL401":
+            expected = re.search(r"to keep (\d+)", d.message)
+            samples = fixed.data.get("samples_per_step") or []
+            if expected and samples and all(s == int(expected.group(1)) for s in samples):
+                row.update(verdict="confirmed", note=f"effective batch per optimizer step {samples[0]} after the "
+                                                     f"fix ({(original.data.get('samples_per_step') or ['?'])[0]} "
+                                                     f"before)")
+            else:
+                row.update(note=f"samples per step before {original.data.get('samples_per_step')}, after {samples}")
+        elif d.code == "TL301" and not device.startswith("cuda"):
+            row.update(verdict="not measurable here",
+                       note="Liger's fused cross-entropy needs a CUDA GPU (Triton); no number is invented")
+        else:
+            measured = (original.peak or 0) - (fixed.peak or 0)
+            row["measured_saving"] = measured
+            if est_orig is not None and est_fixed is not None:
+                row["predicted_saving"] = est_orig.peak - est_fixed.peak
+            pred = row["predicted_saving"]
+            if measured <= 0:
+                row.update(note="the fixed run did not use less memory")
+            elif pred is None:
+                row.update(verdict="confirmed", note="memory went down; no static prediction to compare with")
+            elif 0.5 * pred <= measured <= 2 * pred:
+                row.update(verdict="confirmed", note=f"measured {measured / pred:.0%} of the predicted saving")
+            else:
+                row.update(note=f"measured saving is {measured / max(pred, 1):.0%} of the predicted one")
+        out.append(row)
+    return out
+
+
+def verify(script: Path, *, steps: int = 3, device: str = "auto", codes: tuple[str, ...] = (),
+           launcher: str | None = None, timeout: float = 600, script_args: tuple[str, ...] = (),
+           online: bool = False, settings: Settings | None = None) -> dict:
+    require_verify_extra()
+    script = script.resolve()
+    if not script.is_file():
+        raise VerifyError(f"{script}: no such file")
+    settings = settings or Settings(root=script.parent)
+    selected = set(codes) if codes else enabled_codes(settings) - {"TL001", "TL002", "TL003", "TL004"}
+    source, fixed_text, found, applied = fixed_source(script, settings, selected)
+    workdir = Path(tempfile.mkdtemp(prefix="trainlint-verify-"))
+    try:
+        fixed_copy = workdir / f"fixed_{script.name}"
+        fixed_copy.write_text(fixed_text, encoding="utf-8")
+        common = dict(cwd=script.parent, workdir=workdir, steps=steps, device=device, timeout=timeout, online=online,
+                      launcher=launcher, script_args=script_args, extra_path=script.parent)
+        started = time.perf_counter()
+        original = run_harness("original", script, **common)
+        fixed = run_harness("fixed", fixed_copy, **common) if applied else RunResult("fixed", dict(original.data))
+        predicted = (_predict(script, source.text, settings), _predict(script, fixed_text, settings))
+        dev = original.data.get("device") or fixed.data.get("device") or device
+        report = {
+            "script": str(script),
+            "device": dev,
+            "steps": steps,
+            "seconds": round(time.perf_counter() - started, 1),
+            "runs": {"original": _run_json(original, predicted[0]), "fixed": _run_json(fixed, predicted[1])},
+            "diagnostics": verdicts(found, applied, original, fixed, predicted, dev),
+            "fixes_applied": [f"{d.code} line {d.span.line}: {d.fix['message']}" for d in applied],
+        }
+        return report
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _run_json(run: RunResult, est) -> dict:
+    d = dict(run.data)
+    d["timed_out"] = run.timed_out
+    if run.timed_out or not run.ok:
+        d.setdefault("error", {"type": "Timeout" if run.timed_out else "Error", "message": run.stderr_tail})
+    d["predicted"] = None if est is None else {"consumers": est.consumers, "peak": est.peak}
+    return d
+
+
+def text_report(r: dict) -> str:
+    lines = [f"{r['script']}: {r['steps']} steps each, on {r['device']} ({r['seconds']} s)"]
+    for fix in r["fixes_applied"]:
+        lines.append(f"  fix applied: {fix}")
+    lines.append("")
+    lines.append(f"  {'run':<10} {'predicted peak':>15} {'measured peak':>15} {'step 1':>10} {'steady':>10}  notes")
+    for label in ("original", "fixed"):
+        run = r["runs"][label]
+        pred = run.get("predicted")
+        err = run.get("error")
+        note = ""
+        if err:
+            note = f"{err.get('type')}: {str(err.get('message'))[:80]}"
+        if run.get("adapter_grad_ok") is not None:
+            note = (note + "; " if note else "") + f"adapters got gradients: {run['adapter_grad_ok']}"
+        if run.get("samples_per_step"):
+            note = (note + "; " if note else "") + f"samples/step {run['samples_per_step']}"
+        lines.append(f"  {label:<10} {fmt_bytes(pred['peak']) if pred else '-':>15} "
+                     f"{fmt_bytes(run['peak_allocated']) if run.get('peak_allocated') else '-':>15} "
+                     f"{fmt_bytes(run['step1_peak']) if run.get('step1_peak') else '-':>10} "
+                     f"{fmt_bytes(run['steady_peak']) if run.get('steady_peak') else '-':>10}  {note}")
+        if err and err.get("traceback_tail"):
+            tail = "\n".join("      " + x for x in str(err["traceback_tail"]).splitlines()[-6:])
+            lines.append(f"    {label} run failed:\n{tail}")
+    lines.append("")
+    for d in r["diagnostics"]:
+        pred = fmt_bytes(d["predicted_saving"]) if d["predicted_saving"] else "-"
+        meas = fmt_bytes(d["measured_saving"]) if d["measured_saving"] is not None else "-"
+        lines.append(f"  {d['code']} line {d['line']}: {d['verdict'].upper()}  (predicted saving {pred}, "
+                     f"measured {meas}) {d['note']}")
+    if not r["diagnostics"]:
+        lines.append("  nothing flagged: nothing to verify")
+    return "\n".join(lines) + "\n"
