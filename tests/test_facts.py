@@ -168,3 +168,12 @@ def test_pip_install_lines_become_pins():
     os.system("pip install accelerate==0.25.0")
     ''')
     assert f.pip_pins == (("transformers", "==4.34.0"), ("trl", ">=0.7,<0.8"), ("accelerate", "==0.25.0"))
+
+
+def test_slicing_token_ids_to_a_constant_sets_the_sequence_length():
+    f = facts_of('''
+    CTX = 2048
+    batch = input_ids[:, :CTX * 2]
+    other = rows[:10]
+    ''')
+    assert [(e.source, e.value.value) for e in f.seq_evidence] == [("slice to a constant", 4096)]

@@ -65,6 +65,7 @@ class _Collector(cst.CSTVisitor):
         self.dataclass_fields: dict[str, list[cst.BaseExpression | None]] = {}
         self.raw_calls: list[_RawCall] = []
         self.name_evidence: list[tuple[str, cst.BaseExpression, str, Span]] = []  # name, expr, scope, span
+        self.slice_evidence: list[tuple[cst.BaseExpression, str, Span]] = []
         self.logits_accessed = False
         self.parsed_names: set[str] = set()
         self._scopes: list[str] = [MODULE_SCOPE]
@@ -209,6 +210,15 @@ class _Collector(cst.CSTVisitor):
     def _record_name_evidence(self, name: str, value: cst.BaseExpression, stmt: cst.CSTNode) -> None:
         if name.lower() in SEQ_NAMES or name.lower() in BATCH_NAMES or name.lower() in ACCUM_NAMES:
             self.name_evidence.append((name, value, self.scope, self._span(stmt)))
+
+    # -- slicing token tensors to a constant: input_ids[:, :4096] ----------------------------------------
+    def visit_Subscript(self, node: cst.Subscript) -> None:
+        name = _dotted(node.value).lower()
+        if not name or not any(key in name for key in ("input_ids", "tokens", "token_ids")):
+            return
+        last = node.slice[-1].slice
+        if isinstance(last, cst.Slice) and last.upper is not None and last.lower is None:
+            self.slice_evidence.append((last.upper, self.scope, self._span(node)))
 
     # -- attribute reads -----------------------------------------------------------------------------
     def visit_Attribute(self, node: cst.Attribute) -> None:
@@ -837,6 +847,8 @@ def _evidence(calls, args_objects, trainers, c: _Collector, resolver: _Resolver)
             value = call.arg(1, "batch_size")
             batch.append(Evidence(value if not value.unset else known(1, None, "library default"),
                                   "DataLoader(batch_size=)", call.span))
+    for expr, scope, span in c.slice_evidence:
+        seq.append(Evidence(resolver.value(expr, scope, span), "slice to a constant", span))
     for name, expr, scope, span in c.name_evidence:
         value = resolver.value(expr, scope, span)
         lowered = name.lower()
