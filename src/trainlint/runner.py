@@ -110,7 +110,9 @@ def run(files: list[Path], settings: Settings, codes: set[str], jobs: int | None
         results = [_lint_one(t) for t in tasks]
     for (i, path, key), outcome in zip(todo, results):
         outcomes[i] = outcome
-        if key is not None and outcome.skipped != "per-file time limit":
+        if key is not None:
+            # a file that hit the time limit is cached too (the limit is part of the key): a pathological
+            # file should not cost its full limit on every pre-commit run
             _store(cache_root, key, outcome)
     return [outcomes[i] for i in range(len(files))]
 
