@@ -141,8 +141,15 @@ def verdicts(found: list[Diagnostic], applied: list[Diagnostic], original: RunRe
     for d in found:
         row = {"code": d.code, "line": d.span.line, "predicted_saving": None, "measured_saving": None,
                "verdict": "not confirmed", "note": ""}
+        if d.code in MEMORY_CODES and est_orig is not None and est_fixed is not None:
+            row["predicted_saving"] = est_orig.peak - est_fixed.peak
         if id(d) not in applied_ids:
             row.update(verdict="not measurable here", note="trainlint has no fix to apply for this finding")
+        elif d.code == "TL301" and not device.startswith("cuda"):
+            row.update(verdict="not measurable here",
+                       note="Liger's fused cross-entropy needs a CUDA GPU (Triton); no number is invented")
+        elif d.code == "TL301" and "liger" in str((fixed.data.get("error") or {}).get("message", "")).lower():
+            row.update(verdict="not measurable here", note="the fixed run needs the liger-kernel package")
         elif not original.ok or not fixed.ok:
             failed = [r.label for r in (original, fixed) if not r.ok]
             if d.code == "TL201" and original.data.get("adapter_grad_ok") is False and fixed.ok \
@@ -166,19 +173,17 @@ def verdicts(found: list[Diagnostic], applied: list[Diagnostic], original: RunRe
                                                      f"before)")
             else:
                 row.update(note=f"samples per step before {original.data.get('samples_per_step')}, after {samples}")
-        elif d.code == "TL301" and not device.startswith("cuda"):
-            row.update(verdict="not measurable here",
-                       note="Liger's fused cross-entropy needs a CUDA GPU (Triton); no number is invented")
         else:
             measured = (original.peak or 0) - (fixed.peak or 0)
             row["measured_saving"] = measured
-            if est_orig is not None and est_fixed is not None:
-                row["predicted_saving"] = est_orig.peak - est_fixed.peak
             pred = row["predicted_saving"]
             if measured <= 0:
                 row.update(note="the fixed run did not use less memory")
             elif pred is None:
                 row.update(verdict="confirmed", note="memory went down; no static prediction to compare with")
+            elif pred <= 0:
+                row.update(note=f"another consumer sets the peak in this configuration, so the fix was not "
+                                f"predicted to lower it; measured {fmt_bytes(measured)} lower")
             elif 0.5 * pred <= measured <= 2 * pred:
                 row.update(verdict="confirmed", note=f"measured {measured / pred:.0%} of the predicted saving")
             else:
