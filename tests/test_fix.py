@@ -170,3 +170,14 @@ def test_old_mac_newlines_and_form_feeds_keep_positions_right(tmp_path):
     r = run("--fix", "cr.py", cwd=tmp_path)
     assert r.returncode == 0, r.stdout
     assert path.read_bytes() == src.replace('"eager"', '"sdpa"').encode()
+
+
+def test_value_from_an_argparse_default_is_edited_at_the_default(tmp_path):
+    src = ('import argparse\nfrom transformers import AutoModelForCausalLM\n'
+           'p = argparse.ArgumentParser()\np.add_argument("--attn", default="eager")\n'
+           'p.add_argument("--max_seq_length", type=int, default=4096)\nargs = p.parse_args()\n'
+           'model = AutoModelForCausalLM.from_pretrained("meta-llama/Llama-3.1-8B", attn_implementation=args.attn)\n')
+    (tmp_path / "t.py").write_text(src)
+    r = run("--fix", "--show-fixes", "t.py", cwd=tmp_path)
+    assert r.returncode == 0 and "(argparse default)" in r.stdout
+    assert (tmp_path / "t.py").read_text() == src.replace('default="eager"', 'default="sdpa"')

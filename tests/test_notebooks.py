@@ -85,3 +85,17 @@ def test_bad_notebooks_get_a_clear_diagnostic(tmp_path):
     assert "Traceback" not in r.stderr
     r = run("-v", "prose.ipynb", cwd=tmp_path)
     assert "prose.ipynb: skipped: notebook has no code cells" in r.stderr
+
+
+def test_estimate_reads_a_notebook(tmp_path):
+    cells = [{"cell_type": "code", "execution_count": 1, "metadata": {}, "outputs": [],
+              "source": ["from transformers import AutoModelForCausalLM\n",
+                         "model = AutoModelForCausalLM.from_pretrained('meta-llama/Llama-3.1-8B', dtype='bfloat16')"]},
+             {"cell_type": "code", "execution_count": 2, "metadata": {}, "outputs": [],
+              "source": ["%time\n", "loader = DataLoader(ds, batch_size=2)\n", "MAX_LEN = 4096"]}]
+    (tmp_path / "nb.ipynb").write_text(notebook(cells), encoding="utf-8")
+    r = subprocess.run([sys.executable, "-m", "trainlint", "estimate", "nb.ipynb", "--format", "json"], cwd=tmp_path,
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    data = json.loads(r.stdout)
+    assert data["unknown"] == [] and data["consumers"]["logits"] == 2 * 4096 * 128256 * 12

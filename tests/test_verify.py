@@ -163,3 +163,39 @@ def test_a_script_that_hangs_is_killed_with_its_whole_process_group(project):
 def test_missing_script_and_missing_extra_are_one_line_errors(project, tmp_path):
     code, _, err = verify(project, "nope.py")
     assert code == 2 and err.strip().startswith("trainlint: error:") and "Traceback" not in err
+
+
+def test_under_a_launcher_every_rank_runs_the_harness_and_the_maximum_is_reported(project):
+    torchrun = Path(sys.executable).with_name("torchrun")
+    if not torchrun.exists():
+        pytest.skip("torchrun comes with torch")
+    write(project, "ranks.py", EAGER.format(body="pass").replace("SEQ_LEN = 2048", "SEQ_LEN = 2048  # per rank"))
+    code, data, err = verify(project, "ranks.py", "--steps", "1", "--launcher",
+                             f"{torchrun} --nproc-per-node 2 --master-port 29517")
+    assert code == 0, err
+    run = data["runs"]["original"]
+    assert run["ranks"] == 2 and run["max_peak_over_ranks"] >= run["peak_allocated"] > 0
+    assert data["diagnostics"][0]["verdict"] == "confirmed"
+
+
+def test_simulate_runs_the_full_size_architecture_under_fake_tensors(project):
+    (project / "sim-llama").mkdir(exist_ok=True)
+    (project / "sim-llama" / "config.json").write_text(json.dumps({
+        "model_type": "llama", "vocab_size": 32000, "hidden_size": 512, "num_hidden_layers": 4,
+        "num_attention_heads": 8, "num_key_value_heads": 8, "intermediate_size": 1376, "dtype": "bfloat16"}))
+    write(project, "sim.py", '''
+    from torch.utils.data import DataLoader
+    from transformers import AutoModelForCausalLM
+    model = AutoModelForCausalLM.from_pretrained("./sim-llama", attn_implementation="eager")
+    MAX_LEN = 2048
+    loader = DataLoader(dataset, batch_size=2)
+    ''')
+    code, data, err = verify(project, "sim.py", "--simulate")
+    assert code == 0, err
+    orig, fixed = data["runs"]["original"], data["runs"]["fixed"]
+    assert orig["simulated"]["peak"] > fixed["simulated"]["peak"]
+    for run in (orig, fixed):  # the static estimate is within 25% of the simulated peak
+        assert abs(run["predicted"]["peak"] - run["simulated"]["peak"]) <= 0.25 * run["simulated"]["peak"]
+    d, = data["diagnostics"]
+    assert (d["code"], d["verdict"]) == ("TL101", "confirmed")
+    assert data["known_gaps"]

@@ -105,7 +105,26 @@ def run_harness(label: str, script: Path, cwd: Path, workdir: Path, steps: int, 
     except (OSError, ValueError):
         result.data = {"ok": False, "error": {"type": "HarnessError", "message": "the harness wrote no result",
                                               "traceback_tail": result.stderr_tail}}
+    ranks = _rank_results(out)
+    if ranks:  # under a launcher: rank 0's result, plus the maximum over all ranks
+        result.data["ranks"] = 1 + len(ranks)
+        result.data["max_peak_over_ranks"] = max(
+            [result.data.get("peak_allocated") or 0] + [r.get("peak_allocated") or 0 for r in ranks])
+        errors = [r["error"] for r in ranks if r.get("error")]
+        if errors and not result.data.get("error"):
+            result.data["error"] = errors[0]
     return result
+
+
+def _rank_results(out: Path) -> list[dict]:
+    """RESULT.json.rank<R> files the harness writes on ranks other than 0."""
+    found = []
+    for path in sorted(out.parent.glob(out.name + ".rank*")):
+        try:
+            found.append(json.loads(path.read_text(encoding="utf-8")))
+        except (OSError, ValueError):
+            continue
+    return found
 
 
 def _kill_group(proc: subprocess.Popen) -> None:
