@@ -199,3 +199,23 @@ def test_simulate_runs_the_full_size_architecture_under_fake_tensors(project):
     d, = data["diagnostics"]
     assert (d["code"], d["verdict"]) == ("TL101", "confirmed")
     assert data["known_gaps"]
+
+
+def test_ctrl_c_leaves_nothing_running(project):
+    import os
+    import signal
+    import time
+
+    write(project, "hang2.py", EAGER.format(body="import subprocess, time; subprocess.Popen(['sleep', '301']); "
+                                                 "time.sleep(3600)"))
+    proc = subprocess.Popen([sys.executable, "-m", "trainlint", "verify", "--device", "cpu", "hang2.py",
+                             "--timeout", "300"], cwd=project, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 120
+    while time.time() < deadline and not subprocess.run(["pgrep", "-f", "sleep 301"], capture_output=True).stdout:
+        time.sleep(0.5)
+    assert subprocess.run(["pgrep", "-f", "sleep 301"], capture_output=True).stdout, "the run never started"
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130 and "interrupted" in err and "Traceback" not in err
+    time.sleep(0.5)
+    assert subprocess.run(["pgrep", "-f", "sleep 301"], capture_output=True).stdout == b""
