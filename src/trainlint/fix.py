@@ -9,15 +9,13 @@ encoding, the BOM and the newline style. On any error the file is left untouched
 from __future__ import annotations
 
 import difflib
-import os
-import shutil
-import tempfile
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import libcst as cst
 
+from trainlint.atomic import write_bytes_atomic
 from trainlint.config import Settings
 from trainlint.diagnostics import Diagnostic
 from trainlint.edits import line_starts
@@ -115,22 +113,11 @@ def plan_fixes(path: Path, settings: Settings, codes: set[str], unsafe: bool) ->
 
 
 def write_atomic(path: Path, text: str, source: Source) -> None:
+    """Keep the encoding, the BOM, the newline style (already in `text`) and the file mode."""
     data = text.encode(source.encoding)
     if source.raw.startswith(b"\xef\xbb\xbf") and not data.startswith(b"\xef\xbb\xbf"):
         data = b"\xef\xbb\xbf" + data
-    directory = path.resolve().parent
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".trainlint.tmp", dir=directory)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-        shutil.copymode(path, tmp)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+    write_bytes_atomic(path, data, keep_mode_of=path)
 
 
 def unified_diff(path: str, old: str, new: str) -> str:

@@ -11,6 +11,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from trainlint import __version__
+from trainlint.atomic import write_bytes_atomic
 from trainlint.config import Settings
 from trainlint.diagnostics import Diagnostic, Span
 from trainlint.lint import lint_file
@@ -124,8 +125,6 @@ def _store(cache_root: Path, key: str, outcome: Outcome) -> None:
         gitignore = cache_root.parent / ".gitignore"
         if not gitignore.exists():
             gitignore.write_text("*\n")
-        tmp = entry.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(json.dumps({**_to_record(outcome), "display": outcome.display}), encoding="utf-8")
-        os.replace(tmp, entry)
+        write_bytes_atomic(entry, json.dumps({**_to_record(outcome), "display": outcome.display}).encode("utf-8"))
     except OSError:
         pass  # a read-only tree simply runs without a cache

@@ -107,7 +107,6 @@ import os
 import re
 import signal
 import sys
-import tempfile
 import threading
 import time
 import traceback
@@ -941,19 +940,9 @@ def _batch_size(torch, args, kwargs) -> int:
 
 
 def _write_json(path: str, data: dict) -> None:
-    directory = os.path.dirname(path) or "."
-    os.makedirs(directory, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".json", dir=directory)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(data, f, indent=1, default=str)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+    from trainlint.atomic import write_bytes_atomic
+
+    write_bytes_atomic(path, json.dumps(data, indent=1, default=str).encode("utf-8"))
 
 
 def _error(exc: BaseException) -> dict:
