@@ -72,8 +72,7 @@ class FileContext:
             args = self.trainer_args(trainer)
             if args is not None:
                 return args
-        train_args = [a for a in self.facts.args_objects]
-        return train_args[0] if len(train_args) == 1 else None
+        return self.facts.args_objects[0] if len(self.facts.args_objects) == 1 else None
 
     # -- the training shape ---------------------------------------------------------------------------
     @cached_property

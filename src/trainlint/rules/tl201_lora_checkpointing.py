@@ -109,7 +109,7 @@ def _trainable_head(ctx: FileContext) -> bool:
     return False
 
 
-def _hooked_explicitly(ctx: FileContext, wraps: list[PeftWrap]) -> bool:
+def _hooked_explicitly(ctx: FileContext) -> bool:
     if any(c.short == "enable_input_require_grads" for c in ctx.facts.calls):
         return True
     if any(c.short == "add_adapter" for c in ctx.facts.calls):
@@ -145,8 +145,8 @@ def _manual_gc(ctx: FileContext, wraps: list[PeftWrap]):
             # hooks it, except for quantized models (peft_model.py l.728).
             wrap_after = [w for w in wraps if w.call.index > call.index]
             if wrap_after and _quantized(ctx, wrap_after[0].base_variable) is True:
-                yield call.span, (f"checkpointing enabled on a quantized model before get_peft_model without "
-                                  f"prepare_model_for_kbit_training: PEFT does not hook quantized models")
+                yield call.span, ("checkpointing enabled on a quantized model before get_peft_model without "
+                                  "prepare_model_for_kbit_training: PEFT does not hook quantized models")
             continue
         text = _text_model(ctx, before[-1].base_variable)
         if v5 and text is not False:
@@ -233,7 +233,7 @@ def check(self: Rule, ctx: FileContext):
     wraps = peft_wraps(ctx)
     uses_peft = bool(wraps) or any(t.call.has_kw("peft_config") for t in ctx.facts.trainers) or any(
         c.short == "add_adapter" for c in ctx.facts.calls)
-    if not uses_peft or _hooked_explicitly(ctx, wraps):
+    if not uses_peft or _hooked_explicitly(ctx):
         return
     findings: list[tuple[Span, str]] = []
     findings.extend(_hand_rolled(ctx) if wraps else [])
