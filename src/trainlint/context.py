@@ -137,6 +137,8 @@ class FileContext:
         old = base_version(self.path, self.settings.diff_base)
         if old.text is None:
             return None, old.note
+        if old.text == self.text:
+            return self.facts, f"{old.note}: unchanged"  # same text, same facts: nothing to parse again
         try:
             module = cst.parse_module(old.text)
         except (cst.ParserSyntaxError, RecursionError):

@@ -62,8 +62,11 @@ def base_version(path: Path, ref: str = "HEAD") -> BaseVersion:
         rel = path.relative_to(root).as_posix()
     except ValueError:
         return BaseVersion(None, "outside the git work tree")
-    old = _renames(root, ref).get(rel, rel)
+    old = rel
     r = _git(["show", f"{ref}:{old}"], root)
+    if r is not None and r.returncode != 0 and rel in _renames(root, ref):
+        old = _renames(root, ref)[rel]  # renames are looked up only for a path the base does not have
+        r = _git(["show", f"{ref}:{old}"], root)
     if r is None:
         return BaseVersion(None, "git could not be run")
     if r.returncode != 0:
@@ -104,4 +107,5 @@ def base_blob(path: Path, ref: str = "HEAD") -> str | None:
         rel = path.relative_to(root).as_posix()
     except ValueError:
         return None
-    return _tree(root, ref).get(_renames(root, ref).get(rel, rel))
+    tree = _tree(root, ref)
+    return tree.get(rel) or tree.get(_renames(root, ref).get(rel, rel))
