@@ -248,7 +248,9 @@ def verify(script, script_args, steps, device, codes, launcher, timeout, fmt, on
         settings = _settings(None)
         require_verify_extra()
         if simulate:
-            report = _simulate(script, settings, codes)
+            from trainlint.verify.simulate import simulate_script
+
+            report = simulate_script(Path(script), settings, codes)
         else:
             report = run_verify(script, steps=steps, device=device, codes=codes or (), launcher=launcher,
                                 timeout=timeout, script_args=tuple(script_args), online=online,
@@ -267,9 +269,3 @@ def verify(script, script_args, steps, device, codes, launcher, timeout, fmt, on
     click.echo(json.dumps(report, indent=2) if fmt == "json" else text_report(report), nl=fmt == "json")
     failed = [label for label, run in report["runs"].items() if run.get("error") or run.get("timed_out")]
     sys.exit(1 if failed and not any(d["verdict"] == "confirmed" for d in report["diagnostics"]) else 0)
-
-
-def _simulate(script: Path, settings, codes) -> dict:
-    from trainlint.verify.simulate import simulate_script
-
-    return simulate_script(Path(script), settings, codes)

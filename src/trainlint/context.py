@@ -8,7 +8,7 @@ from functools import cached_property
 from pathlib import Path
 
 from trainlint.config import Settings
-from trainlint.facts import ArgsObject, ModelLoad, ScriptFacts, TrainerCall, Value, known
+from trainlint.facts import ArgsObject, Call, ModelLoad, ScriptFacts, TrainerCall, Value, known
 from trainlint.facts.values import UNKNOWN, UNSET, library_default
 from trainlint.knowledge import libraries
 from trainlint.knowledge.models import ModelSpec, class_only_spec, lookup_model, spec_from_inline
@@ -46,6 +46,21 @@ class FileContext:
 
     def spec(self, model: ModelLoad) -> ModelSpec | None:
         return self._specs[self.facts.models.index(model)]
+
+    def model_for(self, variable: str | None) -> ModelLoad | None:
+        """The model load bound to `variable`, or the script's only model; None when it is ambiguous."""
+        named = [m for m in self.facts.models if variable is not None and m.variable == variable]
+        if len(named) == 1:
+            return named[0]
+        if not named and len(self.facts.models) == 1:
+            return self.facts.models[0]
+        return None
+
+    @cached_property
+    def uses_peft(self) -> bool:
+        """PEFT adapters are attached somewhere (so the base model, its LM head included, is frozen)."""
+        return any(c.short in ("get_peft_model", "inject_adapter_in_model", "add_adapter") or is_peft_from_pretrained(c)
+                   for c in self.facts.calls) or any(t.call.has_kw("peft_config") for t in self.facts.trainers)
 
     # -- training objects -----------------------------------------------------------------------------
     def trainer_args(self, trainer: TrainerCall) -> ArgsObject | None:
@@ -114,16 +129,25 @@ class FileContext:
         args = self.main_args
         if args is None:
             return False if not self.facts.trainers else None
-        for key in ("gradient_checkpointing", "activation_checkpointing"):
-            value = args.get(key)
-            if value.known and isinstance(value.value, bool):
-                return value.value
+        return self.checkpointing(args)[0]
+
+    def checkpointing(self, args: ArgsObject) -> tuple[bool | None, Value]:
+        """(whether an arguments object turns checkpointing on, the kwargs it passes), None when not readable.
+
+        `gradient_checkpointing`, or its transformers 5.x name `activation_checkpointing` (None = not set);
+        neither given: TRL's configs default to True (trl base_config.py, since TRL 0.22)."""
+        for flag, kw in (("gradient_checkpointing", "gradient_checkpointing_kwargs"),
+                         ("activation_checkpointing", "activation_checkpointing_kwargs")):
+            value = args.get(flag)
             if value.unknown:
-                return None
+                return None, UNKNOWN
+            if value.known and isinstance(value.value, bool):
+                kwargs = args.get(kw)
+                # a `**mapping` we cannot read may carry the kwargs
+                return value.value, UNKNOWN if kwargs.unset and args.call.opaque_kwargs else kwargs
         if args.call.opaque_kwargs:
-            return None
-        # trl base_config.py: `gradient_checkpointing: bool = True` (since TRL 0.22).
-        return args.library == "trl" and self.versions.trl.at_least(0, 22)
+            return None, UNKNOWN
+        return args.library == "trl" and self.versions.trl.at_least(0, 22), args.get("gradient_checkpointing_kwargs")
 
     # -- history (TL401) ------------------------------------------------------------------------------
     @cached_property
@@ -159,6 +183,13 @@ class FileContext:
         if "base" in self.__dict__:
             lines.append(f"git history: {self.base[1]}")
         return lines
+
+
+def is_peft_from_pretrained(call: Call) -> bool:
+    """`PeftModel.from_pretrained`, `AutoPeftModelFor*.from_pretrained`, `PeftModelFor*.from_pretrained`."""
+    owner = call.qualname.rsplit(".", 1)[0].split(".")[-1]
+    return call.short == "from_pretrained" and (owner == "PeftModel" or owner.startswith(("AutoPeftModel",
+                                                                                          "PeftModelFor")))
 
 
 def _pos_int(v: object) -> bool:

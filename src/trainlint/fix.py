@@ -28,8 +28,9 @@ from trainlint.source import Source, read_source
 class FixOutcome:
     path: Path
     new_text: str | None = None  # None: nothing to change
-    applied: list[Diagnostic] = field(default_factory=list)
+    applied: list[Diagnostic] = field(default_factory=list)  # a subset of `found`
     remaining: list[Diagnostic] = field(default_factory=list)
+    found: list[Diagnostic] = field(default_factory=list)  # before fixing
     error: str | None = None
     source: Source | None = None
 
@@ -82,7 +83,7 @@ def plan_fixes(path: Path, settings: Settings, codes: set[str], unsafe: bool) ->
     text = nb.source if nb is not None else source.text
     first = lint_text(path, text, settings, codes, None if nb is not None else source.raw).diagnostics
     wanted = [d for d in first if d.fix and (d.fix["applicability"] == "safe" or unsafe)]
-    outcome.remaining = first
+    outcome.remaining = outcome.found = first
     while wanted:
         new_text, applied = apply_edits(text, wanted)
         try:

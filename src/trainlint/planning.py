@@ -14,7 +14,7 @@ from trainlint.knowledge.libraries import SOFTCAPPED
 from trainlint.memory import dtype_bytes
 from trainlint.memory.estimate import Geometry, Plan
 from trainlint.rules.tl101_eager_attention import attention_in_effect
-from trainlint.rules.tl301_unfused_cross_entropy import loss_path, uses_peft
+from trainlint.rules.tl301_unfused_cross_entropy import loss_path
 
 # peft/utils/constants.py TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING (0.21.2): the default targets
 DEFAULT_LORA_TARGETS = {"llama": ("q_proj", "v_proj"), "mistral": ("q_proj", "v_proj"), "qwen2": ("q_proj", "v_proj"),
@@ -102,7 +102,7 @@ def _dtype(ctx: FileContext, model: ModelLoad, notes: list[str]) -> tuple[int, i
 
 
 def _lora(ctx: FileContext, model_type: str | None, notes: list[str]) -> tuple[int | None, tuple[str, ...]]:
-    if not uses_peft(ctx):
+    if not ctx.uses_peft:
         return None, ()
     configs = list(ctx.facts.calls_named("LoraConfig"))
     if not configs:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from trainlint.context import FileContext
+from trainlint.context import FileContext, is_peft_from_pretrained
 from trainlint.edits import insert_line_after, make_fix, set_keyword
 from trainlint.diagnostics import Span
 from trainlint.facts import Call, TrainerCall, Value
@@ -29,18 +29,10 @@ class PeftWrap:
     variable: str | None  # the PeftModel's name
 
 
-def _is_peft_from_pretrained(call: Call) -> bool:
-    owner = call.qualname.rsplit(".", 1)[0].split(".")[-1]
-    return call.short == "from_pretrained" and (owner == "PeftModel" or owner.startswith("AutoPeftModel")
-                                                or owner.startswith("PeftModelFor"))
-
-
 def peft_wraps(ctx: FileContext) -> list[PeftWrap]:
     out = []
     for call in ctx.facts.calls:
-        if call.short == "get_peft_model" or call.short == "inject_adapter_in_model":
-            out.append(PeftWrap(call, call.arg_name(0, "model"), call.target))
-        elif _is_peft_from_pretrained(call):
+        if call.short in ("get_peft_model", "inject_adapter_in_model") or is_peft_from_pretrained(call):
             out.append(PeftWrap(call, call.arg_name(0, "model"), call.target))
     return out
 
@@ -74,27 +66,23 @@ def _kwargs_of(call: Call) -> Value:
 
 def _text_model(ctx: FileContext, base_variable: str | None) -> bool | None:
     """Whether the wrapped model's main input is input_ids (the 5.x automatic hook fires only then)."""
-    models = [m for m in ctx.facts.models if base_variable and m.variable == base_variable]
-    if not models and len(ctx.facts.models) == 1:
-        models = list(ctx.facts.models)
-    if len(models) != 1:
+    model = ctx.model_for(base_variable)
+    if model is None:
         return None
-    spec = ctx.spec(models[0])
+    spec = ctx.spec(model)
     if spec is not None:
         return spec.main_input_name == "input_ids"
-    name = models[0].class_name
+    name = model.class_name
     if name.startswith("Auto") and ("CausalLM" in name or "Seq2SeqLM" in name or "MaskedLM" in name):
         return True
     return None
 
 
 def _quantized(ctx: FileContext, base_variable: str | None) -> bool | None:
-    for model in ctx.facts.models:
-        if model.variable == base_variable or len(ctx.facts.models) == 1:
-            if model.quantization.known:
-                return model.quantization.value is not None
-            return None
-    return None
+    model = ctx.model_for(base_variable)
+    if model is None or not model.quantization.known:
+        return None
+    return model.quantization.value is not None
 
 
 def _trainable_head(ctx: FileContext) -> bool:
@@ -170,23 +158,9 @@ def _trainers(ctx: FileContext, wraps: list[PeftWrap]):
     tv = ctx.versions.transformers.version
     for trainer in ctx.facts.trainers:
         args = ctx.trainer_args(trainer)
-        if args is None or args.call.opaque_kwargs:
+        if args is None:
             continue
-        enabled = None
-        kwargs = UNSET
-        for flag, kw in zip(("gradient_checkpointing", "activation_checkpointing"), GC_KWARGS):
-            value = args.get(flag)
-            if value.known:
-                enabled = value.value is True
-                kwargs = args.get(kw)
-                break
-            if value.unknown:
-                enabled = None
-                break
-        else:
-            # trl base_config.py: gradient_checkpointing defaults to True since TRL 0.22
-            enabled = args.library == "trl" and ctx.versions.trl.at_least(0, 22)
-            kwargs = args.get("gradient_checkpointing_kwargs")
+        enabled, kwargs = ctx.checkpointing(args)
         if enabled is not True:
             continue
         if trainer.library == "trl":
@@ -231,9 +205,7 @@ def _hand_rolled(ctx: FileContext):
       'Call model.enable_input_require_grads(), or gradient_checkpointing_kwargs={"use_reentrant": False}.')
 def check(self: Rule, ctx: FileContext):
     wraps = peft_wraps(ctx)
-    uses_peft = bool(wraps) or any(t.call.has_kw("peft_config") for t in ctx.facts.trainers) or any(
-        c.short == "add_adapter" for c in ctx.facts.calls)
-    if not uses_peft or _hooked_explicitly(ctx):
+    if not ctx.uses_peft or _hooked_explicitly(ctx):
         return
     findings: list[tuple[Span, str]] = []
     findings.extend(_hand_rolled(ctx) if wraps else [])

@@ -34,22 +34,13 @@ def fused_loss_applied(ctx: FileContext) -> bool:
         q.endswith(("cce_patch", "linear_cross_entropy")) for _, q in ctx.facts.imports)
 
 
-def _model_for(ctx: FileContext, variable: str | None) -> ModelLoad | None:
-    if variable is not None:
-        for model in ctx.facts.models:
-            if model.variable == variable:
-                return model
-    loads = [m for m in ctx.facts.models]
-    return loads[0] if len(loads) == 1 else None
-
-
 def _cost(ctx: FileContext, model: ModelLoad, vocab: int) -> str:
     size = 4 if model.dtype.known and dtype_bytes(str(model.dtype.value), 2) == 4 else 2
     label = "fp32" if size == 4 else "bf16"
     seq, batch = ctx.seq_len, ctx.batch
     spec = ctx.spec(model)
     # a LoRA script freezes the LM head, which changes what the loss keeps at peak (memory.loss_bytes_per_element)
-    head = dict(trainable_head=not uses_peft(ctx), softcap=spec is not None and spec.model_type in libraries.SOFTCAPPED)
+    head = dict(trainable_head=not ctx.uses_peft, softcap=spec is not None and spec.model_type in libraries.SOFTCAPPED)
     if seq.known and batch.known:
         shape = f"[{batch.value} x {seq.value:,} x {vocab:,}]"
         first = fmt_bytes(logits_bytes(batch.value, seq.value, vocab, size))
@@ -61,11 +52,6 @@ def _cost(ctx: FileContext, model: ModelLoad, vocab: int) -> str:
         return f"the {shape} logits are ~{first} in {label}, ~{peak} at peak with the loss"
     per_token = fmt_bytes(loss_peak_bytes(1, 1, vocab, size, **head))
     return f"the logits cost ~{per_token} per token at peak ({vocab:,} x {loss_peak_bytes(1, 1, 1, size, **head)} bytes)"
-
-
-def uses_peft(ctx: FileContext) -> bool:
-    return any(c.short in ("get_peft_model", "add_adapter", "inject_adapter_in_model") for c in ctx.facts.calls) or any(
-        t.call.has_kw("peft_config") for t in ctx.facts.trainers)
 
 
 def _diagnose(self: Rule, ctx: FileContext, model: ModelLoad | None, span: Span, what: str, fix: str):
@@ -84,7 +70,7 @@ def _trainer_diagnostic(self: Rule, ctx: FileContext, trainer: TrainerCall):
         liger = args.get("use_liger_kernel")
         if liger.is_(True) or liger.unknown or args.call.opaque_kwargs:
             return None
-    model = _model_for(ctx, trainer.model_variable)
+    model = ctx.model_for(trainer.model_variable)
     if trainer.class_name in ("Trainer", "Seq2SeqTrainer"):
         diag = _diagnose(self, ctx, model, trainer.call.span, f"{trainer.class_name} computes an unfused cross-entropy",
                          _LIGER_FIX)
@@ -169,7 +155,7 @@ def check(self: Rule, ctx: FileContext):
     for call in _manual_loss_calls(ctx)[:1]:
         what = ("the loss is computed on the model's full logits" if call.short in ("cross_entropy", "CrossEntropyLoss")
                 else "the model computes its loss from full logits (labels=)")
-        diag = _diagnose(self, ctx, _model_for(ctx, None if call.short in ("cross_entropy", "CrossEntropyLoss")
+        diag = _diagnose(self, ctx, ctx.model_for(None if call.short in ("cross_entropy", "CrossEntropyLoss")
                                                      else call.qualname), call.span, what,
                          "use a fused linear cross-entropy (Liger's LigerFusedLinearCrossEntropyLoss or "
                          "cut-cross-entropy's linear_cross_entropy) or compute the loss in chunks")

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from trainlint.config import Settings
 from trainlint.diagnostics import Diagnostic
-from trainlint.fix import apply_edits
+from trainlint.fix import plan_fixes
 from trainlint.lint import enabled_codes, lint_text
 from trainlint.memory import fmt_bytes
 from trainlint.source import Source, read_source
@@ -56,15 +56,16 @@ def require_verify_extra() -> None:
 
 def fixed_source(path: Path, settings: Settings, codes: set[str]) -> tuple[Source, str, list[Diagnostic],
                                                                            list[Diagnostic]]:
-    """(original source, fixed text, all diagnostics for `codes`, the ones whose fix was applied)."""
-    source = read_source(path)
-    if not isinstance(source, Source):
-        raise VerifyError(f"{path}: {source.reason}")
-    found = [d for d in lint_text(path, source.text, settings, codes, source.raw).diagnostics
-             if d.code in codes]
-    fixable = [d for d in found if d.fix]
-    text, applied = apply_edits(source.text, fixable) if fixable else (source.text, [])
-    return source, text, found, applied
+    """(original source, fixed text, all diagnostics for `codes`, the ones whose fix was applied), through the
+    same checked path as `--fix --unsafe-fixes` (the fixed copy parses, each fix removes its finding)."""
+    outcome = plan_fixes(path, settings, codes, unsafe=True)
+    if outcome.source is None:
+        source = read_source(path)
+        raise VerifyError(f"{path}: {getattr(source, 'reason', 'cannot be read')}")
+    if outcome.error:
+        raise VerifyError(f"{path}: {outcome.error}")
+    text = outcome.new_text if outcome.new_text is not None else outcome.source.text
+    return outcome.source, text, outcome.found, outcome.applied
 
 
 def _harness_command(script: Path, out: Path, workdir: Path, steps: int, device: str, online: bool,
