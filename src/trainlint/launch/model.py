@@ -1,0 +1,94 @@
+"""How a script is run: the types the launch layer produces and the rest of trainlint reads.
+
+The launch layer never executes anything. Shell launchers are read with a shell lexer (launch/shell.py),
+args files and framework configs with a safe loader (launch/configs.py). A value that depends on
+something outside the file (`$1`, an unset variable, `$(cmd)`) is carried with text None: unknown,
+never guessed. Every value keeps the span it is written at, so a finding can point there.
+
+Spans follow trainlint.diagnostics.Span: 1-based lines, 1-based columns, end column exclusive.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from trainlint.diagnostics import Span
+
+
+@dataclass(frozen=True)
+class Word:
+    """One shell word after quote removal and expansion of the variables the file sets itself."""
+
+    text: str | None  # None: depends on something not known statically (see `note`)
+    span: Span  # where the word is written, in the file of the Invocation it belongs to
+    note: str = ""  # why text is None, e.g. "$1 is set by the caller"
+
+
+@dataclass(frozen=True)
+class Invocation:
+    """One command line that runs a Python training script (or module)."""
+
+    file: Path  # the file the command is written in (launcher, README, notebook)
+    span: Span  # the whole command, continuation lines included
+    launcher: str  # "python" | "torchrun" | "accelerate launch" | "deepspeed" | "srun torchrun" | ...
+    script: Word | None  # the script path as written; None when a module is launched
+    module: str | None  # `python -m pkg.train`, `deepspeed --module pkg.train`
+    cwd: str | None  # directory after a `cd` in the file ("" when none); None when the cd target is unknown
+    args: tuple[Word, ...]  # the script's own arguments, in order
+    # Launcher options, names with dashes turned into underscores and leading dashes dropped:
+    # ("nproc_per_node", Word("8")), ("config_file", Word("acc.yaml")), ("num_gpus", ...), ("num_processes", ...),
+    # ("nnodes", ...), ("num_nodes", ...), ("multi_gpu", None) for a flag without a value.
+    options: tuple[tuple[str, Word | None], ...] = ()
+    env: tuple[tuple[str, Word], ...] = ()  # `VAR=value cmd` prefixes and exported variables the file sets
+
+    def option(self, *names: str) -> Word | None:
+        for key, word in self.options:
+            if key in names:
+                return word
+        return None
+
+    def has_option(self, *names: str) -> bool:
+        return any(key in names for key, _ in self.options)
+
+
+@dataclass(frozen=True)
+class LaunchProblem:
+    """A launcher or config that could not be read (reported as a TL0xx diagnostic on that file)."""
+
+    file: Path
+    span: Span
+    message: str
+
+
+@dataclass(frozen=True)
+class ShellReading:
+    invocations: tuple[Invocation, ...]
+    problems: tuple[LaunchProblem, ...] = ()
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One key of a JSON/YAML file: an args file, a TRL recipe, a DeepSpeed or accelerate config."""
+
+    key: str  # dotted for nested mappings: "zero_optimization.stage"
+    value: Any  # as the safe loader constructs it (dicts and lists included for non-leaf keys)
+    span: Span  # where the value is written
+    key_span: Span  # where the key is written
+
+
+@dataclass(frozen=True)
+class ConfigReading:
+    file: Path
+    entries: tuple[Entry, ...]  # every key, nested ones dotted, in file order
+    problem: LaunchProblem | None = None
+
+    def get(self, key: str) -> Entry | None:
+        for entry in self.entries:
+            if entry.key == key:
+                return entry
+        return None
+
+    def top_level(self) -> tuple[Entry, ...]:
+        return tuple(e for e in self.entries if "." not in e.key)
