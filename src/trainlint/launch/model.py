@@ -23,6 +23,11 @@ class Word:
 
     text: str | None  # None: depends on something not known statically (see `note`)
     span: Span  # where the word is written, in the file of the Invocation it belongs to
+    raw: str = ""  # the word as written, quotes and `$VAR`s included (a fix edits this text)
+    # When the whole word is one variable's value (`$MODEL`, `${MODEL}`, a word of a heredoc held in `$cmd`):
+    # where that value is written (the assignment `MODEL=...` or the heredoc line), so a finding and a fix
+    # land on the value itself; None otherwise.
+    origin: Span | None = None
     note: str = ""  # why text is None, e.g. "$1 is set by the caller"
 
 
