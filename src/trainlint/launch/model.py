@@ -88,6 +88,9 @@ class ConfigReading:
     file: Path
     entries: tuple[Entry, ...]  # every key, nested ones dotted, in file order
     problem: LaunchProblem | None = None
+    # Every problem found, `problem` first. A file can be read and still have several (a comment in JSON and a
+    # duplicate key); entries are kept whenever the values could still be read.
+    problems: tuple[LaunchProblem, ...] = ()
 
     def get(self, key: str) -> Entry | None:
         for entry in self.entries:
