@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import re
 import subprocess
@@ -15,7 +16,15 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from trainlint.diagnostics import Span
-from trainlint.launch.configs import MAX_DEPTH, config_kind, read_config
+from trainlint.launch.configs import (
+    AUTO_FROM_MODEL,
+    AUTO_FROM_TRAINING_ARGS,
+    MAX_DEPTH,
+    auto_values,
+    config_kind,
+    deepspeed_settings,
+    read_config,
+)
 
 FIXTURES = Path(__file__).parent / "fixtures" / "launch" / "configs"
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "configs"
@@ -487,6 +496,89 @@ def test_config_kind_edge_cases():
     assert config_kind(read_config(Path("a.json"), '[1]')) == "unknown"
     assert config_kind(read_config(Path("a.json"), '{}')) == "unknown"
     assert config_kind(read_config(Path("a.yaml"), "some key: 1\n")) == "unknown"
+
+
+# --- DeepSpeed ----------------------------------------------------------------------------------------------------
+
+
+def test_deepspeed_zero2_with_optimizer_offload():
+    s = deepspeed_settings(read_config(FIXTURES / "ds_zero2_offload.json"))
+    assert s.stage == (2, sp(6, 14, 6, 15))
+    assert s.offload_optimizer == ("cpu", sp(8, 17, 8, 22))
+    assert s.offload_param is None
+    assert s.micro_batch == (4, sp(18, 37, 18, 38)) and s.grad_accum == (8, sp(16, 34, 16, 35))
+    assert s.train_batch is None and s.fp16 is None
+    assert s.bf16 == (True, sp(3, 16, 3, 20))
+    assert s.reduce_bucket_size == (5e8, sp(12, 27, 12, 30))
+    assert s.activation_checkpointing is None and s.optimizer is None
+
+
+def test_deepspeed_zero3_offload_and_auto_values_kept_as_auto():
+    r = read_config(FIXTURES / "ds_zero3_auto.json")
+    s = deepspeed_settings(r)
+    assert s.stage == (3, sp(13, 18, 13, 19))
+    assert s.offload_optimizer == ("cpu", sp(14, 41, 14, 46)) and s.offload_param == ("nvme", sp(15, 37, 15, 43))
+    assert s.micro_batch == ("auto", sp(30, 39, 30, 45)) and s.grad_accum == ("auto", sp(27, 36, 27, 42))
+    assert s.train_batch == ("auto", sp(29, 25, 29, 31))
+    assert s.bf16 == ("auto", sp(7, 25, 7, 31)) and s.fp16 == ("auto", sp(3, 20, 3, 26))
+    assert s.optimizer == ("AdamW", sp(9, 17, 9, 24))
+    assert s.activation_checkpointing[0] == {"partition_activations": True, "cpu_checkpointing": False}
+    assert s.partition_activations == (True, sp(24, 34, 24, 38)) and s.cpu_checkpointing[0] is False
+    assert s.prefetch_bucket_size[0] == "auto" and s.max_live_parameters == (1e9, sp(20, 39, 20, 42))
+    fills = {e.key: source for e, source in auto_values(r)}
+    assert fills == {
+        "fp16.enabled": "fp16 or fp16_full_eval", "bf16.enabled": "bf16 or bf16_full_eval",
+        "optimizer.params.lr": "learning_rate", "optimizer.params.betas": "[adam_beta1, adam_beta2]",
+        "optimizer.params.eps": "adam_epsilon", "optimizer.params.weight_decay": "weight_decay",
+        "zero_optimization.reduce_bucket_size": "hidden_size * hidden_size",
+        "zero_optimization.stage3_prefetch_bucket_size": "int(0.9 * hidden_size * hidden_size)",
+        "zero_optimization.stage3_param_persistence_threshold": "10 * hidden_size",
+        "gradient_accumulation_steps": "gradient_accumulation_steps",
+        "train_batch_size": "world_size * per_device_train_batch_size * gradient_accumulation_steps",
+        "train_micro_batch_size_per_gpu": "per_device_train_batch_size",
+        "zero_allow_untested_optimizer": None,  # nothing fills it: DeepSpeed would get the string "auto"
+    }
+
+
+def test_deepspeed_deprecated_and_legacy_forms():
+    s = deepspeed_settings(read_config(Path("a.json"), '{"zero_optimization": true}'))
+    assert s.stage == (1, sp(1, 23, 1, 27))  # read_zero_config_deprecated: a true is stage 1
+    text = '{"zero_optimization": {"stage": 3, "cpu_offload": true, "cpu_offload_param": false}, "bfloat16": ' \
+           '{"enabled": true}}'
+    s = deepspeed_settings(read_config(Path("a.json"), text))
+    assert s.offload_optimizer == ("cpu", sp(1, 51, 1, 55)) and s.offload_param is None
+    assert s.bf16 == (True, sp(1, 110, 1, 114))
+    both = '{"bf16": {"enabled": false}, "bfloat16": {"enabled": true}}'  # bf16 wins when both are there
+    assert deepspeed_settings(read_config(Path("a.json"), both)).bf16[0] is False
+    section_only = '{"bf16": {}, "bfloat16": {"enabled": true}}'
+    assert deepspeed_settings(read_config(Path("a.json"), section_only)).bf16 is None
+
+
+def test_deepspeed_config_inline_in_an_args_recipe():
+    r = read_config(FIXTURES / "trl_sft_recipe.yaml")
+    assert r.get("learning_rate").value == 2.0e-05 and r.get("warmup_ratio").value == "1e-1"
+    s = deepspeed_settings(r, prefix="deepspeed")
+    assert s.stage == (3, sp(29, 12, 29, 13))
+    assert s.offload_param == ("cpu", sp(30, 29, 30, 32))
+    assert s.bf16 == ("auto", sp(31, 19, 31, 23)) and s.micro_batch == ("auto", sp(32, 35, 32, 39))
+    assert [e.key for e, _ in auto_values(r, prefix="deepspeed")] == ["deepspeed.bf16.enabled",
+                                                                       "deepspeed.train_micro_batch_size_per_gpu"]
+    top = deepspeed_settings(r)  # without the prefix only the args' own same-named keys are seen
+    assert top.stage is None and top.micro_batch is None and top.grad_accum == (4, sp(14, 30, 14, 31))
+
+
+def _installed_source(module: str) -> str:
+    spec = importlib.util.find_spec(module.split(".")[0])
+    if spec is None or spec.origin is None:
+        pytest.skip(f"{module} is not installed")
+    path = Path(spec.origin).parent.joinpath(*module.split(".")[1:]).with_suffix(".py")
+    return path.read_text(encoding="utf-8")
+
+
+def test_auto_table_matches_what_the_installed_transformers_fills():
+    source = _installed_source("transformers.integrations.deepspeed")
+    filled = set(re.findall(r'fill_(?:match|only)\(\s*"([^"]+)"', source))
+    assert filled == set(AUTO_FROM_TRAINING_ARGS) | set(AUTO_FROM_MODEL)
 
 
 # --- real framework configs (read by path, never copied) ----------------------------------------------------------

@@ -697,3 +697,18 @@ def config_kind(reading: ConfigReading) -> str:
     if all(_ARG_NAME.fullmatch(key) for key in names):
         return "args"
     return "unknown"
+
+
+# The interpretations live in their own modules; they are part of this module's API.
+from trainlint.launch.deepspeed import (  # noqa: E402
+    AUTO_FROM_MODEL,
+    AUTO_FROM_TRAINING_ARGS,
+    DeepSpeedSettings,
+    auto_values,
+    deepspeed_settings,
+)
+
+__all__ = [
+    "MAX_BYTES", "MAX_DEPTH", "MAX_ALIAS_EXPANSION", "read_config", "config_kind",
+    "DeepSpeedSettings", "deepspeed_settings", "AUTO_FROM_TRAINING_ARGS", "AUTO_FROM_MODEL", "auto_values",
+]
