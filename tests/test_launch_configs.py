@@ -16,10 +16,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from trainlint.diagnostics import Span
+from trainlint.launch.accelerate import ACCELERATE_DEFAULTS
 from trainlint.launch.configs import (
     AUTO_FROM_MODEL,
     AUTO_FROM_TRAINING_ARGS,
     MAX_DEPTH,
+    accelerate_settings,
     auto_values,
     config_kind,
     deepspeed_settings,
@@ -579,6 +581,83 @@ def test_auto_table_matches_what_the_installed_transformers_fills():
     source = _installed_source("transformers.integrations.deepspeed")
     filled = set(re.findall(r'fill_(?:match|only)\(\s*"([^"]+)"', source))
     assert filled == set(AUTO_FROM_TRAINING_ARGS) | set(AUTO_FROM_MODEL)
+
+
+# --- accelerate ---------------------------------------------------------------------------------------------------
+
+
+def test_accelerate_deepspeed_plugin_settings_inline():
+    s = accelerate_settings(read_config(FIXTURES / "acc_deepspeed_zero3.yaml"))
+    assert s.distributed_type == ("DEEPSPEED", sp(12, 19, 12, 28))
+    assert s.num_processes == (4, sp(18, 16, 18, 17)) and s.num_machines == (1, sp(17, 15, 17, 16))
+    assert s.mixed_precision == ("bf16", sp(16, 18, 16, 22))
+    ds = s.deepspeed
+    assert ds.zero_stage == (3, sp(9, 15, 9, 16))
+    assert ds.offload_optimizer_device == ("cpu", sp(5, 29, 5, 32))
+    assert ds.offload_param_device == ("none", sp(6, 25, 6, 29))
+    assert ds.zero3_init_flag == (True, sp(7, 20, 7, 24)) and ds.deepspeed_config_file is None
+    # A DeepSpeed-config key under deepspeed_config is no launch argument: accelerate ignores it.
+    assert ds.ignored == (("zero_optimization", sp(10, 3, 10, 20)),)
+    assert s.fsdp is None and s.refused_with_config_file() == ()
+
+
+def test_accelerate_deepspeed_config_file_is_returned_as_written():
+    s = accelerate_settings(read_config(FIXTURES / "acc_deepspeed_file.yaml"))
+    assert s.deepspeed.deepspeed_config_file == ("configs/ds_zero3_auto.json", sp(3, 26, 3, 52))
+    assert s.deepspeed.zero_stage is None and s.deepspeed.ignored == ()
+    assert s.num_processes is None  # accelerate: -1, and the launch stops unless --num_processes is given
+    assert ACCELERATE_DEFAULTS["num_processes"] == -1
+    # accelerate refuses these next to a deepspeed_config_file (DeepSpeedPlugin._deepspeed_config_checks).
+    assert s.refused_with_config_file() == (("gradient_accumulation_steps", sp(5, 32, 5, 33)),
+                                            ("mixed_precision", sp(9, 18, 9, 22)))
+    assert s.fsdp == accelerate_settings(read_config(Path("a.yaml"), "fsdp_config: {}\n")).fsdp
+    assert s.fsdp.version is None
+
+
+def test_accelerate_fsdp_v1():
+    s = accelerate_settings(read_config(FIXTURES / "acc_fsdp_v1.yaml"))
+    f = s.fsdp
+    assert s.distributed_type[0] == "FSDP" and s.num_processes == (8, sp(19, 16, 19, 17))
+    assert f.version is None  # FSDP1 by default
+    assert f.sharding_strategy == ("SHARD_GRAD_OP", sp(11, 27, 11, 40))
+    assert f.offload_params == (True, sp(10, 24, 10, 28))
+    assert f.activation_checkpointing is None and f.reshard_after_forward is None
+    assert f.auto_wrap_policy[0] == "TRANSFORMER_BASED_WRAP" and f.backward_prefetch[0] == "BACKWARD_PRE"
+    assert f.use_orig_params[0] is True and f.sync_module_states[0] is True and f.forward_prefetch[0] is False
+    assert s.deepspeed is None
+
+
+def test_accelerate_fsdp_v2_keys_with_and_without_the_fsdp_prefix():
+    f = accelerate_settings(read_config(FIXTURES / "acc_fsdp_v2.yaml")).fsdp
+    assert f.version == (2, sp(12, 17, 12, 18))  # `version: 1` then `fsdp_version: 2`: the last written wins
+    assert f.reshard_after_forward == (False, sp(8, 31, 8, 36))
+    assert f.activation_checkpointing == (True, sp(4, 34, 4, 38))
+    assert f.offload_params == (False, sp(7, 19, 7, 24))  # launch.py puts `fsdp_` in front of `offload_params`
+    assert f.transformer_layer_cls_to_wrap == ("LlamaDecoderLayer", sp(10, 39, 10, 56))
+    assert f.sharding_strategy is None
+
+
+def test_accelerate_multi_gpu_with_the_legacy_fp16_key():
+    s = accelerate_settings(read_config(FIXTURES / "acc_multi_gpu.yaml"))
+    assert s.distributed_type == ("MULTI_GPU", sp(3, 19, 3, 28))
+    assert s.mixed_precision == ("fp16", sp(8, 7, 8, 11))  # process_config: `fp16: true` means mixed_precision fp16
+    assert s.gpu_ids == ("all", sp(4, 10, 4, 13)) and s.num_processes is None
+    assert s.deepspeed is None and s.fsdp is None
+
+
+def test_accelerate_defaults_match_the_installed_accelerate():
+    launch = _installed_source("accelerate.commands.launch")
+    for flag, default in [("fsdp_version", '"1"'), ("fsdp_sharding_strategy", '"FULL_SHARD"'),
+                          ("fsdp_reshard_after_forward", '"true"'), ("fsdp_offload_params", '"false"'),
+                          ("fsdp_activation_checkpointing", '"false"')]:
+        assert re.search(rf'"--{flag}",[^)]*?default={default}', launch), flag
+    assert ACCELERATE_DEFAULTS["fsdp_version"] == 1 and ACCELERATE_DEFAULTS["fsdp_sharding_strategy"] == "FULL_SHARD"
+    config_args = _installed_source("accelerate.commands.config.config_args")
+    assert "num_processes: int = -1" in config_args
+    assert "You need to manually pass in `--num_processes` using this config yaml." in launch
+    plugin = _installed_source("accelerate.utils.dataclasses")
+    assert 'int(os.environ.get("ACCELERATE_DEEPSPEED_ZERO_STAGE", 2))' in plugin
+    assert ACCELERATE_DEFAULTS["zero_stage"] == 2
 
 
 # --- real framework configs (read by path, never copied) ----------------------------------------------------------

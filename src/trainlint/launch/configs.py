@@ -700,6 +700,12 @@ def config_kind(reading: ConfigReading) -> str:
 
 
 # The interpretations live in their own modules; they are part of this module's API.
+from trainlint.launch.accelerate import (  # noqa: E402
+    AccelerateDeepSpeed,
+    AccelerateFsdp,
+    AccelerateSettings,
+    accelerate_settings,
+)
 from trainlint.launch.deepspeed import (  # noqa: E402
     AUTO_FROM_MODEL,
     AUTO_FROM_TRAINING_ARGS,
@@ -711,4 +717,5 @@ from trainlint.launch.deepspeed import (  # noqa: E402
 __all__ = [
     "MAX_BYTES", "MAX_DEPTH", "MAX_ALIAS_EXPANSION", "read_config", "config_kind",
     "DeepSpeedSettings", "deepspeed_settings", "AUTO_FROM_TRAINING_ARGS", "AUTO_FROM_MODEL", "auto_values",
+    "AccelerateSettings", "AccelerateDeepSpeed", "AccelerateFsdp", "accelerate_settings",
 ]
