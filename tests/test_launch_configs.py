@@ -472,6 +472,19 @@ def test_yaml_scalar_spans_cover_exactly_the_written_value(doc: dict, flow):
         assert yaml.safe_load(at(text, e.key_span, YAML_BREAKS)) == e.key.split(".")[-1]
 
 
+def test_without_pyyaml_a_yaml_config_is_a_problem(monkeypatch):
+    from trainlint.launch import configs
+
+    monkeypatch.setitem(sys.modules, "yaml", None)  # what `import yaml` meets when PyYAML is not installed
+    configs._loader_class.cache_clear()
+    try:
+        r = read_config(Path("a.yaml"), "a: 1\n")
+    finally:
+        configs._loader_class.cache_clear()
+    assert one_problem(r) == "not read: PyYAML is not installed, so YAML configs cannot be read (pip install pyyaml)"
+    assert read_config(Path("a.json"), '{"a": 1}').get("a").value == 1
+
+
 def test_importing_the_reader_does_not_import_yaml():
     probe = "import sys, trainlint.launch.configs; print('yaml' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)

@@ -415,8 +415,12 @@ def _loader_class() -> type:
 
 
 def _read_yaml(text: str, lines: _Lines, notes: _Notes) -> _Val | None:
-    import yaml
-    from yaml.nodes import MappingNode, ScalarNode, SequenceNode
+    try:
+        import yaml
+        from yaml.nodes import MappingNode, ScalarNode, SequenceNode
+    except ImportError:  # PyYAML is what every loader of these files uses; without it there is no faithful reading
+        raise _Fatal("not read: PyYAML is not installed, so YAML configs cannot be read (pip install pyyaml)",
+                     _START) from None
 
     def at_mark(mark: Any) -> Span:
         return lines.point(min(mark.index, len(text))) if mark is not None else _START
