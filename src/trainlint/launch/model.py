@@ -47,6 +47,11 @@ class Invocation:
     # ("nnodes", ...), ("num_nodes", ...), ("multi_gpu", None) for a flag without a value.
     options: tuple[tuple[str, Word | None], ...] = ()
     env: tuple[tuple[str, Word], ...] = ()  # `VAR=value cmd` prefixes and exported variables the file sets
+    # Options of the job launchers in front of the command (`srun`, `mpirun`, `sbatch --wrap`), normalised like
+    # `options`, in order, then the file's `#SBATCH` header lines (the allocation every command of the job runs
+    # in): ("nodes", Word("2")), ("ntasks_per_node", Word("1")), ("gpus_per_node", ...), ("gres", ...).
+    # The first match is the one in force: srun's own options override the header's.
+    job_options: tuple[tuple[str, Word | None], ...] = ()
 
     def option(self, *names: str) -> Word | None:
         for key, word in self.options:
@@ -56,6 +61,12 @@ class Invocation:
 
     def has_option(self, *names: str) -> bool:
         return any(key in names for key, _ in self.options)
+
+    def job_option(self, *names: str) -> Word | None:
+        for key, word in self.job_options:
+            if key in names:
+                return word
+        return None
 
 
 @dataclass(frozen=True)

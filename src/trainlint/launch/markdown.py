@@ -1,0 +1,85 @@
+"""README commands: the fenced shell blocks of a Markdown file read as launchers, in the file's own coordinates.
+
+Each block is read with every other line of the file blanked, so line and column numbers stay the Markdown
+file's. Blocks are read in order with one shell state (an `export` in one block holds in the next, as in the
+terminal the reader types them into). A block tagged with another language counts only when it launches.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from trainlint.launch.model import ShellReading
+
+_OPEN = re.compile(r"[ \t]*(`{3,}|~{3,})(.*)")
+_CLOSE = re.compile(r"[ \t]*(`{3,}|~{3,})[ \t]*")
+_PROMPT = re.compile(r"([ \t]*)\$ ")
+SHELL_INFO = frozenset(("", "sh", "bash", "shell", "console", "zsh"))
+
+
+def fenced_blocks(lines: list[str]) -> list[tuple[str, int, int]]:
+    """(info word, first body line index, end index) of each fenced block; an unclosed one runs to the end."""
+    out, i = [], 0
+    while i < len(lines):
+        m = _OPEN.fullmatch(lines[i])
+        if not m or (m.group(1)[0] == "`" and "`" in m.group(2)):
+            i += 1
+            continue
+        fence = m.group(1)
+        info = m.group(2).strip().lstrip("{").lstrip(".").split(" ")[0].split("}")[0].lower()
+        j = i + 1
+        while j < len(lines):
+            c = _CLOSE.fullmatch(lines[j])
+            if c and c.group(1)[0] == fence[0] and len(c.group(1)) >= len(fence):
+                break
+            j += 1
+        out.append((info, i + 1, j))
+        i = j + 1
+    return out
+
+
+def strip_prompts(lines: list[str]) -> list[str]:
+    """`$ cmd` lines lose the prompt (as spaces: columns stay); when prompts are used, other lines are the
+    commands' output and are blanked, except continuation lines of a prompted command."""
+    if not any(_PROMPT.match(line) for line in lines):
+        return lines
+    out, continued = [], False
+    for line in lines:
+        m = _PROMPT.match(line)
+        if m:
+            out.append(m.group(1) + "  " + line[m.end():])
+            continued = line.rstrip().endswith("\\")
+        elif continued:
+            out.append(line)
+            continued = line.rstrip().endswith("\\")
+        else:
+            out.append(" " * len(line))
+    return out
+
+
+def read_markdown(text: str, file: Path) -> ShellReading:
+    from trainlint.launch.shell_run import Reader
+
+    text = text.replace("\r\n", "\n")  # a \r before each newline: columns and lines stay the same
+    lines = text.split("\n")
+    reader = Reader(file)
+    for info, first, end in fenced_blocks(lines):
+        body = strip_prompts(lines[first:end])
+        # every other line blanked to its own length: offsets, lines and columns are the README's
+        masked = "".join(" " * len(line) + "\n" for line in lines[:first]) + "\n".join(body) + "\n"
+        if info in SHELL_INFO:
+            reader.feed(masked, text)
+            continue
+        # another language: only commands that start a line count, and its lexing problems are not shell ones
+        saved, n_inv, n_prob = reader.st.copy(), len(reader.invocations), len(reader.problems)
+        reader.feed(masked, text)
+        del reader.problems[n_prob:]
+        found = [inv for inv in reader.invocations[n_inv:]
+                 if inv.span.col == len(lines[inv.span.line - 1]) - len(lines[inv.span.line - 1].lstrip()) + 1]
+        del reader.invocations[n_inv:]
+        reader.invocations.extend(found)
+        if not found:
+            reader.st = saved
+    invocations, problems = reader.result()
+    return ShellReading(invocations, problems)

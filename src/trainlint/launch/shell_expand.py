@@ -1,0 +1,735 @@
+"""What a shell word evaluates to without running anything: the file's own variables, quoting, field splitting.
+
+Every character keeps two places: `src`, where it is written (an assignment's value, a heredoc line), and the
+reference it arrived through in the command (`$MODEL`). A Word's span is the second, its origin the first, so
+a fix edits the value where it is written. Anything that depends on the world outside the file (`$1`, `$(cmd)`,
+an unset variable, a glob) is a piece with text None and a note saying why: unknown, never guessed.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+from bisect import bisect_right
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import NamedTuple
+
+from trainlint.diagnostics import Span
+from trainlint.launch.model import Word
+from trainlint.launch.shell_lex import Arith, Lit, Param, Sub, Tilde, W
+
+_DYNAMIC = frozenset(("RANDOM", "SRANDOM", "SECONDS", "EPOCHSECONDS", "EPOCHREALTIME", "BASHPID", "LINENO"))
+_SPECIAL_NOTES = {"?": "$? is the exit status of the last command", "$": "$$ is the shell's process id",
+                  "!": "$! is the process id of the last background job", "-": "$- is the shell's option flags",
+                  "0": "$0 is the path the script is run as"}
+_IFS = re.compile(r"[^ \t\n]+")
+_GLOB = re.compile(r"[*?]|\[[^\]]+\]")
+_BRACE = re.compile(r"\{[^{}]*(,|\.\.)[^{}]*\}")
+PLACEHOLDER = 0xE000  # private-use characters stand for unknown pieces inside a string lexed again (bash -c)
+
+
+class Piece(NamedTuple):
+    text: str | None  # None: unknown
+    src: int | None  # offset where text[0] is written, its characters following one another; None: elsewhere
+    rs: int  # the range of the command text it arrived through
+    re: int
+    lit: bool  # written literally at rs..re (so a partial slice has its own position)
+    quoted: bool  # not split, not globbed
+    note: str = ""
+    ext: bool = False  # unknown only because the caller (arguments, environment) decides it
+
+
+BREAK = Piece("", None, -1, -1, False, True, "<field break>")  # between elements of "$@" / "${A[@]}"
+
+
+def unknown(note: str, ext: bool = False, rs: int = 0, re_: int = 0, quoted: bool = False) -> Piece:
+    return Piece(None, None, rs, re_, False, quoted, note, ext)
+
+
+@dataclass(frozen=True, slots=True)
+class Value:
+    pieces: tuple[Piece, ...]
+    at: tuple[int, int] | None = None  # where the assignment's value is written in this file
+
+    @property
+    def text(self) -> str | None:
+        if any(p.text is None for p in self.pieces):
+            return None
+        return "".join(p.text for p in self.pieces if p is not BREAK)
+
+    @property
+    def note(self) -> str:
+        return next((p.note for p in self.pieces if p.text is None), "") or \
+            next((p.note for p in self.pieces if p.note and p is not BREAK), "")
+
+    @property
+    def ext(self) -> bool:
+        bad = [p for p in self.pieces if p.text is None]
+        return bool(bad) and all(p.ext for p in bad)
+
+
+def unknown_value(note: str, ext: bool = False) -> Value:
+    return Value((unknown(note, ext),))
+
+
+def text_value(text: str) -> Value:
+    return Value((Piece(text, None, 0, 0, False, True),))
+
+
+@dataclass(frozen=True, slots=True)
+class Var:
+    value: Value | None  # a scalar
+    items: tuple[Value, ...] | None = None  # an array
+    exported: bool = False
+
+    def key(self) -> tuple:
+        if self.items is not None:
+            return ("array", tuple(v.text for v in self.items), self.exported)
+        return ("scalar", self.value.text if self.value else None, self.exported,
+                self.value.note if self.value and self.value.text is None else "")
+
+
+class Doc:
+    """One file's text and line table: offsets to Spans."""
+
+    def __init__(self, text: str, file: Path):
+        self.text, self.file = text, file
+        self.starts = [0] + [m.end() for m in re.finditer("\n", text)]
+
+    def line_col(self, offset: int) -> tuple[int, int]:
+        line = bisect_right(self.starts, offset) - 1
+        return line + 1, offset - self.starts[line] + 1
+
+    def span(self, start: int, end: int) -> Span:
+        line, col = self.line_col(start)
+        if end <= start:
+            return Span(line, col, line, col)
+        end_line, _ = self.line_col(end - 1)
+        return Span(line, col, end_line, end - self.starts[end_line - 1] + 1)
+
+    def line(self, offset: int) -> int:
+        return bisect_right(self.starts, offset) - 1 + 1
+
+
+class Frame:
+    """The text a lexer read and how its offsets map to the file: the file itself, or a string lexed again
+    (`bash -c "..."`, `eval`) whose characters each remember where they came from."""
+
+    def __init__(self, text: str, cmap: list | None = None):
+        self.text, self.cmap = text, cmap
+
+    def ref(self, a: int, b: int) -> tuple[int, int]:
+        if self.cmap is None:
+            return a, b
+        entries = self.cmap[a:b] or self.cmap[max(0, min(a, len(self.cmap)) - 1):a] or [_NOWHERE]
+        return min(e[1] for e in entries), max(e[2] for e in entries)
+
+    def lit(self, part: Lit) -> list[Piece]:
+        if self.cmap is None:
+            return [Piece(part.text, part.src, part.src, part.src + len(part.text), True, part.quoted)]
+        out: list[Piece] = []
+        if not part.text:
+            rs, re_ = self.ref(part.src, part.src)
+            return [Piece("", None, rs, re_, False, part.quoted)]
+        run: list = []
+        for i, ch in enumerate(part.text):
+            e = self.cmap[part.src + i] if part.src + i < len(self.cmap) else _NOWHERE
+            if e[4] is not None:  # an unknown piece of the outer word
+                _flush(run, out, part.quoted)
+                run = []
+                p = e[4]
+                out.append(Piece(None, None, p.rs, p.re, False, part.quoted or p.quoted, p.note, p.ext))
+                continue
+            if run and not _continues(run[-1][1], e):
+                _flush(run, out, part.quoted)
+                run = []
+            run.append((ch, e))
+        _flush(run, out, part.quoted)
+        return out
+
+
+_NOWHERE = (None, 0, 0, False, None, "")  # cmap entry: (src, rs, re, literal, unknown piece, note)
+
+
+def _continues(prev: tuple, e: tuple) -> bool:
+    if prev[3] != e[3] or (prev[0] is None) != (e[0] is None) or prev[5] != e[5]:
+        return False
+    if prev[0] is not None and e[0] != prev[0] + 1:
+        return False
+    return prev[3] or (prev[1], prev[2]) == (e[1], e[2])
+
+
+def _flush(run: list, out: list, quoted: bool) -> None:
+    if not run:
+        return
+    text = "".join(ch for ch, _ in run)
+    first, last = run[0][1], run[-1][1]
+    if first[3]:
+        out.append(Piece(text, first[0], first[1], last[2], True, quoted, first[5]))
+    else:
+        out.append(Piece(text, first[0], first[1], first[2], False, quoted, first[5]))
+
+
+def nested_frame(pieces: list[Piece]) -> Frame:
+    """The string a `bash -c` / `eval` runs, each character mapped back to the file."""
+    chars: list[str] = []
+    cmap: list = []
+    unknowns = 0
+    for p in pieces:
+        if p is BREAK:
+            chars.append(" ")
+            cmap.append(_NOWHERE)
+        elif p.text is None:
+            chars.append(chr(PLACEHOLDER + unknowns % 6000))
+            unknowns += 1
+            cmap.append((None, p.rs, p.re, False, p, p.note))
+        else:
+            for i in range(len(p.text)):
+                if p.lit:
+                    cmap.append((p.src + i, p.rs + i, p.rs + i + 1, True, None, p.note))
+                else:
+                    cmap.append((None if p.src is None else p.src + i, p.rs, p.re, False, None, p.note))
+            chars.append(p.text)
+    return Frame("".join(chars), cmap)
+
+
+@dataclass
+class State:
+    """What the shell knows at one point of the file. Copied into branches and subshells, merged after."""
+
+    vars: dict[str, Var] = field(default_factory=dict)
+    positional: tuple[Value, ...] | None = None  # None: the caller's arguments (unknown)
+    cwd: str | None = ""
+    dirstack: list = field(default_factory=list)
+    funcs: dict = field(default_factory=dict)
+    unread: tuple[str, ...] = ()  # sourced files that could not be read: they may set anything
+    slurm: dict[str, Value] = field(default_factory=dict)  # SLURM_* as the #SBATCH header sets them
+    file: str = ""  # the launcher's path, for $(dirname "$0")
+    ifs_default: bool = True
+
+    def copy(self) -> "State":
+        return State(dict(self.vars), self.positional, self.cwd, list(self.dirstack), dict(self.funcs),
+                     self.unread, self.slurm, self.file, self.ifs_default)
+
+    def scalar(self, name: str) -> Value | None:
+        var = self.vars.get(name)
+        if var is None:
+            return None
+        if var.items is not None:
+            return var.items[0] if var.items else Value(())
+        return var.value
+
+    def assign(self, name: str, value: Value, exported: bool | None = None) -> None:
+        old = self.vars.get(name)
+        keep = old.exported if old else False
+        self.vars[name] = Var(value, None, keep if exported is None else exported)
+
+    def unset_note(self, name: str) -> str:
+        if name.startswith("SLURM_"):
+            return f"{name} is set by Slurm when the job runs"
+        note = f"{name} is not set in this file"
+        if self.unread:
+            note += f" (it may come from {self.unread[-1]}, which could not be read)"
+        return note
+
+
+# ---- expansion --------------------------------------------------------------------------------------------------
+class Expander:
+    """Expands word parts under one State; `frame` maps offsets. `subst` evaluates the few command
+    substitutions that are pure functions of the file's own values (dirname "$0", pwd after a cd)."""
+
+    def __init__(self, st: State, frame: Frame, subst=None):
+        self.st, self.frame, self.subst = st, frame, subst
+
+    def parts(self, parts: list, quoted: bool = False) -> list[Piece]:
+        out: list[Piece] = []
+        for part in parts:
+            kind = type(part)
+            if kind is Lit:
+                pieces = self.frame.lit(part)
+                if quoted:
+                    pieces = [p._replace(quoted=True) for p in pieces]
+                out.extend(pieces)
+            elif kind is Param:
+                out.extend(self.param(part, quoted))
+            elif kind is Sub:
+                rs, re_ = self.frame.ref(part.start, part.end)
+                value = self.subst(part, self) if self.subst else None
+                if value is None:
+                    note = "the output of a command (`$(...)`)" if part.kind != "`" else \
+                        "the output of a command (backquotes)"
+                    if part.kind in ("<(", ">("):
+                        note = "a process substitution (a /dev/fd path)"
+                    out.append(unknown(note, False, rs, re_, part.quoted or quoted))
+                else:
+                    out.append(Piece(value, None, rs, re_, False, part.quoted or quoted))
+            elif kind is Arith:
+                rs, re_ = self.frame.ref(part.start, part.end)
+                number, note = self.arith(part.text)
+                if number is None:
+                    out.append(unknown(note, False, rs, re_, part.quoted or quoted))
+                else:
+                    out.append(Piece(str(number), None, rs, re_, False, part.quoted or quoted, note))
+            elif kind is Tilde:
+                rs, re_ = self.frame.ref(part.start, part.end)
+                out.append(unknown("~ is the home directory of whoever runs it", True, rs, re_, quoted))
+        return out
+
+    def word(self, tok: W) -> Value:
+        """A word where bash neither splits nor globs (assignments, `case` subjects)."""
+        rs, re_ = self.frame.ref(tok.start, tok.end)
+        return Value(tuple(self.parts(tok.parts)), (rs, re_))
+
+    def fields(self, tok: W) -> list["Field"]:
+        pieces = self.parts(tok.parts)
+        fields = split(pieces)
+        if len(fields) == 1:
+            return [Field(fields[0], self.frame.ref(tok.start, tok.end))]
+        return [Field(f) for f in fields]
+
+    # ---- parameters -------------------------------------------------------------------------------------------
+    def lookup(self, name: str) -> tuple[list[Value] | None, bool]:
+        """(values, is_set): one value for a scalar, several for an array or "$@"; None values: unset."""
+        st = self.st
+        if _positional(name) or name == "#":
+            if st.positional is None:
+                what = {"@": "$@ is the caller's arguments (any number of words)",
+                        "*": "$* is the caller's arguments (any number of words)",
+                        "#": "$# is the number of the caller's arguments"}.get(name, f"${name} is set by the caller")
+                return [unknown_value(what, True)], True
+            if name == "#":
+                return [text_value(str(len(st.positional)))], True
+            if name in "@*":
+                return list(st.positional), True
+            k = int(name)
+            return ([st.positional[k - 1]], True) if k <= len(st.positional) else (None, False)
+        if name in _SPECIAL_NOTES:
+            return [unknown_value(_SPECIAL_NOTES[name])], True
+        if name in _DYNAMIC:
+            return [unknown_value(f"${name} changes on every run")], True
+        var = st.vars.get(name)
+        if var is None:
+            if name in st.slurm:
+                return [st.slurm[name]], True
+            return None, False
+        if var.items is not None:
+            return list(var.items), True
+        return [var.value], True
+
+    def param(self, p: Param, quoted: bool) -> list[Piece]:
+        quoted = quoted or p.quoted
+        rs, re_ = self.frame.ref(p.start, p.end)
+        values, is_set = self.lookup(p.name)
+        var = self.st.vars.get(p.name)
+        is_array, star = p.name in "@*", p.name == "*"
+        if p.index is not None:
+            index = field_text(self.parts(p.index)) if p.index else ""
+            if index in ("@", "*"):
+                is_array, star = True, index == "*"
+            else:
+                number, _ = self.arith(index) if index else (0, "")
+                if number is None:
+                    return [unknown(f"${{{p.name}[{index}]}} has a subscript trainlint cannot evaluate",
+                                    False, rs, re_, quoted)]
+                if values is not None:
+                    number += len(values) if number < 0 else 0
+                    values = [values[number]] if 0 <= number < len(values) else None
+                    is_set = values is not None
+        elif var is not None and var.items is not None and values is not None:
+            values = values[:1]  # `$ARR` is its first element
+        op = p.op
+        if op in ("", "#len") or op.startswith(("#", "%")) and op != "#len" or op in ("^^", "^", ",,", ","):
+            if values is None:
+                if _positional(p.name):  # a function's argument it was not given: empty
+                    return [Piece("0", None, rs, re_, False, quoted)] if op == "#len" else []
+                return [unknown(self.st.unset_note(p.name), True, rs, re_, quoted)]
+            if op == "#len":
+                if is_array:
+                    return [Piece(str(len(values)), None, rs, re_, False, quoted)]
+                t = values[0].text
+                return [Piece(str(len(t)), None, rs, re_, False, quoted) if t is not None else
+                        unknown(values[0].note, values[0].ext, rs, re_, quoted)]
+            if op:
+                values = [self.transform(v, op, p.arg) for v in values]
+            return self.join(values, is_array, star, rs, re_, quoted)
+        if op in (":-", "-", ":=", "=", ":+", "+", ":?", "?"):
+            v = values[0] if values else None
+            colon = op.startswith(":")
+            empty = v is not None and v.text == ""
+            use_arg = False
+            note = ""
+            if not is_set or v is None:
+                if op.endswith(("-", "=")):
+                    use_arg, note = True, f"the default of ${{{p.name}{op}...}}: " + self.st.unset_note(p.name)
+            elif v.text is None and v.ext and op.endswith(("-", "=")):
+                use_arg = True
+                note = f"the default of ${{{p.name}{op}...}}; the caller may set {p.name} instead ({v.note})"
+            elif v.text is None:
+                return [unknown(v.note, v.ext, rs, re_, quoted)]
+            elif empty and colon and op.endswith(("-", "=")):
+                use_arg, note = True, f"the default of ${{{p.name}{op}...}}: {p.name} is empty"
+            if op.endswith("+"):
+                if is_set and v is not None and not (colon and empty):
+                    return self.arg_pieces(p, quoted, rs, re_, "")
+                return []
+            if op.endswith("?"):
+                if use_arg or not is_set or v is None or (colon and empty):
+                    return [unknown(f"{p.name} is unset here (the script stops with an error)", True, rs, re_,
+                                    quoted)]
+                return self.join(values, is_array, star, rs, re_, quoted)
+            if use_arg:
+                pieces = self.arg_pieces(p, quoted, rs, re_, note)
+                if op.endswith("=") and not p.name.isdigit():
+                    self.st.assign(p.name, Value(tuple(x._replace(note="") for x in pieces)))
+                return pieces
+            return self.join(values, is_array, star, rs, re_, quoted)
+        if op == "!":
+            return [unknown(f"${{!{p.name}}} is an indirect reference", False, rs, re_, quoted)]
+        if op == ":" and values is not None and not is_array and p.arg is not None:
+            return self.substring(values[0], p.arg, rs, re_, quoted)
+        if values is None:
+            return [unknown(self.st.unset_note(p.name), True, rs, re_, quoted)]
+        return [unknown(f"${{{p.name}{op}...}} is an expansion trainlint does not evaluate", False, rs, re_,
+                        quoted)]
+
+    def arg_pieces(self, p: Param, quoted: bool, rs: int, re_: int, note: str) -> list[Piece]:
+        pieces = self.parts(p.arg or [], quoted)
+        out = [Piece(x.text, x.src, rs, re_, False, x.quoted or quoted, note or x.note, x.ext)
+               if x.lit else x._replace(note=note or x.note) for x in pieces]
+        return out or [Piece("", None, rs, re_, False, True, note)]
+
+    def join(self, values: list[Value], is_array: bool, star: bool, rs: int, re_: int, quoted: bool) -> list[Piece]:
+        out: list[Piece] = []
+        for k, v in enumerate(values):
+            if k:
+                out.append(Piece(" ", None, rs, re_, False, True) if (star and quoted) else BREAK)
+            for x in v.pieces:
+                if x is BREAK:
+                    out.append(x)
+                else:
+                    out.append(Piece(x.text, x.src, rs, re_, False, quoted, x.note, x.ext))
+            if not v.pieces:
+                out.append(Piece("", None, rs, re_, False, quoted))
+        return out
+
+    def transform(self, v: Value, op: str, arg: list | None) -> Value:
+        t = v.text
+        if t is None:
+            return v
+        if op in ("^^", ",,", "^", ","):
+            new = {"^^": t.upper(), ",,": t.lower(), "^": t[:1].upper() + t[1:], ",": t[:1].lower() + t[1:]}[op]
+            return Value((Piece(new, None, 0, 0, False, True),))
+        pattern = "".join(x.text or "\0" for x in self.parts(arg or [])) if arg else ""
+        if "\0" in pattern:
+            return unknown_value(f"the pattern of ${{...{op}...}} is not known")
+        rx = re.compile(glob_regex(pattern), re.S)
+        cuts = [i for i in range(len(t) + 1)]
+        if op in ("#", "##"):
+            ends = [i for i in cuts if rx.fullmatch(t, 0, i)]
+            if not ends:
+                return v
+            cut = min(ends) if op == "#" else max(ends)
+            return slice_value(v, cut, len(t))
+        starts = [i for i in cuts if rx.fullmatch(t, i, len(t))]
+        if not starts:
+            return v
+        cut = max(starts) if op == "%" else min(starts)
+        return slice_value(v, 0, cut)
+
+    def substring(self, v: Value, arg: list, rs: int, re_: int, quoted: bool) -> list[Piece]:
+        spec = "".join(x.text or "\0" for x in self.parts(arg))
+        m = re.fullmatch(r"\s*(-?\d+)\s*(?::\s*(\d+)\s*)?", spec)
+        if v.text is None or not m:
+            return [unknown("a substring ${X:offset:length} trainlint does not evaluate", False, rs, re_, quoted)]
+        start = int(m.group(1))
+        start = max(0, len(v.text) + start) if start < 0 else min(start, len(v.text))
+        end = len(v.text) if m.group(2) is None else min(len(v.text), start + int(m.group(2)))
+        sliced = slice_value(v, start, end)
+        return [Piece(x.text, x.src, rs, re_, False, quoted, x.note, x.ext) for x in sliced.pieces]
+
+    # ---- arithmetic -------------------------------------------------------------------------------------------
+    def arith(self, text: str) -> tuple[int | None, str]:
+        """Integer arithmetic over literals and the file's known variables: `$((GPUS_PER_NODE * NNODES))`."""
+        toks = re.findall(r"\s*(0[xX][0-9a-fA-F]+|\d+|\$\{?[A-Za-z_][A-Za-z0-9_]*\}?|\$[0-9#@*]|[A-Za-z_]"
+                          r"[A-Za-z0-9_]*|\*\*|<<|>>|[-+*/%()]|\S)", text)
+        pos = 0
+
+        def value_of(tok: str) -> int:
+            name = tok.strip("${}")
+            if tok.startswith("$") and not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+                values, _ = self.lookup(name)
+            else:
+                values, _ = self.lookup(name)
+            if values is None:
+                raise _Unknown(self.st.unset_note(name))
+            t = values[0].text
+            if t is None:
+                raise _Unknown(values[0].note)
+            if values[0].note and not notes:
+                notes.append(values[0].note)
+            t = t.strip() or "0"
+            if not re.fullmatch(r"-?\d+", t):
+                number, note = self.arith(t) if depth[0] < 8 else (None, "")
+                if number is None:
+                    raise _Unknown(f"{name} is not a number")
+                return number
+            return int(t)
+
+        depth = [0]
+        notes: list[str] = []
+
+        def atom() -> int:
+            nonlocal pos
+            if pos >= len(toks):
+                raise _Unknown("an incomplete arithmetic expression")
+            tok = toks[pos]
+            pos += 1
+            if tok == "(":
+                v = expr()
+                if pos >= len(toks) or toks[pos] != ")":
+                    raise _Unknown("unbalanced parentheses in an arithmetic expression")
+                pos += 1
+                return v
+            if tok in "-+" and len(tok) == 1:
+                v = atom()
+                return -v if tok == "-" else v
+            if tok[0].isdigit():
+                return int(tok, 0) if tok.lower().startswith("0x") else int(tok)
+            if tok[0] == "$" or tok[0].isalpha() or tok[0] == "_":
+                return value_of(tok)
+            raise _Unknown(f"`{tok}` in an arithmetic expression")
+
+        def power() -> int:
+            nonlocal pos
+            v = atom()
+            if pos < len(toks) and toks[pos] == "**":
+                pos += 1
+                v = v ** power()
+            return v
+
+        def term() -> int:
+            nonlocal pos
+            v = power()
+            while pos < len(toks) and toks[pos] in ("*", "/", "%"):
+                op = toks[pos]
+                pos += 1
+                w = power()
+                if op == "*":
+                    v *= w
+                elif w == 0:
+                    raise _Unknown("division by zero")
+                else:
+                    q = abs(v) // abs(w) * (1 if (v >= 0) == (w >= 0) else -1)
+                    v = q if op == "/" else v - q * w
+            return v
+
+        def expr() -> int:
+            nonlocal pos
+            v = term()
+            while pos < len(toks) and toks[pos] in ("+", "-", "<<", ">>"):
+                op = toks[pos]
+                pos += 1
+                w = term()
+                v = v + w if op == "+" else v - w if op == "-" else v << w if op == "<<" else v >> w
+            return v
+
+        try:
+            result = expr()
+            if pos != len(toks):
+                raise _Unknown(f"`{toks[pos]}` in an arithmetic expression")
+            return result, (notes[0] if notes else "")
+        except _Unknown as e:
+            return None, f"$((...)) depends on {e}" if "not set" in str(e) or "caller" in str(e) else str(e)
+        except (ValueError, OverflowError, RecursionError):
+            return None, "an arithmetic expression trainlint cannot evaluate"
+
+
+class _Unknown(Exception):
+    pass
+
+
+def _positional(name: str) -> bool:
+    return bool(name) and (name in ("@", "*") or (name.isdigit() and name != "0"))
+
+
+def glob_regex(pattern: str) -> str:
+    """A bash pattern (`*`, `?`, `[...]`) as a regular expression."""
+    out, i = [], 0
+    while i < len(pattern):
+        c = pattern[i]
+        if c == "*":
+            out.append(".*")
+        elif c == "?":
+            out.append(".")
+        elif c == "[" and "]" in pattern[i + 2:]:
+            j = pattern.index("]", i + 2)
+            body = pattern[i + 1:j]
+            body = "^" + body[1:] if body[:1] in "!^" and body else body
+            out.append("[" + body.replace("\\", "\\\\") + "]")
+            i = j
+        elif c == "\\" and i + 1 < len(pattern):
+            i += 1
+            out.append(re.escape(pattern[i]))
+        else:
+            out.append(re.escape(c))
+        i += 1
+    return "".join(out)
+
+
+def slice_value(v: Value, start: int, end: int) -> Value:
+    out, pos = [], 0
+    for p in v.pieces:
+        t = p.text or ""
+        a, b = max(start - pos, 0), min(end - pos, len(t))
+        if a < b or (not t and start <= pos <= end):
+            out.append(slice_piece(p, a, b) if t else p)
+        pos += len(t)
+    return Value(tuple(out) or (Piece("", None, 0, 0, False, True),), v.at)
+
+
+def slice_piece(p: Piece, a: int, b: int) -> Piece:
+    text = (p.text or "")[a:b]
+    src = None if p.src is None else p.src + a
+    if p.lit:
+        return Piece(text, src, p.rs + a, p.rs + b, True, p.quoted, p.note, p.ext)
+    return Piece(text, src, p.rs, p.re, False, p.quoted, p.note, p.ext)
+
+
+def split(pieces: list[Piece]) -> list[list[Piece]]:
+    """Field splitting on blanks, only where characters came from an unquoted expansion."""
+    fields: list[list[Piece]] = []
+    cur: list[Piece] = []
+    for p in pieces:
+        if p is BREAK:
+            if cur:
+                fields.append(cur)
+            cur = []
+            continue
+        if p.quoted or p.lit or p.text is None:
+            cur.append(p)
+            continue
+        t = p.text
+        segs = list(_IFS.finditer(t))
+        if not segs:
+            if t and cur:
+                fields.append(cur)
+                cur = []
+            continue
+        if segs[0].start() > 0 and cur:
+            fields.append(cur)
+            cur = []
+        for k, m in enumerate(segs):
+            if k:
+                fields.append(cur)
+                cur = []
+            cur.append(slice_piece(p, m.start(), m.end()))
+        if segs[-1].end() < len(t):
+            fields.append(cur)
+            cur = []
+    if cur:
+        fields.append(cur)
+    return fields
+
+
+class Field:
+    """One word of a command after expansion and splitting."""
+
+    __slots__ = ("pieces", "tok", "_text")
+
+    def __init__(self, pieces: list[Piece], tok: tuple[int, int] | None = None):
+        self.pieces, self.tok = pieces, tok
+        self._text = _UNSET
+
+    @property
+    def text(self) -> str | None:
+        if self._text is _UNSET:
+            self._text = field_text(self.pieces)
+        return self._text
+
+    def note(self) -> str:
+        return field_note(self.pieces)
+
+    def after(self, sep: str) -> tuple[str, "Field"] | None:
+        """(`--opt`, value field) for `--opt=value`: the name must be known, the value may not be."""
+        pos = 0
+        for k, p in enumerate(self.pieces):
+            if p.text is None:
+                return None
+            j = p.text.find(sep)
+            if j >= 0:
+                head = "".join(x.text for x in self.pieces[:k]) + p.text[:j]
+                rest = [slice_piece(p, j + 1, len(p.text))] + self.pieces[k + 1:]
+                return head, Field(rest)
+            pos += len(p.text)
+        return None
+
+    def word(self, doc: Doc) -> Word:
+        return make_word(self.pieces, doc, self.tok)
+
+
+_UNSET = object()
+
+
+def field_text(pieces: list[Piece]) -> str | None:
+    return _text_and_note(pieces)[0]
+
+
+def field_note(pieces: list[Piece]) -> str:
+    return _text_and_note(pieces)[1]
+
+
+def _text_and_note(pieces: list[Piece]) -> tuple[str | None, str]:
+    """The word's text, or None with why: an unknown piece, an unquoted glob, a brace expansion."""
+    if len(pieces) == 1:  # most words: one literal or one value
+        p = pieces[0]
+        if p.text is None:
+            return None, p.note
+        if p.quoted or not ("*" in p.text or "?" in p.text or "[" in p.text or "{" in p.text):
+            return p.text, p.note
+    if any(p.text is None for p in pieces):
+        return None, next(p.note for p in pieces if p.text is None)
+    text = "".join(p.text for p in pieces)
+    masked = "".join(p.text if not p.quoted else "\0" * len(p.text) for p in pieces)
+    if _GLOB.search(masked):
+        return None, f"{text!r} is an unquoted glob: bash replaces it with the matching file names"
+    lit = "".join(p.text if p.lit and not p.quoted else "\0" * len(p.text) for p in pieces)
+    if "{" in lit and _BRACE.search(lit):
+        return None, f"brace expansion in {text!r} makes several words"
+    return text, next((p.note for p in pieces if p.note), "")
+
+
+def make_word(pieces: list[Piece], doc: Doc, tok: tuple[int, int] | None = None) -> Word:
+    real = [p for p in pieces if p is not BREAK]
+    if tok is not None:
+        rs, re_ = tok
+    elif real:
+        rs, re_ = min(p.rs for p in real), max(p.re for p in real)
+    else:
+        rs = re_ = 0
+    text, note = _text_and_note(real)
+    origin = None
+    relevant = [p for p in real if not (p.lit and not p.text)]
+    if relevant and all(not p.lit and p.src is not None for p in relevant) and \
+            len({(p.rs, p.re) for p in relevant}) == 1 and \
+            all(b.src == a.src + len(a.text or "") for a, b in zip(relevant, relevant[1:])):
+        # one variable's value, written in one place: a fix can edit it there
+        origin = doc.span(relevant[0].src, relevant[-1].src + len(relevant[-1].text or ""))
+    return Word(text, doc.span(rs, re_), doc.text[rs:re_], origin, note)
+
+
+def value_word(value: Value, doc: Doc, fallback: tuple[int, int]) -> Word:
+    """A Word for an environment variable's value, placed where it is assigned."""
+    at = value.at or fallback
+    text = value.text
+    return Word(text, doc.span(*at), doc.text[at[0]:at[1]], doc.span(*at) if value.at else None,
+                value.note if text is None or value.note else "")
+
+
+def normjoin(cwd: str | None, target: str) -> str | None:
+    if target.startswith("/"):
+        return posixpath.normpath(target)
+    if cwd is None:
+        return None
+    joined = posixpath.normpath(posixpath.join(cwd, target)) if cwd else posixpath.normpath(target)
+    return "" if joined == "." else joined
