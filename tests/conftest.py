@@ -9,6 +9,7 @@ import pytest
 
 from trainlint.config import Settings, from_table
 from trainlint.knowledge.versions import project_pins
+from trainlint.launch.discover import clear_caches
 from trainlint.lint import enabled_codes, lint_file
 
 
@@ -26,6 +27,7 @@ def lint(tmp_path: Path, monkeypatch):
         script.parent.mkdir(parents=True, exist_ok=True)
         script.write_text(textwrap.dedent(source))
         project_pins.cache_clear()  # pins are cached per directory for the life of a process
+        clear_caches()  # and launchers per repository
         s = from_table(settings or {}, tmp_path, "test") if settings else Settings(root=tmp_path)
         result = lint_file(script, s, enabled_codes(s))
         return [(d.code, d.span.line, d.message) for d in result.diagnostics]

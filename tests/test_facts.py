@@ -1,15 +1,25 @@
 """The facts pass: calls matched through imports and aliases, values resolved statically or unknown."""
 
 import textwrap
+from pathlib import Path
 
 import libcst as cst
 
 from trainlint.facts import extract_facts
+from trainlint.facts.resolve import resolve_facts
+from trainlint.knowledge.versions import decide_versions
+from trainlint.launch.model import Launch
+
+
+def raw_facts_of(src: str):
+    """The facts pass alone: command-line parameters stay symbolic (facts.Param)."""
+    src = textwrap.dedent(src)
+    return extract_facts(cst.parse_module(src), "t.py", src)
 
 
 def facts_of(src: str):
-    src = textwrap.dedent(src)
-    return extract_facts(cst.parse_module(src), "t.py", src)
+    """The facts as rules read them: resolved under the script's defaults (no launch)."""
+    return resolve_facts(raw_facts_of(src), Launch.defaults(), decide_versions(Path("t.py"), (), {}))
 
 
 def test_aliases_and_module_imports_match_the_same_classes():

@@ -58,14 +58,23 @@ def test_unknown_sequence_length_gives_the_per_token_cost(lint):
     assert "~1.5 MB per token at peak (128,256 x 12 bytes)" in found[0][2]
 
 
-def test_arguments_from_the_command_line_are_not_guessed(lint):
-    src = '''
-    from transformers import AutoModelForCausalLM, HfArgumentParser, Trainer, TrainingArguments
-    (training_args,) = HfArgumentParser(TrainingArguments).parse_args_into_dataclasses()
-    model = AutoModelForCausalLM.from_pretrained("meta-llama/Llama-3.1-8B")
-    Trainer(model=model, args=training_args).train()
-    '''
-    assert lint(src) == []
+PARSED = '''
+from transformers import AutoModelForCausalLM, HfArgumentParser, Trainer, TrainingArguments
+(training_args,) = HfArgumentParser(TrainingArguments).parse_args_into_dataclasses()
+model = AutoModelForCausalLM.from_pretrained("meta-llama/Llama-3.1-8B")
+Trainer(model=model, args=training_args).train()
+'''
+
+
+def test_command_line_arguments_take_the_library_defaults_when_no_launch_sets_them(lint):
+    # no launcher anywhere: the run is TrainingArguments' defaults, use_liger_kernel=False (issue 10, item 5)
+    assert codes(lint(PARSED)) == ["TL301"]
+
+
+def test_a_launcher_that_turns_on_liger_silences_it(lint):
+    launcher = "python train.py --output_dir out --use_liger_kernel True\n"
+    assert lint(PARSED, files={"run.sh": launcher}) == []
+    assert codes(lint(PARSED, files={"run.sh": "python train.py --use_liger_kernel False\n"})) == ["TL301"]
 
 
 SFT = '''

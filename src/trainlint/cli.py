@@ -34,6 +34,18 @@ class _CodeList(click.ParamType):
 CODES = _CodeList()
 
 
+class _WithScriptArgs(click.Command):
+    """`trainlint check train.py -- --per_device_train_batch_size 8`: what follows `--` is the script's own
+    command line (an explicit launch), not more paths."""
+
+    def parse_args(self, ctx, args):
+        if "--" in args:
+            at = args.index("--")
+            ctx.meta["script_args"] = tuple(args[at + 1:])
+            args = args[:at]
+        return super().parse_args(ctx, args)
+
+
 def _settings(config: str | None) -> Settings:
     if config:
         return load_file(Path(config))
@@ -46,7 +58,7 @@ def main() -> None:
     """trainlint: catch the GPU-memory mistakes in training scripts before you rent a GPU."""
 
 
-@main.command()
+@main.command(cls=_WithScriptArgs)
 @click.argument("paths", nargs=-1, type=click.Path(path_type=Path))
 @click.option("--select", type=CODES, default=None, help="Rule codes or prefixes to enable (replaces the configured set).")
 @click.option("--ignore", type=CODES, default=None, help="Rule codes or prefixes to disable.")
@@ -68,9 +80,14 @@ def main() -> None:
 @click.option("-j", "--jobs", type=click.IntRange(min=1), default=None,
               help="Worker processes (default: the number of CPUs).")
 @click.option("--no-cache", is_flag=True, help="Do not read or write .trainlint_cache/.")
-def check(paths, select, ignore, extend_select, output_format, exit_zero, statistics, quiet, verbose, config,
-          force_exclude, diff_base, fix, unsafe_fixes, show_diff, show_fixes, jobs, no_cache):
-    """Lint training scripts for GPU-memory anti-patterns."""
+@click.option("--no-launches", is_flag=True, help="Check scripts under their defaults only; do not look for launchers.")
+@click.pass_context
+def check(click_ctx, paths, select, ignore, extend_select, output_format, exit_zero, statistics, quiet, verbose, config,
+          force_exclude, diff_base, fix, unsafe_fixes, show_diff, show_fixes, jobs, no_cache, no_launches):
+    """Lint training scripts for GPU-memory anti-patterns.
+
+    A script is checked under each launch found for it in its repository (shell and Slurm launchers,
+    README commands). Arguments after `--` are the script's own command line: then only that launch."""
     from trainlint.lint import enabled_codes
     from trainlint.report import render
     from trainlint.report.formats import statistics as stats_text
@@ -79,7 +96,20 @@ def check(paths, select, ignore, extend_select, output_format, exit_zero, statis
         settings = _settings(config)
         if diff_base:
             settings = replace(settings, diff_base=diff_base)
+        if "script_args" in click_ctx.meta:
+            settings = replace(settings, launch_args=click_ctx.meta["script_args"])
+        if no_launches:
+            settings = replace(settings, discover_launches=False)
         files = discover_files(list(paths) or [Path(".")], settings, force_exclude)
+        explicit = [p for p in paths if not p.is_dir()]
+        if explicit and settings.discover_launches and settings.launch_args is None:
+            from trainlint.launch.discover import expand_explicit
+
+            given = {p.resolve() for p in explicit if p.exists()}
+            expanded, launch_files, configs = expand_explicit([f for f in files if f.resolve() in given], settings)
+            files = [f for f in files if f.resolve() not in given] + expanded
+            if launch_files:
+                settings = replace(settings, launch_files=launch_files, launch_configs=configs)
     except ConfigError as exc:
         click.echo(f"trainlint: error: {exc}", err=True)
         sys.exit(2)
@@ -176,7 +206,7 @@ def rule_cmd(code, show_all):
     click.echo(text.rstrip())
 
 
-@main.command()
+@main.command(cls=_WithScriptArgs)
 @click.argument("script", type=click.Path(path_type=Path))
 @click.option("--gpu", default=None, help="GPU to judge against: 24GB, T4, L4, A10G, A100-40GB, A100-80GB, H100, H200...")
 @click.option("--batch", type=click.IntRange(min=1), default=None, help="Per-device batch, if the script leaves it to the command line.")
@@ -186,8 +216,12 @@ def rule_cmd(code, show_all):
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Write to this file instead of stdout.")
 @click.option("--config", "config", type=click.Path(dir_okay=False), default=None)
-def estimate(script, gpu, batch, seq, world_size, fmt, output, config):
-    """Where the memory goes, per consumer, for SCRIPT's model and config, before you rent a GPU."""
+@click.pass_context
+def estimate(click_ctx, script, gpu, batch, seq, world_size, fmt, output, config):
+    """Where the memory goes, per consumer, for SCRIPT's model and config, before you rent a GPU.
+
+    SCRIPT may be a launcher (`scripts/train.sh`) or a config a launcher passes (`recipe.yaml`): the script
+    they run is estimated under that launch. Arguments after `--` are the script's own command line."""
     from trainlint.knowledge.gpus import parse_gpu
     from trainlint.lint import enabled_codes, lint_file
     from trainlint.memory.estimate import estimate as run_estimate
@@ -206,18 +240,37 @@ def estimate(script, gpu, batch, seq, world_size, fmt, output, config):
         fail(str(exc))
     if not script.exists():
         fail(f"{script}: no such file or directory")
+    if "script_args" in click_ctx.meta:
+        settings = replace(settings, launch_args=click_ctx.meta["script_args"])
+    elif script.suffix not in (".py", ".ipynb"):
+        from trainlint.launch.discover import expand_explicit
+
+        targets, launch_files, configs = expand_explicit([script], settings)
+        scripts = [t for t in targets if t.suffix in (".py", ".ipynb")]
+        if not scripts:
+            fail(f"{script}: launches no Python script trainlint can find")
+        script = scripts[0]
+        settings = replace(settings, launch_files=launch_files, launch_configs=configs)
     result = lint_file(script, settings, enabled_codes(settings, select=("TL101",)))
     if result.context is None:
         reason = result.diagnostics[0].message if result.diagnostics else (result.skipped or "nothing to read")
         fail(f"{result.display}: {reason}")
+    launch = result.context.launch
+    if world_size is None and launch.world_size is not None and launch.world_size.known:
+        world_size = launch.world_size.value
     try:
         plan, model, notes, unknown = plan_for(result.context, Overrides(batch, seq, world_size))
     except PlanError as exc:
         fail(f"{result.display}: {exc}")
     spec = result.context.spec(model)
     source = spec.source.split(" (")[0]  # the full citation is in models.json and --verbose
+    read = [] if launch.label == "defaults" else [f"launch {launch.label}: " + ", ".join(
+        f"{k}={v.value!r}" + (f" ({v.origin.file}:{v.origin.line})" if v.origin and v.origin.file else "")
+        for k, v in launch.bindings if v.known) or f"launch {launch.label}: no values read"]
+    if len(result.contexts) > 1:
+        read.append(f"{len(result.contexts)} launches found; estimated under the first ({launch.label})")
     report = Report(result.display, f"{spec.id} ({plan.geometry.params / 1e9:.2f} B parameters; {source})",
-                    run_estimate(plan), chosen_gpu, tuple(notes), tuple(unknown))
+                    run_estimate(plan), chosen_gpu, tuple(read + notes), tuple(unknown))
     out = EST_FORMATS[fmt](report)
     if output:
         output.write_text(out, encoding="utf-8")

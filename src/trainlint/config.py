@@ -36,6 +36,12 @@ class Settings:
     diff_base: str = "HEAD"  # TL401 compares each file with its version at this git ref
     root: Path = field(default_factory=Path.cwd)  # patterns are relative to this
     source: str = "defaults"
+    # Explicit launches (`check train.py -- ARGS`, `check scripts/train.sh`): when set, scripts are checked
+    # under these only instead of the launches discovered in the repository.
+    launch_args: tuple[str, ...] | None = None
+    launch_files: tuple[str, ...] = ()
+    launch_configs: tuple[str, ...] = ()  # `check recipe.yaml`: only the launches that pass one of these
+    discover_launches: bool = True
 
     def version_overrides(self) -> dict[str, str]:
         return dict(self.versions)

@@ -3,16 +3,18 @@ for it, the settings, and the training shape (sequence length, batch) resolved f
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 
 from trainlint.config import Settings
 from trainlint.facts import ArgsObject, Call, ModelLoad, ScriptFacts, TrainerCall, Value, known
+from trainlint.diagnostics import Span
 from trainlint.facts.values import UNKNOWN, UNSET, library_default
 from trainlint.knowledge import libraries
 from trainlint.knowledge.models import ModelSpec, class_only_spec, lookup_model, spec_from_inline
 from trainlint.knowledge.versions import Versions
+from trainlint.launch.model import Launch
 
 
 @dataclass
@@ -23,6 +25,8 @@ class FileContext:
     versions: Versions
     settings: Settings
     text: str = ""
+    launch: Launch = field(default_factory=Launch.defaults)  # the facts are resolved under this launch
+    raw_facts: ScriptFacts | None = None  # the facts before resolution (parameters still symbolic)
 
     # -- models ---------------------------------------------------------------------------------------
     @cached_property
@@ -60,7 +64,8 @@ class FileContext:
     def uses_peft(self) -> bool:
         """PEFT adapters are attached somewhere (so the base model, its LM head included, is frozen)."""
         return any(c.short in ("get_peft_model", "inject_adapter_in_model", "add_adapter") or is_peft_from_pretrained(c)
-                   for c in self.facts.calls) or any(t.call.has_kw("peft_config") for t in self.facts.trainers)
+                   for c in self.facts.calls) or any(t.call.has_kw("peft_config") and not t.call.kw("peft_config").is_(None)
+                                                     for t in self.facts.trainers)
 
     # -- training objects -----------------------------------------------------------------------------
     def trainer_args(self, trainer: TrainerCall) -> ArgsObject | None:
@@ -156,21 +161,57 @@ class FileContext:
         import libcst as cst
 
         from trainlint.facts import extract_facts
+        from trainlint.facts.resolve import resolve_facts
         from trainlint.history import base_version
 
         old = base_version(self.path, self.settings.diff_base)
         if old.text is None:
             return None, old.note
+        launch, launch_note = self.launch, ""
+        if self.launch.launcher is not None:  # the launch's values are compared with the launcher's base too
+            from trainlint.launch.discover import base_launch
+
+            if old.text == self.text:
+                raw = self.raw_facts
+            else:
+                try:
+                    raw = extract_facts(cst.parse_module(old.text), self.display, old.text)
+                except (cst.ParserSyntaxError, RecursionError):
+                    return None, f"{old.note}: the base version does not parse"
+            launch, launch_note = base_launch(self.launch, self.path, raw, self.versions, self.settings,
+                                              self.settings.diff_base)
+            if launch is None:
+                return None, f"{old.note}; {launch_note}"
+            return resolve_facts(raw, launch, self.versions), f"{old.note}; {launch_note}"
         if old.text == self.text:
             return self.facts, f"{old.note}: unchanged"  # same text, same facts: nothing to parse again
         try:
             module = cst.parse_module(old.text)
         except (cst.ParserSyntaxError, RecursionError):
             return None, f"{old.note}: the base version does not parse"
-        return extract_facts(module, self.display, old.text), old.note
+        return resolve_facts(extract_facts(module, self.display, old.text), launch, self.versions), old.note
+
+    @property
+    def launch_anchor(self) -> Span:
+        """Where the script reads its command line (a launch-decided finding relates to it)."""
+        spans = [p.span for p in self.facts.parsed]
+        return min(spans) if spans else Span.point(1)
+
+    @cached_property
+    def world_size(self) -> Value:
+        ws = self.launch.world_size
+        return ws if isinstance(ws, Value) else UNSET
 
     def verbose_lines(self) -> list[str]:
         lines = [f"{v.name} {v.version} ({v.source})" for v in self.versions.all()]
+        if self.facts.declares_parameters:
+            lines.append(f"launch: {self.launch.label}" + (f" (values from {', '.join(self.launch.sources)})"
+                                                           if self.launch.sources else ""))
+            for name, value in self.launch.bindings:
+                where = f" from {value.origin.file}:{value.origin.line}" if value.origin and value.origin.file else ""
+                shown = repr(value.value) if value.known else "unknown"
+                lines.append(f"  {name} {shown}{where}")
+            lines.extend(f"  note: {n}" for n in self.launch.notes)
         for i, model in enumerate(self.facts.models):
             spec = self._specs[i]
             where = f"line {model.call.span.line}"

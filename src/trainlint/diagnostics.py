@@ -13,10 +13,20 @@ class Span:
     col: int
     end_line: int
     end_col: int
+    # Set when the range is in another file than the script the facts are about: a value written in a
+    # launcher or an args file (its display path). A rule reporting on such a span reports in that file.
+    file: str | None = None
 
     @staticmethod
     def point(line: int, col: int = 1) -> "Span":
         return Span(line, col, line, col)
+
+    def local(self) -> "Span":
+        """The same range without its file."""
+        return Span(self.line, self.col, self.end_line, self.end_col)
+
+    def in_file(self, file: str | None) -> "Span":
+        return Span(self.line, self.col, self.end_line, self.end_col, file)
 
 
 @dataclass(frozen=True)
@@ -30,6 +40,8 @@ class Diagnostic:
     # Filled by later layers (fixes); kept here so every reporter sees one type.
     fix: dict | None = field(default=None, compare=False)
     cell: int | None = None  # notebooks: the 1-based cell; span rows are then rows within that cell
+    # Other places that bear on the finding: (display path, span, what it is), e.g. the script a launcher runs.
+    related: tuple[tuple[str, Span, str], ...] = field(default=(), compare=False)
 
     def with_fix(self, fix: dict | None) -> "Diagnostic":
         return replace(self, fix=fix)

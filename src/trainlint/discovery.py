@@ -11,6 +11,7 @@ from trainlint.config import Settings
 SKIP_DIRS = {".git", ".hg", ".svn", "__pycache__", "node_modules", "build", "dist", ".venv", "venv", ".tox", ".nox",
              ".mypy_cache", ".pytest_cache", ".ruff_cache", ".trainlint_cache", ".eggs", ".ipynb_checkpoints"}
 EXTENSIONS = (".py", ".ipynb")
+LAUNCHERS = (".sh", ".bash", ".slurm", ".sbatch")  # linted for what they launch (TL005, TL006)
 
 
 class MissingPath(Exception):
@@ -63,7 +64,7 @@ def _walk(top: Path, settings: Settings):
             if d not in SKIP_DIRS and not (here / d / "pyvenv.cfg").exists() and not is_excluded(here / d, settings)
         )
         for name in sorted(filenames):
-            if name.endswith(EXTENSIONS):
+            if name.endswith(EXTENSIONS + LAUNCHERS):
                 file = here / name
                 if not is_excluded(file, settings):
                     yield file

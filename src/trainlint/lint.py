@@ -16,9 +16,11 @@ from pathlib import Path
 from trainlint.config import Settings
 from trainlint.context import FileContext
 from trainlint.diagnostics import Diagnostic, Span
-from trainlint.discovery import relative
+from trainlint.discovery import LAUNCHERS, relative
 from trainlint.edits import source_lines
 from trainlint.facts import extract_facts
+from trainlint.facts.resolve import resolve_facts
+from trainlint.launch.model import Launch
 from trainlint.facts.names import INTERESTING_SHORTS, LIGER_APPLY_RE, MODEL_CLASS_RE
 from trainlint.knowledge.versions import decide_versions
 from trainlint.notebook import Notebook, NotebookError, read_notebook
@@ -42,7 +44,14 @@ class FileResult:
     display: str
     diagnostics: list[Diagnostic] = field(default_factory=list)
     skipped: str | None = None  # why the file was not analysed (verbose)
-    context: FileContext | None = None
+    context: FileContext | None = None  # the first launch's (or the defaults')
+    contexts: list[FileContext] = field(default_factory=list)  # one per launch the script was checked under
+
+    def verbose_lines(self) -> list[str]:
+        lines: list[str] = []
+        for ctx in self.contexts:
+            lines.extend(line for line in ctx.verbose_lines() if line not in lines or line.startswith("  "))
+        return lines
 
 
 def enabled_codes(settings: Settings, select=None, ignore=None, extend_select=None) -> set[str]:
@@ -126,6 +135,10 @@ def lint_file(path: Path, settings: Settings, codes: set[str]) -> FileResult:
 def _lint_file(path: Path, settings: Settings, codes: set[str]) -> FileResult:
     if path.suffix == ".ipynb":
         return lint_notebook(path, settings, codes)
+    if path.suffix in LAUNCHERS:
+        return lint_launcher(path, settings, codes)
+    if path.suffix in (".yaml", ".yml", ".json", ".md"):  # read only as what a launch passes (launch/)
+        return FileResult(path, _display(path), skipped="a config or document: checked through the launches that use it")
     source = read_source(path)
     if isinstance(source, Unreadable):
         result = FileResult(path, _display(path))
@@ -134,6 +147,58 @@ def _lint_file(path: Path, settings: Settings, codes: set[str]) -> FileResult:
         result.skipped = source.reason
         return _finish(result, settings, codes, None)
     return lint_text(path, source.text, settings, codes, source.raw)
+
+
+def lint_launcher(path: Path, settings: Settings, codes: set[str]) -> FileResult:
+    """A shell launcher: what cannot be read in it (TL005) and the scripts it runs that do not exist (TL006).
+    The scripts it launches are checked under it when they are linted."""
+    from trainlint.launch.discover import read_launcher, repo_root, target_of
+
+    display = _display(path)
+    result = FileResult(path, display, skipped="launcher (its scripts are checked under it)")
+    indexed = read_launcher(path)
+    for problem in indexed.problems:
+        result.diagnostics.append(_meta("TL005", display, f"cannot read this launcher fully: {problem.message}",
+                                        problem.span.line, problem.span.col))
+    root = repo_root(path, settings)
+    for inv in indexed.invocations:
+        if inv.script is not None and inv.script.text and inv.script.text.endswith(".py") and \
+                target_of(inv, path, root) is None:
+            result.diagnostics.append(_meta("TL006", display, f"{inv.launcher} runs {inv.script.text}, which does not "
+                                                              f"exist (looked in the launcher's folder"
+                                                              f"{' after its cd' if inv.cwd else ''} and {root.name}/)",
+                                            inv.script.span.line, inv.script.span.col))
+        result.diagnostics.extend(_config_problems(inv, path, root))
+    text = path.read_text(encoding="utf-8", errors="replace") if path.is_file() else None
+    return _finish(result, settings, codes, text)
+
+
+_CONFIG_SUFFIXES = (".json", ".yaml", ".yml")
+
+
+def _config_problems(inv, launcher: Path, root: Path) -> list[Diagnostic]:
+    """TL005 on each config file the invocation names (a recipe, an args file, a DeepSpeed or accelerate
+    config) that does not load, reported in that file; a named config that does not exist is said too."""
+    from trainlint.launch.configs import read_config
+    from trainlint.launch.discover import display
+
+    out = []
+    base = launcher.parent / inv.cwd if inv.cwd else launcher.parent
+    words = [*inv.args, *(w for _, w in inv.options if w is not None)]
+    for word in words:
+        text = word.text or ""
+        if not text.endswith(_CONFIG_SUFFIXES) or "=" in text:
+            continue
+        path = next((b / text for b in (base, root) if (b / text).is_file()), None)
+        if path is None:
+            out.append(_meta("TL005", _display(launcher), f"{inv.launcher} passes {text}, which does not exist",
+                             word.span.line, word.span.col))
+            continue
+        reading = read_config(path)
+        for problem in getattr(reading, "problems", ()) or ((reading.problem,) if reading.problem else ()):
+            out.append(_meta("TL005", display(path), f"cannot read this config fully ({_display(launcher)} passes it): "
+                                                     f"{problem.message}", problem.span.line, problem.span.col))
+    return out
 
 
 def lint_notebook(path: Path, settings: Settings, codes: set[str]) -> FileResult:
@@ -154,7 +219,14 @@ def lint_notebook(path: Path, settings: Settings, codes: set[str]) -> FileResult
     if not nb.code_cells:
         return FileResult(path, display, skipped="notebook has no code cells")
     result = lint_text(path, nb.source, settings, codes)
+    from trainlint.launch.notebook import lint_written_scripts
+
+    written = lint_written_scripts(path, nb, settings, codes)  # `%%writefile train.py` cells, as launched
     result.diagnostics = [to_cell(d, nb) for d in result.diagnostics]
+    for diag in written:
+        if diag not in result.diagnostics:
+            result.diagnostics.append(diag)
+    result.diagnostics.sort(key=lambda d: d.sort_key)
     return result
 
 
@@ -171,8 +243,10 @@ def to_cell(diag: Diagnostic, nb: Notebook) -> Diagnostic:
     return replace(diag, span=Span(row, diag.span.col, end_row, diag.span.end_col), cell=cell, fix=fix)
 
 
-def lint_text(path: Path, text: str, settings: Settings, codes: set[str], raw: bytes | None = None) -> FileResult:
-    """Lint `text` as the contents of `path` (the fixer re-lints its result this way)."""
+def lint_text(path: Path, text: str, settings: Settings, codes: set[str], raw: bytes | None = None,
+              launches=None) -> FileResult:
+    """Lint `text` as the contents of `path` (the fixer re-lints its result this way), under the launches
+    `launches(facts, versions)` returns (None: the launches found for it in its repository)."""
     display = _display(path)
     result = FileResult(path, display)
     if not _RELEVANT_BYTES.search(raw if raw is not None else text.encode("utf-8", "surrogatepass")):
@@ -210,13 +284,45 @@ def lint_text(path: Path, text: str, settings: Settings, codes: set[str], raw: b
     try:
         facts = extract_facts(module, display, text)
         versions = decide_versions(path, facts.pip_pins, settings.version_overrides())
-        ctx = FileContext(path, display, facts, versions, settings, text)
-        result.context = ctx
-        for code in sorted(codes & REGISTRY.keys()):
-            result.diagnostics.extend(REGISTRY[code].run(ctx))
+        if launches is not None:
+            launches = launches(facts, versions)
+        else:
+            launches = []
+            if facts.declares_parameters:
+                from trainlint.launch.discover import launches_for
+
+                launches = launches_for(path, facts, versions, settings)
+        found: dict[tuple, tuple[Diagnostic, Launch, list[Launch]]] = {}
+        for launch in launches or [Launch.defaults()]:
+            ctx = FileContext(path, display, resolve_facts(facts, launch, versions), versions, settings, text, launch,
+                              facts)
+            result.contexts.append(ctx)
+            for code in sorted(codes & REGISTRY.keys()):
+                for diag in REGISTRY[code].run(ctx):
+                    key = (diag.code, diag.filename, diag.span)
+                    if key in found:  # the same finding under several launches is reported once
+                        found[key][2].append(launch)
+                    else:
+                        found[key] = (diag if diag.filename == display else diag.with_fix(None), launch, [])
+        result.diagnostics.extend(_under_launches(display, *entry) for entry in found.values())
+        result.context = result.contexts[0]
     except RecursionError:
         result.diagnostics = [_meta("TL001", display, "could not be analysed: expressions nested too deeply")]
     return _finish(result, settings, codes, text)
+
+
+def _under_launches(display: str, diag: Diagnostic, launch: Launch, others: list[Launch]) -> Diagnostic:
+    """One finding at one place under one or several launches: the first launch's figures, each launch named
+    (a finding in the script itself says which launch its numbers are for)."""
+    names = [o.label for o in others if o.label != launch.label]
+    if diag.filename != display or (launch.file is None and not names):
+        return diag
+    said = [f"launched by {launch.label}"] if launch.file is not None else []
+    if names:
+        said.append(f"the same under {len(names)} other launch{'es' if len(names) > 1 else ''}: "
+                    f"{', '.join(dict.fromkeys(names))}")
+    related = diag.related + tuple((o.file, o.span, "also launched here") for o in others if o.file and o.span)
+    return replace(diag, message=f"{diag.message} ({'; '.join(said)})", related=related)
 
 
 def _finish(result: FileResult, settings: Settings, codes: set[str], text: str | None) -> FileResult:
@@ -226,7 +332,8 @@ def _finish(result: FileResult, settings: Settings, codes: set[str], text: str |
     for diag in result.diagnostics:
         if diag.code not in codes or any(diag.code.startswith(p) for p in ignored):
             continue
-        if 0 < diag.span.line <= len(lines) and _suppressed(lines[diag.span.line - 1], diag.code):
+        if diag.filename == result.display and 0 < diag.span.line <= len(lines) and \
+                _suppressed(lines[diag.span.line - 1], diag.code):
             continue
         kept.append(diag)
     result.diagnostics = sorted(kept, key=lambda d: d.sort_key)

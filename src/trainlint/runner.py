@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 from dataclasses import asdict, dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -33,7 +34,7 @@ class Outcome:
 def _lint_one(args: tuple[Path, Settings, frozenset[str], bool]) -> Outcome:
     path, settings, codes, verbose = args
     result = lint_file(path, settings, set(codes))
-    lines = result.context.verbose_lines() if (verbose and result.context is not None) else []
+    lines = result.verbose_lines() if verbose else []
     return Outcome(path, result.display, result.diagnostics, result.skipped, lines)
 
 
@@ -66,7 +67,18 @@ def _key(path: Path, settings: Settings, codes: frozenset[str]) -> str | None:
     h.update(repr(project_pins(path.resolve().parent)).encode())
     h.update(repr(base_blob(path, settings.diff_base)).encode())  # TL401 compares with the git base
     h.update(str(path.resolve()).encode())
+    if settings.discover_launches and _PARAMETER_BYTES.search(data):
+        h.update(_launch_stamp(path.resolve().parent, settings).encode())  # launchers decide its values
     return h.hexdigest()
+
+
+_PARAMETER_BYTES = re.compile(rb"HfArgumentParser|TrlParser|ArgumentParser|parse_args")
+
+
+def _launch_stamp(folder: Path, settings: Settings) -> str:
+    from trainlint.launch.discover import _root, index_stamp
+
+    return index_stamp(*_root(folder, settings.root.resolve()))
 
 
 def _to_record(o: Outcome) -> dict:
@@ -78,6 +90,7 @@ def _from_record(path: Path, display: str, record: dict) -> Outcome:
     for d in record["diagnostics"]:
         d = dict(d)
         d["span"] = Span(**d["span"])
+        d["related"] = tuple((f, Span(**s), what) for f, s, what in d.get("related", ()))
         diags.append(Diagnostic(**d))
     return Outcome(path, display, diags, record["skipped"], [], cached=True)
 

@@ -15,9 +15,11 @@ from trainlint.facts.model import (
     Call,
     Evidence,
     ModelLoad,
+    Param,
     ScriptFacts,
     TrainerCall,
 )
+from trainlint.facts import params as P
 from trainlint.facts.values import UNKNOWN, UNSET, Value, known
 
 MODULE_SCOPE = "<module>"
@@ -51,6 +53,7 @@ class _RawCall:
     scope: str
     span: Span
     index: int
+    guards: tuple[tuple[cst.BaseExpression, bool, str], ...] = ()
 
 
 class _Collector(cst.CSTVisitor):
@@ -64,7 +67,10 @@ class _Collector(cst.CSTVisitor):
         self.argparse_defaults: dict[str, list[cst.BaseExpression | None]] = {}
         self.dataclass_fields: dict[str, list[cst.BaseExpression | None]] = {}
         self.raw_calls: list[_RawCall] = []
-        self.name_evidence: list[tuple[str, cst.BaseExpression, str, Span]] = []  # name, expr, scope, span
+        # name, expr, scope, span, and the declaration it is (a field or argparse dest a launch may set)
+        self.name_evidence: list[tuple[str, cst.BaseExpression, str, Span, Param | None]] = []
+        self.params = P.ParamCollector()
+        self._guards: list[tuple[cst.BaseExpression, bool, str]] = []
         self.slice_evidence: list[tuple[cst.BaseExpression, str, Span]] = []
         self.logits_accessed = False
         self.parsed_names: set[str] = set()
@@ -141,6 +147,8 @@ class _Collector(cst.CSTVisitor):
 
     def visit_ClassDef(self, node: cst.ClassDef) -> None:
         self._bind(node.name.value, None)
+        self.params.class_started(node.name.value, [self.qualname(b.value) or "" for b in node.bases
+                                                    if b.keyword is None])
         self._scopes.append(f"class {node.name.value}")
         self._class_depth += 1
 
@@ -160,12 +168,25 @@ class _Collector(cst.CSTVisitor):
         if len(node.targets) == 1 and isinstance(node.targets[0].target, cst.Name):
             self._targets[id(node.value)] = node.targets[0].target.value
         # `model_args, training_args = parser.parse_args_into_dataclasses()`: these come from the command line
-        if isinstance(node.value, cst.Call) and isinstance(node.value.func, cst.Attribute) and \
-                node.value.func.attr.value in {"parse_args_into_dataclasses", "parse_args", "parse_json_file",
-                                               "parse_yaml_file", "parse_dict", "parse_known_args"}:
+        parse = P.parse_call(node.value)
+        if parse is None and isinstance(node.value, cst.Call) and isinstance(node.value.func, cst.Name):
+            parse = self.params.parse_functions.get(node.value.func.value)  # `args = parse_args()` helper
+        if parse is not None:
             for target in node.targets:
                 for name in _target_names(target.target):
                     self.parsed_names.add(name)
+            if len(node.targets) == 1:
+                self.params.parse_assigned(node.targets[0].target, *parse, self._span(node.value), self.qualname)
+        if len(node.targets) == 1 and isinstance(node.targets[0].target, cst.Name):
+            kind = P.parser_kind(node.value, self.qualname)
+            if kind is not None:
+                self.params.parser_created(node.targets[0].target.value, kind, node.value, self.qualname)
+
+    def visit_Return(self, node: cst.Return) -> None:
+        # `def parse(): ...; return parser.parse_args()`: what the function returns is the parsed command line
+        parse = P.parse_call(node.value) if node.value is not None else None
+        if parse is not None and self.scope != MODULE_SCOPE:
+            self.params.parse_functions[self.scope.split(".")[-1]] = parse
 
     def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
         if self.scope.startswith("class "):
@@ -176,8 +197,12 @@ class _Collector(cst.CSTVisitor):
                                    None)
                 self.dataclass_fields.setdefault(node.target.value, []).append(default)
                 self._note_literal(default)
+                self.params.field(self.scope[len("class "):], node.target.value, node.annotation.annotation,
+                                  default, node.value is not None)
                 if default is not None:
-                    self._record_name_evidence(node.target.value, default, node)
+                    self._record_name_evidence(node.target.value, default, node,
+                                               Param(f"class {self.scope[len('class '):]}", node.target.value,
+                                                     self._span(node)))
             return
         self._bind_target(node.target, node.value, node)
         if node.value is not None and isinstance(node.target, cst.Name):
@@ -207,9 +232,23 @@ class _Collector(cst.CSTVisitor):
         elif isinstance(target, cst.StarredElement):
             self._bind_target(target.value, None, stmt)
 
-    def _record_name_evidence(self, name: str, value: cst.BaseExpression, stmt: cst.CSTNode) -> None:
+    def _record_name_evidence(self, name: str, value: cst.BaseExpression, stmt: cst.CSTNode,
+                              param: Param | None = None) -> None:
         if name.lower() in SEQ_NAMES or name.lower() in BATCH_NAMES or name.lower() in ACCUM_NAMES:
-            self.name_evidence.append((name, value, self.scope, self._span(stmt)))
+            self.name_evidence.append((name, value, self.scope, self._span(stmt), param))
+
+    # -- `if training_args.gradient_checkpointing:` -----------------------------------------------------
+    def visit_If_body(self, node: cst.If) -> None:
+        self._guards.append((node.test, True, self.scope))
+
+    def leave_If_body(self, node: cst.If) -> None:
+        self._guards.pop()
+
+    def visit_If_orelse(self, node: cst.If) -> None:
+        self._guards.append((node.test, False, self.scope))
+
+    def leave_If_orelse(self, node: cst.If) -> None:
+        self._guards.pop()
 
     # -- slicing token tensors to a constant: input_ids[:, :4096] ----------------------------------------
     def visit_Subscript(self, node: cst.Subscript) -> None:
@@ -243,6 +282,8 @@ class _Collector(cst.CSTVisitor):
         keywords = {a.keyword.value for a in node.args if a.keyword is not None}
         if short == "add_argument":
             self._record_argparse(node)
+        if short == "endswith" and P.is_argv_suffix_test(node):
+            self.params.json_argv_branch = True
         interesting = (
             short in INTERESTING_SHORTS
             or MODEL_CLASS_RE.match(short) is not None
@@ -257,7 +298,7 @@ class _Collector(cst.CSTVisitor):
             qualname = f"{receiver}.{short}"
         self.raw_calls.append(_RawCall(node, qualname, short, receiver if receiver not in self.imports else None,
                                        self._targets.get(id(node)), self.scope, self._span(node),
-                                       len(self.raw_calls)))
+                                       len(self.raw_calls), tuple(self._guards)))
         for arg in node.args:
             if arg.keyword is not None:
                 self._keyword_spans[id(arg)] = self._span(arg)
@@ -302,8 +343,9 @@ class _Collector(cst.CSTVisitor):
         self.argparse_defaults.setdefault(dest, []).append(default)
         if default is not None and any(a.value is default for a in node.args):
             self._note_literal(default)  # (a store_true default is synthesised and has no position)
+        self.params.argparse_argument(dest, flags, node, default)
         if default is not None:
-            self._record_name_evidence(dest, default, node)
+            self._record_name_evidence(dest, default, node, Param("argparse", dest, self._span(node)))
 
 
 def _dotted(node: cst.BaseExpression) -> str:
@@ -341,6 +383,8 @@ class _Resolver:
         if raw is _NOPE:
             return UNKNOWN
         value, via, origin = raw
+        if isinstance(value, Param):
+            return Value("param", value, value.span, "param")
         return known(value, origin or span, via)
 
     def _eval(self, node: cst.BaseExpression, scope: str, depth: int):
@@ -424,6 +468,9 @@ class _Resolver:
         if not isinstance(node.value, cst.Name) or node.value.value in self.c.imports:
             return _NOPE
         attr = node.attr.value
+        if node.value.value in self.c.parsed_names:
+            # read from the command line: symbolic until a launch (or the defaults) decides it
+            return Param(node.value.value, attr), "param", None
         candidates = []
         for table, via in ((self.c.argparse_defaults, "argparse default"), (self.c.dataclass_fields,
                                                                            "dataclass default")):
@@ -492,6 +539,10 @@ class _Resolver:
                 value = self._eval(arg.value, scope, depth + 1)
                 out[arg.keyword.value] = UNKNOWN if value is _NOPE else value[0]
             return out, "literal", None
+        if name.split(".")[-1] == "get_peft_config" and len(node.args) == 1 and \
+                isinstance(node.args[0].value, cst.Name) and node.args[0].value.value in self.c.parsed_names:
+            # trl's get_peft_config(model_args): a LoraConfig when --use_peft, else None
+            return Param(node.args[0].value.value, P.PEFT_CONFIG), "param", None
         if name in ("field", "dataclasses.field"):
             for arg in node.args:
                 if arg.keyword is not None and arg.keyword.value == "default":
@@ -607,7 +658,7 @@ def extract_facts(module: cst.Module, path: str, text: str) -> ScriptFacts:
             trainers.append(TrainerCall(call, call.short, lib, call.arg_name(1, "args"), call.arg_name(0, "model"),
                                         call.target))
             model_arg = call.arg(0, "model")
-            if model_arg.known and isinstance(model_arg.value, str) and lib == "trl":
+            if (model_arg.state == "param" or model_arg.known and isinstance(model_arg.value, str)) and lib == "trl":
                 models.append(_string_model(call, model_arg, raw, resolver, collector))
             continue
         model = _model_load(raw, call, resolver, collector)
@@ -629,6 +680,8 @@ def extract_facts(module: cst.Module, path: str, text: str) -> ScriptFacts:
         pip_pins=pins,
         logits_accessed=collector.logits_accessed,
         parsed_args_objects=tuple(sorted(collector.parsed_names)),
+        **collector.params.build(lambda node: resolver.value(node, MODULE_SCOPE) if node is not None else UNKNOWN,
+                                 collector.literal_spans),
     )
 
 
@@ -666,7 +719,14 @@ def _build_call(raw: _RawCall, resolver: _Resolver, c: _Collector) -> Call:
                 kw_spans.append((key, span))
             kw_names.append((key, arg.value.value if isinstance(arg.value, cst.Name) else None))
     last_end, trailing_comma, close_paren = c.call_layout[id(raw.node)]
+    guards = []
+    for test, branch, scope in raw.guards:
+        negate = isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not)
+        condition = resolver.value(test.expression if negate else test, scope)
+        if condition.state == "param" or condition.known:
+            guards.append((condition, branch != negate))
     return Call(
+        guards=tuple(guards),
         last_arg=last_end,
         trailing_comma=trailing_comma,
         close_paren=close_paren,
@@ -849,8 +909,8 @@ def _evidence(calls, args_objects, trainers, c: _Collector, resolver: _Resolver)
                                   "DataLoader(batch_size=)", call.span))
     for expr, scope, span in c.slice_evidence:
         seq.append(Evidence(resolver.value(expr, scope, span), "slice to a constant", span))
-    for name, expr, scope, span in c.name_evidence:
-        value = resolver.value(expr, scope, span)
+    for name, expr, scope, span, param in c.name_evidence:
+        value = Value("param", param, span, "param") if param is not None else resolver.value(expr, scope, span)
         lowered = name.lower()
         bucket = seq if lowered in SEQ_NAMES else batch if lowered in BATCH_NAMES else accum
         bucket.append(Evidence(value, f"{name} =", span))

@@ -30,6 +30,9 @@ class Call:
     last_arg: Span | None = None  # the last argument (without its comma)
     trailing_comma: bool = False
     close_paren: Span | None = None  # the closing parenthesis
+    # `if training_args.gradient_checkpointing:` around the call: (condition, the branch it is in) pairs; a
+    # condition that resolves, under a launch, to the other branch removes the call from the run.
+    guards: tuple[tuple[Value, bool], ...] = ()
 
     def kw(self, name: str) -> Value:
         for key, value in self.kwargs:
@@ -128,6 +131,61 @@ class Evidence:
 
 
 @dataclass(frozen=True)
+class Param:
+    """A value the script reads from its command line: `training_args.gradient_checkpointing`, `args.lr`.
+
+    Carried inside a Value of state "param" (or inside a dict/list value) until the context resolves it
+    under a launch, or to its default when no launch sets it."""
+
+    obj: str  # the variable the parsed object is bound to: "training_args"
+    attr: str  # the field read: "gradient_checkpointing"
+    span: Span | None = None  # where the script reads it, when known
+
+    def __repr__(self) -> str:
+        return f"<{self.obj}.{self.attr}>"
+
+
+@dataclass(frozen=True)
+class FieldDef:
+    """A field of an argument dataclass the script defines (`model_name_or_path: str = field(default=...)`)."""
+
+    name: str
+    kind: str  # "bool" | "optional_bool" | "int" | "float" | "str" | "list" | "dict" | "dict_or_str" | "other"
+    default: Value  # UNSET when the field has no default (required), UNKNOWN when not readable
+
+
+@dataclass(frozen=True)
+class ClassDef:
+    """A class the script defines, as far as argument parsing cares: its bases and annotated fields."""
+
+    name: str
+    bases: tuple[str, ...]  # qualified through imports: "transformers.TrainingArguments", or a local name
+    fields: tuple[FieldDef, ...]
+
+
+@dataclass(frozen=True)
+class ArgparseParam:
+    dest: str
+    flags: tuple[str, ...]  # option strings as written: ("--max_seq_length", "-l")
+    action: str | None  # "store_true" | "store_false" | "store_const" | "append" | None (store)
+    kind: str  # from `type=`: "int" | "float" | "str" | "bool" (a str2bool helper) | "other"
+    nargs: str | int | None
+    default: Value  # the default as argparse would store it (None when not given); UNSET when required
+    const: Value = UNSET
+
+
+@dataclass(frozen=True)
+class ParsedObject:
+    """A variable bound to what a command-line parser returns."""
+
+    variable: str
+    parser: str  # "hf" (HfArgumentParser) | "trl" (TrlParser) | "argparse"
+    class_name: str | None  # the dataclass it is an instance of (None for an argparse namespace)
+    methods: tuple[str, ...]  # how it is filled: "parse_args_into_dataclasses", "parse_json_file", ...
+    span: Span  # the parse call (a launch-decided finding relates to it)
+
+
+@dataclass(frozen=True)
 class ScriptFacts:
     path: str
     imports: tuple[tuple[str, str], ...]  # local alias -> qualified name
@@ -141,6 +199,34 @@ class ScriptFacts:
     pip_pins: tuple[tuple[str, str], ...]  # ("transformers", "==4.34.0") from `pip install` lines
     logits_accessed: bool  # `.logits` is read somewhere
     parsed_args_objects: tuple[str, ...] = field(default=())  # names bound from HfArgumentParser / argparse
+    # The command-line surface, symbolically: what a launch may bind.
+    classes: tuple[ClassDef, ...] = field(default=())
+    argparse_params: tuple[ArgparseParam, ...] = field(default=())
+    parsed: tuple[ParsedObject, ...] = field(default=())
+    json_argv_branch: bool = False  # `if len(sys.argv) == 2 and sys.argv[1].endswith(".json")`
+
+    @property
+    def declares_parameters(self) -> bool:
+        return bool(self.parsed or self.argparse_params)
+
+    def parsed_object(self, variable: str) -> ParsedObject | None:
+        return next((p for p in self.parsed if p.variable == variable), None)
+
+    def class_def(self, name: str) -> ClassDef | None:
+        return next((c for c in self.classes if c.name == name), None)
+
+    def mro(self, name: str, depth: int = 0) -> Iterator[ClassDef | str]:
+        """The script's class, its script-defined bases, then the first library base by name
+        (`class TrainingArguments(transformers.TrainingArguments)`: the base is the library's)."""
+        own = self.class_def(name) if depth == 0 or "." not in name else None
+        if own is None or depth > 8:
+            yield name.split(".")[-1]
+            return
+        yield own
+        for base in own.bases:
+            if base.split(".")[-1] == own.name and "." not in base:
+                continue
+            yield from self.mro(base, depth + 1)
 
     def calls_named(self, *shorts: str) -> Iterator[Call]:
         wanted = set(shorts)

@@ -159,12 +159,12 @@ def _read(path: Path, text: str | None, syntax: str | None, notes: _Notes) -> li
     return entries
 
 
-def _emit(pairs: list[tuple[str, Span, _Val]], prefix: str, out: list[Entry]) -> None:
+def _emit(pairs: list[tuple[str, Span, _Val]], prefix: str, out: list[Entry], depth: int = 0) -> None:
     for name, key_span, val in pairs:
         key = f"{prefix}.{name}" if prefix else name
-        out.append(Entry(key, val.value, val.span, key_span))
+        out.append(Entry(key, val.value, val.span, key_span, depth))
         if val.pairs is not None:
-            _emit(val.pairs, key, out)
+            _emit(val.pairs, key, out, depth + 1)
 
 
 def _read_text(path: Path) -> str:

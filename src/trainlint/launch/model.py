@@ -92,6 +92,7 @@ class Entry:
     value: Any  # as the safe loader constructs it (dicts and lists included for non-leaf keys)
     span: Span  # where the value is written
     key_span: Span  # where the key is written
+    depth: int = 0  # 0 for a top-level key (a key may itself contain a dot: depth, not the dots, says where)
 
 
 @dataclass(frozen=True)
@@ -110,4 +111,36 @@ class ConfigReading:
         return None
 
     def top_level(self) -> tuple[Entry, ...]:
-        return tuple(e for e in self.entries if "." not in e.key)
+        return tuple(e for e in self.entries if e.depth == 0)
+
+
+@dataclass(frozen=True)
+class Launch:
+    """One way the script is run: its parameters bound to values, each carrying where it is written.
+
+    `bindings` maps a parameter name (a dataclass field or an argparse dest) to its Value; a Value's origin
+    Span names its file (a launcher, an args file). The defaults-only run is `Launch.defaults()`."""
+
+    label: str  # "scripts/train_lora.sh:12", "command line", "defaults"
+    file: str | None = None  # display path of the file the launch is written in
+    span: Span | None = None
+    bindings: tuple[tuple[str, Any], ...] = ()  # (name, facts.Value)
+    world_size: Any = None  # facts.Value of the processes started, or None when not stated
+    sources: tuple[str, ...] = ()  # files the values were read from, in order (launcher, recipe, args file)
+    notes: tuple[str, ...] = ()  # what could not be read, for --verbose
+    launcher: str | None = None  # the launcher file's absolute path (TL401 reads its git base version)
+    ordinal: int = 0  # which of that launcher's invocations of the script this is
+
+    @staticmethod
+    def defaults() -> "Launch":
+        return Launch("defaults")
+
+    def get(self, name: str):
+        for key, value in self.bindings:
+            if key == name:
+                return value
+        return None
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(k for k, _ in self.bindings)

@@ -34,7 +34,7 @@ def as_json(diagnostics: list[Diagnostic], files: int, quiet: bool = False) -> s
 
 
 def to_json(d: Diagnostic) -> dict:
-    return {
+    out = {
         "code": d.code,
         "message": d.message,
         "filename": d.filename,
@@ -45,6 +45,11 @@ def to_json(d: Diagnostic) -> dict:
         "noqa_row": d.span.line,
         "cell": d.cell,
     }
+    if d.related:  # only launch-decided findings carry it; every other record keeps Ruff's exact shape
+        out["related"] = [{"filename": file, "location": {"row": r.line, "column": r.col},
+                           "end_location": {"row": r.end_line, "column": r.end_col}, "message": what}
+                          for file, r, what in d.related]
+    return out
 
 
 def statistics(diagnostics: list[Diagnostic]) -> str:

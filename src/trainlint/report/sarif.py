@@ -145,6 +145,12 @@ def log(diagnostics: list[Diagnostic]) -> dict:
             result["fixes"] = [fix]
         if cell is not None:
             result["properties"] = {"notebookCell": cell, "cellRegion": region(s.line, s.col, s.end_line, s.end_col)}
+        if d.related:  # a launch-decided finding: the script it reaches, the launch line
+            result["relatedLocations"] = [
+                {"id": i, "message": {"text": what},
+                 "physicalLocation": {"artifactLocation": artifact_location(file),
+                                      "region": region(r.line, r.col, r.end_line, r.end_col)}}
+                for i, (file, r, what) in enumerate(d.related)]
         results.append(result)
     return {
         "$schema": SCHEMA_URI,

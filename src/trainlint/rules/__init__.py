@@ -14,6 +14,9 @@ META_RULES = {
     "TL002": ("unreadable-file", "binary, undecodable, unreadable or oversized file, or an unreadable notebook"),
     "TL003": ("file-timeout", "the file took longer than `per-file-timeout` to lint"),
     "TL004": ("internal-error", "trainlint itself failed on this file; the other files were still linted"),
+    "TL005": ("unreadable-launch", "a launcher, args file or config that could not be read (shell that does not "
+                                   "lex, YAML/JSON that does not load, a circular `source`)"),
+    "TL006": ("launched-script-missing", "a launcher runs a Python script that does not exist"),
 }
 
 __all__ = ["REGISTRY", "Rule", "META_RULES"]

@@ -22,8 +22,22 @@ class Rule:
     def run(self, ctx: FileContext) -> Iterator[Diagnostic]:
         yield from self.check(ctx)
 
-    def diagnostic(self, ctx: FileContext, span: Span, message: str) -> Diagnostic:
-        return Diagnostic(self.code, self.name, message, ctx.display, span, DOCS_URL.format(code=self.code))
+    def diagnostic(self, ctx: FileContext, span: Span, message: str, *deciding) -> Diagnostic:
+        """A finding at `span` in the script; when a deciding Value (or the span itself) is written in a
+        launch (a launcher line, an args-file key), the finding is reported there, names the script, and
+        relates to the script's location."""
+        url = DOCS_URL.format(code=self.code)
+        where = next((v.origin for v in deciding if v is not None and v.origin is not None and v.origin.file), None)
+        if where is None and span.file:
+            where = span
+        launched = ((ctx.launch.file, ctx.launch.span, "launched here"),) if ctx.launch.file and ctx.launch.span \
+            else ()
+        if where is not None and where.file != ctx.display:
+            script_span = span if not span.file else ctx.launch_anchor
+            related = ((ctx.display, script_span.local(), "the script this value reaches"),) + launched
+            return Diagnostic(self.code, self.name, f"{ctx.display}: {message}", where.file, where.local(), url,
+                              related=tuple(r for r in related if r[0] != where.file or r[1] != where.local()))
+        return Diagnostic(self.code, self.name, message, ctx.display, span.local(), url, related=launched)
 
 
 REGISTRY: dict[str, Rule] = {}

@@ -73,6 +73,7 @@ def check(self: Rule, ctx: FileContext):
             ctx, model.anchor,
             f"eager attention at sequence length {seq.value:,} ({why}): {cost}; "
             f"set attn_implementation={instead}",
+            model.attn_implementation, seq,
         )
         yield diag.with_fix(_fix(ctx, model, softcapped))
 

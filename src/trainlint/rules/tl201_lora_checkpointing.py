@@ -134,7 +134,7 @@ def _manual_gc(ctx: FileContext, wraps: list[PeftWrap]):
             wrap_after = [w for w in wraps if w.call.index > call.index]
             if wrap_after and _quantized(ctx, wrap_after[0].base_variable) is True:
                 yield call.span, ("checkpointing enabled on a quantized model before get_peft_model without "
-                                  "prepare_model_for_kbit_training: PEFT does not hook quantized models")
+                                  "prepare_model_for_kbit_training: PEFT does not hook quantized models"), ()
             continue
         text = _text_model(ctx, before[-1].base_variable)
         if v5 and text is not False:
@@ -143,7 +143,7 @@ def _manual_gc(ctx: FileContext, wraps: list[PeftWrap]):
                f"input_ids" if v5 else
                f"transformers {tv} defaults to reentrant checkpointing and hooks the inputs only for "
                f"transformers-native adapters, not get_peft_model")
-        yield call.span, f"{call.short}() after the model became a PeftModel: {why}"
+        yield call.span, f"{call.short}() after the model became a PeftModel: {why}", ()
 
 
 def _trainer_is_peft(trainer: TrainerCall, wraps: list[PeftWrap]) -> bool:
@@ -163,6 +163,9 @@ def _trainers(ctx: FileContext, wraps: list[PeftWrap]):
         enabled, kwargs = ctx.checkpointing(args)
         if enabled is not True:
             continue
+        flag = next((args.get(n) for n in ("gradient_checkpointing", "activation_checkpointing")
+                     if args.get(n).known), None)
+        decided = (flag, kwargs)  # a launch's `--gradient_checkpointing True` is where the trap is set
         if trainer.library == "trl":
             if trainer.call.has_kw("peft_config") or ctx.versions.trl.at_least(0, 20):
                 continue  # TRL hooks it: sft_trainer.py l.899 `model.enable_input_require_grads()` (and earlier versions)
@@ -171,7 +174,7 @@ def _trainers(ctx: FileContext, wraps: list[PeftWrap]):
             if reentrant_in_effect(kwargs, v5, via_trainer=True) is not True:
                 continue
             yield trainer.call.span, (f"{trainer.class_name} in TRL {ctx.versions.trl.version} returns early for a model "
-                                      f"that is already a PeftModel, so nothing hooks its inputs")
+                                      f"that is already a PeftModel, so nothing hooks its inputs"), decided
             continue
         if not _trainer_is_peft(trainer, wraps):
             continue
@@ -184,7 +187,7 @@ def _trainers(ctx: FileContext, wraps: list[PeftWrap]):
                f"input_ids models" if v5 else
                f"the Trainer enables checkpointing with transformers {tv}'s reentrant default and nothing hooks "
                f"the inputs of a get_peft_model model")
-        yield trainer.call.span, why
+        yield trainer.call.span, why, decided
 
 
 def _hand_rolled(ctx: FileContext):
@@ -197,7 +200,7 @@ def _hand_rolled(ctx: FileContext):
         if flag.is_(False) or flag.unknown:
             continue
         how = "use_reentrant=True" if flag.is_(True) else "use_reentrant omitted (torch's default is reentrant)"
-        yield call.span, f"hand-rolled torch.utils.checkpoint with {how} around frozen, adapted blocks"
+        yield call.span, f"hand-rolled torch.utils.checkpoint with {how} around frozen, adapted blocks", ()
         return
 
 
@@ -207,14 +210,14 @@ def check(self: Rule, ctx: FileContext):
     wraps = peft_wraps(ctx)
     if not ctx.uses_peft or _hooked_explicitly(ctx):
         return
-    findings: list[tuple[Span, str]] = []
+    findings: list[tuple[Span, str, tuple]] = []
     findings.extend(_hand_rolled(ctx) if wraps else [])
     findings.extend(_manual_gc(ctx, wraps))
     findings.extend(_trainers(ctx, wraps))
     symptom = _symptom(ctx)
-    for span, why in findings[:1]:
+    for span, why, decided in findings[:1]:
         diag = self.diagnostic(ctx, span, f"LoRA with reentrant checkpointing and nothing enabling input grads "
-                                          f"({why}): {symptom}; {FIX}")
+                                          f"({why}): {symptom}; {FIX}", *decided)
         yield diag.with_fix(_fix(ctx, wraps, span))
 
 

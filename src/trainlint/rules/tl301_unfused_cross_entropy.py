@@ -59,7 +59,8 @@ def _diagnose(self: Rule, ctx: FileContext, model: ModelLoad | None, span: Span,
     vocab = spec.vocab_size if spec is not None else None
     if vocab is None or vocab < ctx.settings.large_vocab:
         return None
-    return self.diagnostic(ctx, span, f"{what} on a {vocab:,}-token vocabulary: {_cost(ctx, model, vocab)}; {fix}")
+    return self.diagnostic(ctx, span, f"{what} on a {vocab:,}-token vocabulary: {_cost(ctx, model, vocab)}; {fix}",
+                           model.model_id if model is not None else None)
 
 
 def _trainer_diagnostic(self: Rule, ctx: FileContext, trainer: TrainerCall):

@@ -1,0 +1,209 @@
+"""Facts under one launch: every symbolic parameter (facts.Param) replaced by the value the launch binds,
+or by its default (the script's own declaration, else the library's for the targeted version); calls in
+a branch the resolved condition rules out are dropped; parsed TrainingArguments / TRL configs become
+ArgsObjects the rules read like a `TrainingArguments(...)` call."""
+
+from __future__ import annotations
+
+from dataclasses import fields, is_dataclass, replace
+from typing import Any
+
+from trainlint.diagnostics import Span
+from trainlint.facts.model import ArgsObject, Call, ClassDef, Evidence, Param, ParsedObject, ScriptFacts
+from trainlint.facts.names import ARGS_CLASSES
+from trainlint.facts.params import PEFT_CONFIG
+from trainlint.facts.values import UNKNOWN, Value
+from trainlint.knowledge.versions import Versions
+from trainlint.launch.model import Launch
+
+
+class Resolver:
+    def __init__(self, facts: ScriptFacts, launch: Launch, versions: Versions) -> None:
+        self.facts = facts
+        self.launch = launch
+        self.versions = versions
+        self._memo: dict[int, Any] = {}
+
+    # -- one parameter --------------------------------------------------------------------------------
+    def param(self, p: Param) -> Value:
+        if p.obj == "argparse":
+            return self._argparse(p.attr)
+        if p.obj.startswith("class "):
+            return self._field(p.obj[len("class "):], p.attr)
+        parsed = self.facts.parsed_object(p.obj)
+        if parsed is None:
+            return UNKNOWN
+        if p.attr == PEFT_CONFIG:
+            return self._peft_config(p.obj)
+        if parsed.parser == "argparse":
+            return self._argparse(p.attr)
+        if parsed.class_name is None:
+            return UNKNOWN
+        return self._field(parsed.class_name, p.attr)
+
+    def _argparse(self, dest: str) -> Value:
+        declared = [a for a in self.facts.argparse_params if a.dest == dest]
+        bound = self.launch.get(dest)
+        if bound is not None and declared:
+            return bound
+        if len(declared) != 1:
+            return UNKNOWN
+        return declared[0].default if not declared[0].default.unset else UNKNOWN
+
+    def _field(self, cls: str, name: str) -> Value:
+        bound = self.launch.get(name)
+        if bound is not None:
+            return bound
+        for klass in self.facts.mro(cls):
+            if isinstance(klass, ClassDef):
+                for f in klass.fields:
+                    if f.name == name:
+                        return UNKNOWN if f.default.unset else f.default
+            else:
+                return library_field_default(klass, name, self.versions)
+        return UNKNOWN
+
+    def _peft_config(self, obj: str) -> Value:
+        use = self.param(Param(obj, "use_peft"))
+        if not use.known:
+            return UNKNOWN
+        if not use.value:
+            return Value("known", None, use.origin, "get_peft_config (use_peft off)")
+        cfg = {"__class__": "LoraConfig"}
+        for key, attr in (("r", "lora_r"), ("lora_alpha", "lora_alpha"), ("target_modules", "lora_target_modules"),
+                          ("task_type", "lora_task_type"), ("modules_to_save", "lora_modules_to_save")):
+            value = self.param(Param(obj, attr))
+            cfg[key] = value.value if value.known else UNKNOWN
+        return Value("known", cfg, use.origin, "get_peft_config")
+
+    # -- whole facts ----------------------------------------------------------------------------------
+    def value(self, v: Value) -> Value:
+        if v.state == "param":
+            resolved = self.param(v.value)
+            return self.value(resolved) if resolved.state == "param" else resolved
+        if v.known and isinstance(v.value, (dict, list)) and _has_param(v.value):
+            return Value(v.state, self._inner(v.value), v.origin, v.via)
+        return v
+
+    def _inner(self, item):
+        if isinstance(item, Param):
+            value = self.value(Value("param", item))
+            return value.value if value.known else UNKNOWN
+        if isinstance(item, dict):
+            return {k: self._inner(x) for k, x in item.items()}
+        if isinstance(item, list):
+            return [self._inner(x) for x in item]
+        return item
+
+    def walk(self, obj):
+        if isinstance(obj, Value):
+            return self.value(obj)
+        if isinstance(obj, tuple):
+            return tuple(self.walk(x) for x in obj)
+        if is_dataclass(obj) and not isinstance(obj, (type, Span, ScriptFacts)):
+            key = id(obj)
+            if key not in self._memo:
+                changes = {}
+                for f in fields(obj):
+                    old = getattr(obj, f.name)
+                    new = self.walk(old)
+                    if new is not old:
+                        changes[f.name] = new
+                self._memo[key] = replace(obj, **changes) if changes else obj
+            return self._memo[key]
+        return obj
+
+    def facts_under_launch(self) -> ScriptFacts:
+        f = self.facts
+        calls = tuple(c for c in self.walk(f.calls) if _runs(c))
+        kept = {id(c) for c in calls}
+        models = tuple(m for m in self.walk(f.models) if id(m.call) in kept)
+        args_objects = tuple(a for a in self.walk(f.args_objects) if id(a.call) in kept) + self._parsed_args()
+        trainers = tuple(t for t in self.walk(f.trainers) if id(t.call) in kept)
+        seq = self.walk(f.seq_evidence)
+        for args in args_objects[len(args_objects) - len(self.facts.parsed):]:
+            if args.call.index != -1:
+                continue
+            for key in ("max_length", "max_seq_length"):  # as the facts pass reads an SFTConfig(max_length=...)
+                if args.call.has_kw(key):
+                    seq += (Evidence(args.call.kw(key), f"{args.class_name}({key}=)",
+                                     args.call.kw_span(key) or args.call.span),)
+        return replace(f, calls=calls, models=models, args_objects=args_objects, trainers=trainers,
+                       seq_evidence=seq, batch_evidence=self.walk(f.batch_evidence),
+                       accum_evidence=self.walk(f.accum_evidence))
+
+    def _parsed_args(self) -> tuple[ArgsObject, ...]:
+        """Each parsed TrainingArguments / TRL config (or a script subclass of one) as an ArgsObject whose
+        keywords are what the launch binds and what the script's subclass declares."""
+        out = []
+        for parsed in self.facts.parsed:
+            if parsed.class_name is None:
+                continue
+            library_class = self._library_base(parsed.class_name)
+            if library_class is None:
+                continue
+            out.append(ArgsObject(self._synthetic_call(parsed, library_class), library_class,
+                                  ARGS_CLASSES[library_class], parsed.variable))
+        return tuple(out)
+
+    def _library_base(self, cls: str) -> str | None:
+        for klass in self.facts.mro(cls):
+            if isinstance(klass, str):
+                return klass if klass in ARGS_CLASSES else None
+        return None
+
+    def _synthetic_call(self, parsed: ParsedObject, library_class: str) -> Call:
+        kwargs: dict[str, Value] = {}
+        for klass in reversed(list(self.facts.mro(parsed.class_name))):
+            if isinstance(klass, ClassDef):
+                for f in klass.fields:
+                    if not f.default.unset:
+                        kwargs[f.name] = self.value(f.default)
+        # the other dataclasses of the same parser take their own fields; the rest is this object's
+        others = {f.name for p in self.facts.parsed if p.variable != parsed.variable and p.class_name
+                  for k in self.facts.mro(p.class_name) if isinstance(k, ClassDef) for f in k.fields}
+        for name, value in self.launch.bindings:
+            if name not in others:
+                kwargs[name] = value
+        spans = tuple((k, v.origin) for k, v in kwargs.items() if v.origin is not None)
+        return Call(qualname=library_class, short=library_class, receiver=None, target=parsed.variable, args=(),
+                    arg_names=(), kwargs=tuple(kwargs.items()), kw_spans=spans, kw_names=(), opaque_kwargs=False,
+                    span=parsed.span, index=-1, scope="<module>")
+
+
+def _has_param(item) -> bool:
+    if isinstance(item, Param):
+        return True
+    if isinstance(item, dict):
+        return any(_has_param(x) for x in item.values())
+    if isinstance(item, list):
+        return any(_has_param(x) for x in item)
+    return False
+
+
+def _runs(call: Call) -> bool:
+    """False when a resolved `if` condition puts the call in the branch that does not run."""
+    for condition, branch in call.guards:
+        if condition.known and bool(condition.value) != branch:
+            return False
+    return True
+
+
+def library_field_default(class_name: str, name: str, versions: Versions) -> Value:
+    """A library argument class's default for `name` in the version the file targets; UNKNOWN when the
+    field or the class is not in trainlint's knowledge (knowledge/arguments.py)."""
+    try:
+        from trainlint.knowledge.arguments import REQUIRED, library_fields
+    except ImportError:
+        return UNKNOWN
+    table = library_fields(class_name, versions)
+    if table is None or name not in table:
+        return UNKNOWN
+    info = table[name]
+    if info.default is REQUIRED:
+        return UNKNOWN
+    return Value("known", info.default, None, f"{class_name} default ({info.source})")
+
+
+def resolve_facts(facts: ScriptFacts, launch: Launch, versions: Versions) -> ScriptFacts:
+    return Resolver(facts, launch, versions).facts_under_launch()

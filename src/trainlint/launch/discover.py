@@ -1,0 +1,309 @@
+"""Which launches run a script: launchers (shell, Slurm) and documented commands (Markdown) found in the
+script's repository, indexed once per run, read without executing anything, and bound to the script's
+parameters. Only scripts that declare parameters ask for this (see ScriptFacts.declares_parameters)."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from dataclasses import dataclass, replace
+from functools import lru_cache
+from pathlib import Path
+
+from trainlint.config import Settings
+from trainlint.facts.model import ScriptFacts
+from trainlint.facts.values import Value
+from trainlint.knowledge.versions import Versions
+from trainlint.launch.model import ConfigReading, Invocation, Launch, LaunchProblem, Word
+
+LAUNCHER_SUFFIXES = (".sh", ".bash", ".slurm", ".sbatch")
+DOC_SUFFIXES = (".md", ".markdown")
+MAX_LAUNCHER_BYTES = 2 * 1024 * 1024
+_SKIP = {".git", ".hg", ".svn", "__pycache__", "node_modules", "build", "dist", ".venv", "venv", ".tox", ".nox",
+         ".mypy_cache", ".pytest_cache", ".ruff_cache", ".trainlint_cache", ".eggs", ".ipynb_checkpoints",
+         "site-packages"}
+
+
+def repo_root(path: Path, settings: Settings) -> Path:
+    """The git top-level the file belongs to; else the settings' root when the file is under it; else its folder
+    (then only that folder is searched, not below it: a file of an installed library is not a repository)."""
+    return _root(path.resolve().parent, settings.root.resolve())[0]
+
+
+@lru_cache(maxsize=256)
+def _root(here: Path, settings_root: Path) -> tuple[Path, bool]:
+    """(root, whether to search below it)."""
+    for folder in (here, *here.parents):
+        if (folder / ".git").exists():
+            return folder, True
+    if settings_root in (here, *here.parents):
+        return settings_root, True
+    return here, False
+
+
+@dataclass(frozen=True)
+class Indexed:
+    invocations: tuple[Invocation, ...]
+    problems: tuple[LaunchProblem, ...]
+
+
+@lru_cache(maxsize=64)
+def launcher_files(root: Path, recursive: bool = True) -> tuple[Path, ...]:
+    """Launcher and Markdown files under root (once per run: the tree does not change while it is linted)."""
+    out = []
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = sorted(d for d in dirnames if d not in _SKIP and not d.startswith(".")) if recursive else []
+        for name in sorted(filenames):
+            if name.endswith(LAUNCHER_SUFFIXES + DOC_SUFFIXES):
+                out.append(Path(dirpath) / name)
+            elif "." not in name:
+                path = Path(dirpath) / name
+                try:
+                    with open(path, "rb") as fh:
+                        head = fh.read(64)
+                except OSError:
+                    continue
+                if is_launcher(path, head):
+                    out.append(path)
+    return tuple(out)
+
+
+def is_launcher(path: Path, head: bytes) -> bool:
+    from trainlint.launch.shell import looks_like_launcher
+
+    return looks_like_launcher(path, head)
+
+
+def read_launcher(path: Path) -> Indexed:
+    """The invocations a launcher or a Markdown file holds; problems instead of exceptions."""
+    try:
+        raw = path.read_bytes()[: MAX_LAUNCHER_BYTES + 1]
+    except OSError as exc:
+        return Indexed((), (LaunchProblem(path, _origin(), f"cannot read: {exc.strerror or exc}"),))
+    if len(raw) > MAX_LAUNCHER_BYTES:
+        return Indexed((), (LaunchProblem(path, _origin(), "over 2 MiB; not read as a launcher"),))
+    if b"\x00" in raw[:8192]:
+        return Indexed((), (LaunchProblem(path, _origin(), "binary file; not read as a launcher"),))
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        return Indexed((), (LaunchProblem(path, _origin(), f"not UTF-8 ({exc.reason} at byte {exc.start})"),))
+    return read_launch_text(text, path)
+
+
+def read_launch_text(text: str, path: Path) -> Indexed:
+    """A launcher's (or Markdown file's) text, read by the suffix of `path`."""
+    from trainlint.launch.shell import read_markdown, read_shell
+
+    if path.suffix in DOC_SUFFIXES:
+        if not any(k in text for k in ("python", "torchrun", "accelerate", "deepspeed")):
+            return Indexed((), ())
+        reading = read_markdown(text, path)
+    else:
+        reading = read_shell(text, path, _read_text)
+    return Indexed(tuple(reading.invocations), tuple(reading.problems))
+
+
+def _read_text(path: Path) -> str | None:
+    try:
+        return path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
+def _origin():
+    from trainlint.diagnostics import Span
+
+    return Span.point(1)
+
+
+@lru_cache(maxsize=64)
+def index(root: Path, recursive: bool = True) -> tuple[tuple[Path, Indexed], ...]:
+    """Every launcher under root, read once per run."""
+    return tuple((path, read_launcher(path)) for path in launcher_files(root, recursive))
+
+
+def clear_caches() -> None:
+    """Forget what was read (for a process that lints a tree more than once while it changes: tests, a server)."""
+    for cached in (_root, launcher_files, index, index_stamp):
+        cached.cache_clear()
+
+
+def index_for(path: Path, settings: Settings) -> tuple[tuple[Path, Indexed], ...]:
+    return index(*_root(path.resolve().parent, settings.root.resolve()))
+
+
+@lru_cache(maxsize=64)
+def index_stamp(root: Path, recursive: bool = True) -> str:
+    """Paths, sizes and mtimes of the launcher files under root (for the cache key)."""
+    h = hashlib.sha256()
+    for path in launcher_files(root, recursive):
+        try:
+            st = path.stat()
+        except OSError:
+            continue
+        h.update(f"{path}:{st.st_size}:{st.st_mtime_ns}\n".encode())
+    return h.hexdigest()
+
+
+def target_of(inv: Invocation, launcher: Path, root: Path) -> Path | None:
+    """The script an invocation runs: relative to the launcher's folder (after its `cd`), then the root."""
+    if inv.cwd is None:
+        bases = [root]
+    else:
+        bases = [launcher.parent / inv.cwd, root / inv.cwd, root]
+    candidates: list[Path] = []
+    if inv.script is not None and inv.script.text:
+        rel = Path(inv.script.text)
+        candidates = [rel] if rel.is_absolute() else [b / rel for b in bases]
+    elif inv.module:
+        parts = Path(*inv.module.split("."))
+        for b in bases:
+            candidates += [b / parts.with_suffix(".py"), b / "src" / parts.with_suffix(".py"), b / parts / "__main__.py"]
+    for candidate in candidates:
+        if candidate.is_file():
+            return candidate.resolve()
+    return None
+
+
+def display(path: Path) -> str:
+    try:
+        return os.path.relpath(path, Path.cwd()).replace(os.sep, "/") if path.is_absolute() else path.as_posix()
+    except ValueError:
+        return path.as_posix()
+
+
+def config_reader(bases: list[Path]):
+    """Reads a config file a launch names, relative to where the launch runs; None when it does not exist."""
+    def read(name: str) -> ConfigReading | None:
+        from trainlint.launch.configs import read_config
+
+        rel = Path(name)
+        for base in ([Path("/")] if rel.is_absolute() else bases):
+            path = base / rel
+            if path.is_file():
+                return read_config(path)
+        return None
+
+    return read
+
+
+def launch_of(inv: Invocation, launcher: Path, root: Path, facts: ScriptFacts, versions: Versions) -> Launch:
+    from trainlint.launch.bind import bind_words
+
+    where = display(launcher)
+    bases = [launcher.parent / inv.cwd] if inv.cwd else [launcher.parent]
+    bases += [root]
+    read = config_reader(bases)
+    world = _world_size(inv, where, read)
+    return bind_words(facts, versions, list(inv.args), where, f"{where}:{inv.span.line}", bases[0], read,
+                      inv.span, world)
+
+
+def _world_size(inv: Invocation, where: str, read) -> Value | None:
+    from trainlint.launch.shell import world_size
+
+    size = world_size(inv)
+    if size is not None:
+        return Value("known", size, inv.span.in_file(where), f"{inv.launcher} processes")
+    config = inv.option("config_file")
+    if inv.launcher.endswith("accelerate launch") and config is not None and config.text:
+        reading = read(config.text)
+        if reading is not None and reading.problem is None:
+            from trainlint.launch.configs import accelerate_settings
+
+            n = accelerate_settings(reading).num_processes
+            if n is not None and isinstance(n[0], int) and not isinstance(n[0], bool) and n[0] > 0:
+                return Value("known", n[0], n[1].in_file(display(reading.file)), "accelerate config num_processes")
+    return None
+
+
+def launches_for(path: Path, facts: ScriptFacts, versions: Versions, settings: Settings) -> list[Launch]:
+    """The launches of `path` found in its repository (or the explicit ones of this run)."""
+    if settings.launch_args is not None:
+        from trainlint.launch.bind import bind_words
+        from trainlint.diagnostics import Span
+
+        words = [Word(a, Span.point(1), a) for a in settings.launch_args]
+        bases = [Path.cwd(), path.parent]
+        return [bind_words(facts, versions, words, "", "command line", Path.cwd(), config_reader(bases))]
+    if not settings.discover_launches:
+        return []
+    me = path.resolve()
+    out: list[Launch] = []
+    launchers = [(Path(f), read_launcher(Path(f))) for f in settings.launch_files] if settings.launch_files \
+        else index_for(path, settings)
+    for launcher, indexed in launchers:
+        here = repo_root(launcher, settings)
+        only = {Path(c) for c in settings.launch_configs}
+        mine = [inv for inv in indexed.invocations if target_of(inv, launcher, here) == me
+                and (not only or _names_config(inv, launcher, here, only))]
+        for ordinal, inv in enumerate(mine):
+            launch = launch_of(inv, launcher, here, facts, versions)
+            out.append(replace(launch, launcher=str(launcher.resolve()), ordinal=ordinal))
+    return out
+
+
+def base_launch(launch: Launch, script: Path, facts: ScriptFacts, versions: Versions, settings: Settings,
+                ref: str) -> tuple[Launch | None, str]:
+    """The same launch at the git base (its launcher's text there), for TL401; None and why when there is none."""
+    from trainlint.history import base_version
+
+    if launch.launcher is None:
+        return launch, ""
+    launcher = Path(launch.launcher)
+    old = base_version(launcher, ref)
+    if old.text is None:
+        return None, f"launcher {display(launcher)}: {old.note}"
+    root = repo_root(launcher, settings)
+    me = script.resolve()
+    mine = [inv for inv in read_launch_text(old.text, launcher).invocations if target_of(inv, launcher, root) == me]
+    if launch.ordinal >= len(mine):
+        return None, f"launcher {display(launcher)} at {ref} does not launch it"
+    return launch_of(mine[launch.ordinal], launcher, root, facts, versions), f"launcher {old.note}"
+
+
+CONFIG_SUFFIXES = (".yaml", ".yml", ".json")
+
+
+def expand_explicit(files: list[Path], settings: Settings) -> tuple[list[Path], tuple[str, ...], tuple[str, ...]]:
+    """`check scripts/train.sh` / `check recipes/sft.yaml`: the files to lint (a launcher itself, for TL005 and
+    TL006, plus the scripts it runs; a config is not linted as a file) and the launch files the scripts are
+    then checked under (the launcher, or the launchers that pass the config), and the configs."""
+    out: list[Path] = []
+    launchers: list[Path] = []
+    configs: list[Path] = []
+    for path in files:
+        if path.suffix in CONFIG_SUFFIXES:
+            launchers.extend(_launchers_naming(path, settings))
+            configs.append(path.resolve())
+            continue
+        out.append(path)
+        if path.suffix in LAUNCHER_SUFFIXES:
+            launchers.append(path)
+    seen = {p.resolve() for p in out if p.exists()}
+    for launcher in launchers:
+        root = repo_root(launcher, settings)
+        for inv in read_launcher(launcher).invocations:
+            if configs and not _names_config(inv, launcher, root, set(configs)):
+                continue
+            target = target_of(inv, launcher, root)
+            if target is not None and target not in seen:
+                seen.add(target)
+                out.append(Path(display(target)))
+    return out, tuple(str(p.resolve()) for p in dict.fromkeys(launchers)), tuple(str(c) for c in configs)
+
+
+def _launchers_naming(config: Path, settings: Settings) -> list[Path]:
+    """Launchers in the repository with a word that names this config file."""
+    me = config.resolve()
+    root = repo_root(config, settings)
+    return [launcher for launcher, indexed in index_for(config, settings)
+            if any(_names_config(inv, launcher, root, {me}) for inv in indexed.invocations)]
+
+
+def _names_config(inv: Invocation, launcher: Path, root: Path, configs: set[Path]) -> bool:
+    """A word of the invocation (an argument or a launcher option) names one of these files."""
+    bases = ([launcher.parent / inv.cwd] if inv.cwd else [launcher.parent]) + [root]
+    words = [*inv.args, *(w for _, w in inv.options if w is not None)]
+    return any(w.text and (b / w.text).resolve() in configs for w in words for b in bases)

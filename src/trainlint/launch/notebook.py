@@ -1,0 +1,127 @@
+"""Notebooks as launchers: a `%%writefile train.py` cell is a script of its own, and the notebook's
+`!python train.py ...` / `!accelerate launch train.py ...` lines (and `%%bash` cells) launch it.
+
+Shell lines are read from a text shaped like the notebook's combined source (same rows and columns,
+everything else blank), so every span a launch carries maps back to its cell like any other diagnostic."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from trainlint.config import Settings
+from trainlint.diagnostics import Diagnostic, Span
+from trainlint.launch.model import Invocation, Word
+from trainlint.notebook import Notebook, _cell_text
+
+_WRITEFILE = re.compile(r"^%%writefile(?:\s+-a)?\s+(\S+)\s*$")
+_SHELL_CELL = re.compile(r"^%%(?:bash|sh|script\s+(?:ba)?sh)\s*$")
+_INTERPOLATED = re.compile(r"\{[^{}]*\}|\$[A-Za-z_]")
+
+
+@dataclass(frozen=True)
+class WrittenScript:
+    name: str  # the file name after %%writefile, relative to the notebook's folder
+    text: str  # the cell's body
+    offset: int  # combined-source row just before the body's first line
+
+
+def _first_rows(nb: Notebook) -> dict[int, int]:
+    """cell index -> combined 1-based row of its first line."""
+    out: dict[int, int] = {}
+    for row, (cell, line) in enumerate(nb.line_map, start=1):
+        if cell >= 0 and line == 1:
+            out.setdefault(cell, row)
+    return out
+
+
+def written_scripts(nb: Notebook) -> list[WrittenScript]:
+    rows = _first_rows(nb)
+    out = []
+    for index in nb.code_cells:
+        text = _cell_text(nb.data["cells"][index])
+        first, _, body = text.partition("\n")
+        m = _WRITEFILE.match(first.strip())
+        if m and index in rows and m.group(1).endswith(".py"):
+            out.append(WrittenScript(m.group(1).strip("'\""), body, rows[index]))
+    return out
+
+
+def launch_text(nb: Notebook) -> str:
+    """The notebook's shell lines at their combined-source rows and columns (the `!` blanked), other rows empty."""
+    rows = _first_rows(nb)
+    lines = [""] * (len(nb.line_map) + 1)
+    for index in nb.code_cells:
+        text = _cell_text(nb.data["cells"][index])
+        cell_lines = text.split("\n")
+        shell_cell = bool(cell_lines) and _SHELL_CELL.match(cell_lines[0].strip()) is not None
+        continued = False
+        for n, line in enumerate(cell_lines):
+            row = rows.get(index, 0) + n
+            if not 0 < row < len(lines):
+                continue
+            stripped = line.lstrip()
+            if shell_cell and n > 0:
+                lines[row - 1] = line
+            elif stripped.startswith("!") and not stripped.startswith("!!"):
+                at = len(line) - len(stripped)
+                lines[row - 1] = line[:at] + " " + line[at + 1:]
+            elif continued:
+                lines[row - 1] = line
+            else:
+                continued = False
+                continue
+            continued = line.rstrip().endswith("\\")
+    return "\n".join(lines)
+
+
+def invocations(nb: Notebook, path: Path) -> list[Invocation]:
+    from trainlint.launch.shell import read_shell
+
+    text = launch_text(nb)
+    if not text.strip():
+        return []
+    return [_uninterpolated(inv) for inv in read_shell(text, path).invocations]
+
+
+def _uninterpolated(inv: Invocation) -> Invocation:
+    """`!python train.py --lr {lr}`: IPython substitutes Python values into `{...}` and `$name`; unknown here."""
+    def word(w: Word) -> Word:
+        if w.text is not None and _INTERPOLATED.search(w.raw or w.text):
+            return replace(w, text=None, note="an IPython {…} / $name substitution")
+        return w
+
+    return replace(inv, args=tuple(word(w) for w in inv.args),
+                   script=word(inv.script) if inv.script is not None else None)
+
+
+def lint_written_scripts(path: Path, nb: Notebook, settings: Settings, codes: set[str]) -> list[Diagnostic]:
+    """Each `%%writefile x.py` cell linted as x.py under the notebook's launches of it; diagnostics in cell
+    coordinates. Fixes inside a written cell are not offered (they would have to rewrite the cell)."""
+    scripts = written_scripts(nb)
+    if not scripts:
+        return []
+    from trainlint.launch.discover import display, launch_of, repo_root
+    from trainlint.lint import lint_text, to_cell
+
+    invs = invocations(nb, path)
+    root = repo_root(path, settings)
+    out: list[Diagnostic] = []
+    nb_display = display(path.resolve()) if path.is_absolute() else path.as_posix()
+    for ws in scripts:
+        virtual = path.parent / ws.name
+        mine = [inv for inv in invs if inv.script is not None and inv.script.text is not None and
+                (path.parent / (inv.cwd or "") / inv.script.text).resolve() == virtual.resolve()]
+        def launches(facts, versions, mine=mine):
+            return [launch_of(inv, path, root, facts, versions) for inv in mine]
+
+        result = lint_text(virtual, ws.text, settings, codes, launches=launches)
+        for diag in result.diagnostics:
+            if diag.filename == result.display:  # in the written script: shift into the notebook's rows
+                span = Span(diag.span.line + ws.offset, diag.span.col, diag.span.end_line + ws.offset,
+                            diag.span.end_col)
+                diag = replace(diag, filename=nb_display, span=span, fix=None,
+                               message=f"{ws.name} (written by %%writefile): {diag.message}")
+            out.append(to_cell(replace(diag, filename=nb_display, related=()), nb))
+    return out

@@ -1,0 +1,209 @@
+"""Scripts checked as they are launched: real repository layouts (written for the tests, in the shapes of
+FastChat, TRL recipes, Qwen, a JSON args file, Slurm), copied into a temporary git repository and linted
+with the real `trainlint` command."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+LAYOUTS = Path(__file__).parent / "fixtures" / "launch" / "layouts"
+
+
+def run(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONWARNINGS": "ignore"}
+    return subprocess.run([sys.executable, "-m", "trainlint", *args], cwd=cwd, capture_output=True, text=True,
+                          env=env, timeout=120)
+
+
+def git(*args: str, cwd: Path) -> None:
+    subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True,
+                   env={**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
+                        "GIT_COMMITTER_EMAIL": "t@t"})
+
+
+def layout(name: str, tmp_path: Path) -> Path:
+    repo = tmp_path / name
+    shutil.copytree(LAYOUTS / name, repo)
+    git("init", "-q", cwd=repo)
+    git("add", "-A", cwd=repo)
+    git("commit", "-qm", "init", cwd=repo)
+    return repo
+
+
+def findings(r: subprocess.CompletedProcess) -> list[dict]:
+    assert r.returncode in (0, 1), r.stderr
+    return json.loads(r.stdout)
+
+
+def short(data: list[dict]) -> list[tuple[str, str, int, int]]:
+    return [(d["code"], d["filename"], d["location"]["row"], d["location"]["column"]) for d in data]
+
+
+def test_fastchat_style_deepspeed_launcher_turns_on_the_lora_checkpointing_trap(tmp_path):
+    repo = layout("fastchat_lora", tmp_path)
+    data = findings(run("check", "--output-format", "json", ".", cwd=repo))
+    # reported where `--gradient_checkpointing True` is written; the non-reentrant launcher and the script
+    # nothing launches (defaults: checkpointing off) are silent
+    assert short(data) == [("TL201", "scripts/train_lora.sh", 14, 30)]
+    (d,) = data
+    assert d["end_location"] == {"row": 14, "column": 34}
+    assert d["message"].startswith("chatlora/train/train_lora.py: LoRA with reentrant checkpointing")
+    assert "transformers 4.46.3's reentrant default" in d["message"]
+    assert [(r["filename"], r["location"]["row"], r["message"]) for r in d["related"]] == [
+        ("chatlora/train/train_lora.py", 45, "the script this value reaches"),
+        ("scripts/train_lora.sh", 3, "launched here")]
+    assert d["fix"] is None  # a fix of the launch itself is not offered yet
+
+
+def test_trl_recipe_read_through_a_readme_launch_reports_on_the_yaml_key(tmp_path):
+    repo = layout("trl_recipe", tmp_path)
+    data = findings(run("check", "--output-format", "json", ".", cwd=repo))
+    assert short(data) == [("TL101", "recipes/llama3/sft_eager.yaml", 4, 22)]
+    assert "eager attention at sequence length 8,192" in data[0]["message"]
+    assert "batch 1 x 32 heads" in data[0]["message"]  # per_device_train_batch_size: 1 from the recipe
+    assert [r["filename"] for r in data[0]["related"]] == ["sft.py", "README.md"]
+
+
+def test_qwen_style_torchrun_launcher_with_shell_variables(tmp_path):
+    repo = layout("qwen_full", tmp_path)
+    data = findings(run("check", "--output-format", "json", ".", cwd=repo))
+    # the model id is the deciding value: reported at MODEL="Qwen/Qwen2-7B"; the launcher that passes
+    # --use_liger_kernel True is silent
+    assert short(data) == [("TL301", "finetune/finetune_ds.sh", 5, 8)]
+    assert "[2 x 8,192 x 152,064] logits" in data[0]["message"]
+
+
+def test_json_args_file_named_in_the_readme(tmp_path):
+    repo = layout("json_args", tmp_path)
+    data = findings(run("check", "--output-format", "json", ".", cwd=repo))
+    assert short(data) == [("TL101", "configs/run.json", 3, 28)]
+    # use_liger_kernel: true in the JSON: no TL301 although the vocabulary is 128k
+
+
+def test_slurm_script_launching_through_srun_torchrun(tmp_path):
+    repo = layout("slurm", tmp_path)
+    data = findings(run("check", "--output-format", "json", ".", cwd=repo))
+    assert short(data) == [("TL101", "launch.slurm", 9, 44)]  # `--attn eager`; --liger is store_true: no TL301
+
+
+@pytest.mark.parametrize("name, expected", [
+    ("fastchat_lora", []),  # the trap needs --gradient_checkpointing, which is off by default
+    ("trl_recipe", []),  # ModelConfig.model_name_or_path defaults to None: model unknown, nothing claimed
+    ("qwen_full", []),  # the dataclass default Qwen/Qwen-7B is not in the catalog: its vocabulary is not claimed
+    ("json_args", [("TL301", "train.py", 25, 5)]),  # use_liger_kernel defaults to False; the JSON turned it on
+    ("slurm", [("TL301", "train.py", 22, 1)]),  # --liger is a store_true flag: off unless launched with it
+])
+def test_the_same_scripts_without_their_launchers_are_checked_under_their_defaults(tmp_path, name, expected):
+    repo = layout(name, tmp_path)
+    assert short(findings(run("check", "--no-launches", "--output-format", "json", ".", cwd=repo))) == expected
+
+
+def test_explicit_command_line_after_a_double_dash(tmp_path):
+    repo = layout("slurm", tmp_path)
+    r = run("check", "--no-cache", "train.py", "--", "--max_seq_length", "8192", "--attn", "eager", cwd=repo)
+    assert r.returncode == 1
+    assert r.stdout.startswith("train.py:19:58: TL101 eager attention at sequence length 8,192")
+    assert "TL301" in r.stdout  # --liger not given here
+    r = run("check", "--no-cache", "train.py", "--", "--max_seq_length", "8192", "--liger", cwd=repo)
+    assert r.returncode == 0, r.stdout  # sdpa by default, Liger on
+
+
+def test_check_a_launcher_or_a_recipe_explicitly(tmp_path):
+    repo = layout("fastchat_lora", tmp_path)
+    r = run("check", "scripts/train_lora_nonreentrant.sh", cwd=repo)
+    assert r.returncode == 0, r.stdout
+    r = run("check", "scripts/train_lora.sh", cwd=repo)
+    assert r.returncode == 1 and "scripts/train_lora.sh:14:30: TL201" in r.stdout
+    repo = layout("trl_recipe", tmp_path)
+    r = run("check", "recipes/llama3/sft_eager.yaml", cwd=repo)
+    assert r.returncode == 1 and "recipes/llama3/sft_eager.yaml:4:22: TL101" in r.stdout
+    r = run("check", "recipes/llama3/sft_sdpa.yaml", cwd=repo)
+    assert r.returncode == 0, r.stdout
+
+
+def test_verbose_says_where_each_value_came_from(tmp_path):
+    repo = layout("fastchat_lora", tmp_path)
+    r = run("check", "-v", "--no-cache", "chatlora/train/train_lora.py", cwd=repo)
+    assert "chatlora/train/train_lora.py: launch: scripts/train_lora.sh:3" in r.stderr
+    assert "chatlora/train/train_lora.py:   per_device_train_batch_size 2 from scripts/train_lora.sh:10" in r.stderr
+    assert "chatlora/train/train_lora.py:   data_path unknown from scripts/train_lora.sh:7" in r.stderr
+
+
+def test_estimate_under_a_launcher_uses_its_batch_length_and_processes(tmp_path):
+    repo = layout("qwen_full", tmp_path)
+    r = run("estimate", "finetune/finetune_ds.sh", "--format", "json", cwd=repo)
+    assert r.returncode == 0, r.stderr
+    data = json.loads(r.stdout)
+    text = json.dumps(data)
+    assert "launch finetune/finetune_ds.sh:10" in text
+    assert "per_device_train_batch_size=2 (finetune/finetune_ds.sh:15)" in text
+    assert "model_name_or_path='Qwen/Qwen2-7B' (finetune/finetune_ds.sh:5)" in text
+
+
+def test_batch_shrunk_in_a_launcher_against_the_git_base(tmp_path):
+    repo = layout("fastchat_lora", tmp_path)
+    launcher = repo / "scripts" / "train_lora.sh"
+    launcher.write_text(launcher.read_text().replace("--per_device_train_batch_size 2", "--per_device_train_batch_size 1"))
+    data = findings(run("check", "--output-format", "json", "--select", "TL401", ".", cwd=repo))
+    assert short(data) == [("TL401", "scripts/train_lora.sh", 10, 35)]
+    assert "per_device_train_batch_size 2 -> 1 but gradient_accumulation_steps stays 8: effective batch per device " \
+           "16 -> 8" in data[0]["message"]
+    launcher.write_text(launcher.read_text().replace("--gradient_accumulation_steps 8", "--gradient_accumulation_steps 16"))
+    assert findings(run("check", "--output-format", "json", "--select", "TL401", ".", cwd=repo)) == []
+
+
+WRITTEN = [
+    "%%writefile train.py\n",
+    "from trl import ModelConfig, ScriptArguments, SFTConfig, SFTTrainer, TrlParser\n",
+    "from transformers import AutoModelForCausalLM\n",
+    "\n",
+    "parser = TrlParser((ScriptArguments, SFTConfig, ModelConfig))\n",
+    "script_args, training_args, model_args = parser.parse_args_and_config()\n",
+    "model = AutoModelForCausalLM.from_pretrained(model_args.model_name_or_path,\n",
+    "                                             attn_implementation=model_args.attn_implementation)\n",
+    "SFTTrainer(model=model, args=training_args).train()\n",
+]
+LAUNCH = [
+    "!accelerate launch --num_processes 1 train.py \\\n",
+    "    --model_name_or_path meta-llama/Llama-3.1-8B --attn_implementation eager \\\n",
+    "    --max_length {length} --output_dir out\n",
+]
+
+
+def notebook(path: Path, *sources: list[str]) -> Path:
+    cells = [{"cell_type": "markdown", "metadata": {}, "source": ["# SFT\n"]}]
+    cells += [{"cell_type": "code", "metadata": {}, "execution_count": None, "outputs": [], "source": s}
+              for s in sources]
+    path.write_text(json.dumps({"cells": cells, "metadata": {}, "nbformat": 4, "nbformat_minor": 5}, indent=1))
+    return path
+
+
+def test_notebook_writes_its_script_and_launches_it(tmp_path):
+    launch = [line.replace("{length}", "16384") for line in LAUNCH]
+    notebook(tmp_path / "sft.ipynb", ["!pip install -q trl peft\n"], WRITTEN, launch)
+    (d,) = findings(run("check", "--output-format", "json", "sft.ipynb", cwd=tmp_path))
+    assert (d["code"], d["filename"], d["cell"], d["location"], d["end_location"]) == (
+        "TL101", "sft.ipynb", 4, {"row": 2, "column": 72}, {"row": 2, "column": 77})
+    assert launch[1][71:76] == "eager"  # the span is the launch line's value, in the cell's own coordinates
+    assert d["message"].startswith("train.py: eager attention at sequence length 16,384")
+    assert "batch 8 x 32 heads" in d["message"]  # SFTConfig's per_device_train_batch_size default
+
+
+def test_notebook_launch_lines_with_ipython_substitutions_stay_unknown(tmp_path):
+    launch = [line.replace("{length}", "{max_len}") for line in LAUNCH]
+    notebook(tmp_path / "sft.ipynb", WRITTEN, ["max_len = 16384\n"], launch)
+    # `{max_len}` is filled in by IPython at run time: the length is not known, SFTConfig's default 1024 is
+    # not used either (the flag is given), so nothing is claimed about attention
+    assert findings(run("check", "--output-format", "json", "sft.ipynb", cwd=tmp_path)) == []
+
+
+def test_a_written_script_nothing_launches_is_checked_under_its_defaults(tmp_path):
+    notebook(tmp_path / "sft.ipynb", WRITTEN)
+    assert findings(run("check", "--output-format", "json", "sft.ipynb", cwd=tmp_path)) == []
