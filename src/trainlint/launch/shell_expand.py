@@ -283,10 +283,10 @@ class Expander:
 
     def fields(self, tok: W) -> list["Field"]:
         pieces = self.parts(tok.parts)
-        fields = split(pieces)
-        if len(fields) == 1:
-            return [Field(fields[0], self.frame.ref(tok.start, tok.end))]
-        return [Field(f) for f in fields]
+        # every word a token expands to is written as that token (`$cmd`, `"${ARGS[@]}"`); origin says where
+        # each one's value is
+        where = self.frame.ref(tok.start, tok.end)
+        return [Field(f, where) for f in split(pieces)]
 
     # ---- parameters -------------------------------------------------------------------------------------------
     def lookup(self, name: str) -> tuple[list[Value] | None, bool]:

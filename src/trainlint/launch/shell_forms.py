@@ -202,9 +202,12 @@ def read_options(fields: list[Field], i: int, table: Options, stop_at_command: b
         f = fields[i]
         t = f.text
         if t is None:
-            opts.append(("", f))  # unknown words here may hold any option (`torchrun $DIST_ARGS train.py`)
-            i += 1
-            continue
+            split = f.after("=")
+            if split is None or not split[0].startswith("-"):
+                opts.append(("", f))  # unknown words here may hold any option (`torchrun $DIST_ARGS train.py`)
+                i += 1
+                continue
+            t = split[0] + "=?"  # `--master_port=$PORT`: a known option with an unknown value
         if t == "--":
             return opts, i + 1
         if not t.startswith("-") or t == "-" or re.fullmatch(r"-\d+(\.\d+)?", t):
