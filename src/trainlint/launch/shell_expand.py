@@ -324,11 +324,12 @@ class Expander:
         var = self.st.vars.get(p.name)
         is_array, star = p.name in "@*", p.name == "*"
         if p.index is not None:
-            index = field_text(self.parts(p.index)) if p.index else ""
+            pieces = self.parts(p.index) if p.index else []
+            index = None if any(x.text is None for x in pieces) else "".join(x.text for x in pieces)
             if index in ("@", "*"):
                 is_array, star = True, index == "*"
             else:
-                number, _ = self.arith(index) if index else (0, "")
+                number, _ = self.arith(index) if index else (None if index is None else 0, "")
                 if number is None:
                     return [unknown(f"${{{p.name}[{index}]}} has a subscript trainlint cannot evaluate",
                                     False, rs, re_, quoted)]
@@ -339,7 +340,7 @@ class Expander:
         elif var is not None and var.items is not None and values is not None:
             values = values[:1]  # `$ARR` is its first element
         op = p.op
-        if op in ("", "#len") or op.startswith(("#", "%")) and op != "#len" or op in ("^^", "^", ",,", ","):
+        if op in ("", "#len") or op.startswith(("#", "%", "/")) and op != "#len" or op in ("^^", "^", ",,", ","):
             if values is None:
                 if _positional(p.name):  # a function's argument it was not given: empty
                     return [Piece("0", None, rs, re_, False, quoted)] if op == "#len" else []
@@ -420,9 +421,20 @@ class Expander:
         if op in ("^^", ",,", "^", ","):
             new = {"^^": t.upper(), ",,": t.lower(), "^": t[:1].upper() + t[1:], ",": t[:1].lower() + t[1:]}[op]
             return Value((Piece(new, None, 0, 0, False, True),))
-        pattern = "".join(x.text or "\0" for x in self.parts(arg or [])) if arg else ""
+        pattern = "".join("\0" if x.text is None else x.text for x in self.parts(arg or [])) if arg else ""
         if "\0" in pattern:
             return unknown_value(f"the pattern of ${{...{op}...}} is not known")
+        if op.startswith("/"):  # ${X/pat/rep}, ${X//pat/rep}, ${X/#pat/rep}, ${X/%pat/rep}
+            pat, _, rep = pattern.partition("/")
+            rx = glob_regex(pat)
+            if not pat:
+                return v
+            if op == "/#":
+                rx = "^(?:" + rx + ")"
+            elif op == "/%":
+                rx = "(?:" + rx + ")$"
+            new = re.sub(rx, lambda _: rep, t, count=0 if op == "//" else 1, flags=re.S)
+            return Value((Piece(new, None, 0, 0, False, True),))
         rx = re.compile(glob_regex(pattern), re.S)
         cuts = [i for i in range(len(t) + 1)]
         if op in ("#", "##"):
@@ -438,7 +450,7 @@ class Expander:
         return slice_value(v, 0, cut)
 
     def substring(self, v: Value, arg: list, rs: int, re_: int, quoted: bool) -> list[Piece]:
-        spec = "".join(x.text or "\0" for x in self.parts(arg))
+        spec = "".join("\0" if x.text is None else x.text for x in self.parts(arg))
         m = re.fullmatch(r"\s*(-?\d+)\s*(?::\s*(\d+)\s*)?", spec)
         if v.text is None or not m:
             return [unknown("a substring ${X:offset:length} trainlint does not evaluate", False, rs, re_, quoted)]

@@ -22,6 +22,7 @@ _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _ASSIGN_HEAD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\[[^\]]*\])?\+?=")
 _BLANKS = re.compile(r"(?:[ \t]|\\\n)+")
 _IONUM = re.compile(r"[0-9]+(?=[<>])")
+_ANSI_NUMERIC = re.compile(r"x[0-9a-fA-F]{1,2}|[0-7]{1,3}|u[0-9a-fA-F]{1,4}|U[0-9a-fA-F]{1,8}")
 _ENDS = frozenset(" \t\n|&;()<>")
 _ARRAY_BLANKS = re.compile(r"(?:[ \t\n]|\\\n)+")
 # Longest first: `;;&` before `;;` before `;`.
@@ -565,9 +566,16 @@ class Lexer:
             if j > q:
                 parts.append(Lit(text[q:j], q, True))
             if j < p:
-                nxt = text[j + 1] if j + 1 < p else ""
-                parts.append(Lit(simple.get(nxt, "\\" + nxt), j, True))
-                j += 2
+                m = _ANSI_NUMERIC.match(text, j + 1, p)
+                if m:  # \xHH, \NNN (octal), \uHHHH, \UHHHHHHHH
+                    digits = m.group()
+                    code = int(digits, 8) if digits[0].isdigit() else int(digits[1:], 16)
+                    parts.append(Lit(chr(code) if code < 0x110000 else "", j, True))
+                    j = m.end()
+                else:
+                    nxt = text[j + 1] if j + 1 < p else ""
+                    parts.append(Lit(simple.get(nxt, "\\" + nxt), j, True))
+                    j += 2
             q = j
         if p == start + 2:
             parts.append(Lit("", start + 2, True))
