@@ -12,7 +12,7 @@ import posixpath
 import re
 from dataclasses import dataclass, field
 
-from trainlint.launch.shell_expand import Field, slice_piece
+from trainlint.launch.shell_words import Field, slice_piece
 
 _PYTHON = re.compile(r"python(\d+(\.\d+)?)?")
 
