@@ -163,7 +163,7 @@ def test_backslash_space_ends_the_command_and_drops_the_flags_after_it():
     assert inv.args[2].raw == "\\ " and inv.span == Span(1, 1, 2, 33)
     [problem] = reading.problems
     assert problem.span == Span(2, 31, 2, 33)
-    assert "line 3 (`--gradient_checkpointing ...`) runs as a separate command" in problem.message
+    assert "the next line (`--gradient_checkpointing ...`) runs as a separate command" in problem.message
 
 
 def test_flag_equals_value_splits_at_the_equals_sign_with_the_values_own_span():
@@ -213,7 +213,7 @@ def test_unterminated_quote_is_a_problem_and_the_rest_of_the_file_is_still_read(
     assert [i.script.text for i in reading.invocations] == ["a.py", "b.py"]
     [problem] = reading.problems
     assert problem.span == Span(1, 20, 1, 25)
-    assert problem.message.startswith('unterminated " (opened on line 1)')
+    assert problem.message.startswith('unterminated ": bash stops with a syntax error here')
 
 
 def test_unterminated_heredoc_takes_the_rest_of_the_file_as_bash_does():

@@ -23,6 +23,7 @@ _ASSIGN_HEAD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\[[^\]]*\])?\+?=")
 _BLANKS = re.compile(r"(?:[ \t]|\\\n)+")
 _IONUM = re.compile(r"[0-9]+(?=[<>])")
 _ANSI_NUMERIC = re.compile(r"x[0-9a-fA-F]{1,2}|[0-7]{1,3}|u[0-9a-fA-F]{1,4}|U[0-9a-fA-F]{1,8}")
+_MAX_DEPTH = 48
 _ENDS = frozenset(" \t\n|&;()<>")
 _ARRAY_BLANKS = re.compile(r"(?:[ \t\n]|\\\n)+")
 # Longest first: `;;&` before `;;` before `;`.
@@ -157,6 +158,10 @@ class Lexer:
         self.pos = 0
         self.problems: list[Problem] = [] if problems is None else problems
         self.pending: list[Heredoc] = []
+        self.depth = 0  # quotes and substitutions inside one another
+        # kind -> offset of the first one that ran to the end of the file unclosed. bash has stopped there; a
+        # later one of that kind is taken as unclosed at once, so a broken file costs one scan, not one a line
+        self.dead: dict[str, int] = {}
 
     def line_end(self, pos: int) -> int:
         j = self.text.find("\n", pos)
@@ -437,10 +442,9 @@ class Lexer:
             return
         after = self.text[eol + 1:self.line_end(eol + 1)].lstrip()
         if after.startswith("-"):
-            line = self.text.count("\n", 0, pos) + 1
-            self.problem(pos, eol, f"the backslash at the end of line {line} is followed by a blank, so it does "
-                                   f"not continue the command: line {line + 1} (`{after.split()[0]} ...`) runs as "
-                                   f"a separate command and its options are lost")
+            self.problem(pos, eol, f"a blank follows this backslash, so it does not continue the command: the "
+                                   f"next line (`{after.split()[0]} ...`) runs as a separate command and its "
+                                   f"options are lost")
 
     def single_quote(self, parts: list) -> None:
         start = self.pos
@@ -454,13 +458,47 @@ class Lexer:
         parts.append(Lit(self.text[start + 1:j], start + 1, True))
         self.pos = j + 1
 
+    def hopeless(self, kind: str, closer: str, start: int) -> bool:
+        """Whether a `kind` opened at start cannot close: no `closer` after it, or one of its kind already ran
+        to the end of the file."""
+        return (kind in self.dead and start > self.dead[kind]) or self.text.find(closer, start + 1, self.n) < 0
+
     def unterminated(self, what: str, start: int) -> None:
-        line = self.text.count("\n", 0, start) + 1
+        self.dead.setdefault(what, start)
         self.problem(start, self.line_end(start),
-                     f"unterminated {what} (opened on line {line}): bash stops with a syntax error here; "
-                     f"read up to the end of that line")
+                     f"unterminated {what}: bash stops with a syntax error here; read up to the end of the line")
+
+    def unclosed(self, parts: list, what: str, start: int, skip: int) -> None:
+        eol = self.line_end(start)
+        self.unterminated(what, start)
+        parts.append(Lit(self.text[start + skip:eol], start + skip, True))
+        self.pos = max(eol, start + skip)
+
+    def too_deep(self, parts: list, start: int) -> bool:
+        """Past _MAX_DEPTH nested quotes / substitutions, the rest of the line is read as text (bash would
+        manage; no launcher does this), so the file's other lines are still read."""
+        if self.depth < _MAX_DEPTH:
+            return False
+        eol = self.line_end(start)
+        self.problem(start, eol, "quotes and substitutions nest too deeply here: read as text up to the end of "
+                                 "the line")
+        parts.append(Lit(self.text[start:eol], start, True))
+        self.pos = eol
+        return True
 
     def double_quote(self, parts: list) -> None:
+        if self.too_deep(parts, self.pos):
+            return
+        if self.hopeless('"', '"', self.pos):
+            self.unclosed(parts, '"', self.pos, 1)
+            return
+        self.depth += 1
+        try:
+            self.double_quote_(parts)
+        finally:
+            self.depth -= 1
+
+    def double_quote_(self, parts: list) -> None:
         start, text = self.pos, self.text
         inner: list = [Lit("", start + 1, True)]  # `""` is still a word
         self.pos += 1
@@ -490,6 +528,8 @@ class Lexer:
 
     def backtick(self, parts: list, quoted: bool) -> None:
         start, text, p = self.pos, self.text, self.pos + 1
+        if self.hopeless("` (command substitution)", "`", start):
+            p = self.n  # straight to the unterminated case below
         while p < self.n and text[p] != "`":
             p += 2 if text[p] == "\\" else 1
         if p >= self.n:
@@ -505,12 +545,20 @@ class Lexer:
     def subst(self, parts: list, kind: str, quoted: bool) -> None:
         """`$(...)`, `<(...)`, `>(...)`: the command inside is lexed (never run) up to its `)`."""
         start = self.pos
+        if self.too_deep(parts, start):
+            return
+        what = f"`{kind}` (command substitution)"
+        if self.hopeless(what, ")", start):
+            self.unterminated(what, start)
+            parts.append(Sub(kind, start, self.line_end(start), None, quoted))
+            self.pos = max(self.line_end(start), start + 2)
+            return
         inner = Lexer(self.text, self.problems)
-        inner.n, inner.pos = self.n, start + 2
+        inner.n, inner.pos, inner.depth, inner.dead = self.n, start + 2, self.depth + 1, self.dead
         toks = inner.tokens(nested=True)
         if inner.pos >= self.n or self.text[inner.pos] != ")":
             eol = self.line_end(start)
-            self.unterminated(f"`{kind}` (command substitution)", start)
+            self.unterminated(what, start)
             parts.append(Sub(kind, start, eol, None, quoted))
             self.pos = max(eol, start + 2)
             return
@@ -582,6 +630,21 @@ class Lexer:
         self.pos = p + 1
 
     def brace_param(self, parts: list, quoted: bool) -> None:
+        if self.too_deep(parts, self.pos):
+            return
+        if self.hopeless("`${`", "}", self.pos):
+            self.unterminated("`${`", self.pos)
+            eol = self.line_end(self.pos)
+            parts.append(Param("?", None, "bad", None, self.pos, eol, quoted))
+            self.pos = eol
+            return
+        self.depth += 1
+        try:
+            self.brace_param_(parts, quoted)
+        finally:
+            self.depth -= 1
+
+    def brace_param_(self, parts: list, quoted: bool) -> None:
         text, start = self.text, self.pos
         p = start + 2
         op, name = "", ""

@@ -8,6 +8,8 @@ from dataclasses import dataclass
 
 from trainlint.launch.shell_lex import _ASSIGN_HEAD, _NAME, ArithCmd, ArrayLit, Lit, Op, Problem, Redir, W
 
+_MAX_DEPTH = 48  # compound commands inside one another
+
 
 @dataclass(slots=True)
 class Simple:
@@ -76,6 +78,7 @@ class Parser:
         self.toks = toks
         self.i = 0
         self.problems = problems
+        self.depth = 0
 
     def peek(self):
         return self.toks[self.i] if self.i < len(self.toks) else None
@@ -157,6 +160,18 @@ class Parser:
         tok = self.peek()
         if tok is None:
             return None
+        if self.depth >= _MAX_DEPTH:  # skip the line: the file's other commands are still read
+            self.error(tok, "commands nest too deeply here: the rest of the line is skipped")
+            while self.i < len(self.toks) and not self.op_is(self.peek(), "\n"):
+                self.i += 1
+            return None
+        self.depth += 1
+        try:
+            return self.command_(tok)
+        finally:
+            self.depth -= 1
+
+    def command_(self, tok):
         if isinstance(tok, ArithCmd):
             self.i += 1
             return Arithmetic(tok.text, tok.start)

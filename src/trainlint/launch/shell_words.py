@@ -261,6 +261,9 @@ def _text_and_note_(pieces: list[Piece]) -> tuple[str | None, str]:
 
 
 def make_word(pieces: list[Piece], doc: Doc, tok: tuple[int, int] | None = None) -> Word:
+    if tok is not None and len(pieces) == 1 and pieces[0].lit:  # a word written as it is: the common case
+        text, note = _text_and_note(pieces)
+        return Word(text, doc.span(*tok), doc.text[tok[0]:tok[1]], None, note)
     real = [p for p in pieces if p is not BREAK]
     if tok is not None:
         rs, re_ = tok
