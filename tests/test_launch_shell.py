@@ -449,3 +449,62 @@ def test_the_lexer_loads_only_when_a_launcher_is_read():
              "print(sorted(m for m in sys.modules if m.startswith('trainlint.launch.')))")
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
     assert out.stdout.strip() == "['trainlint.launch.model', 'trainlint.launch.shell']", out.stderr
+
+
+def test_deep_nesting_and_many_unclosed_constructs_stay_local_and_fast():
+    reading = shell("echo " + "$(" * 500 + "\npython after.py\n" + "if true; then\n" * 200 + "fi\n" * 200
+                    + "python last.py\n")
+    assert [i.script.text for i in reading.invocations] == ["after.py", "last.py"]
+    assert reading.problems[0].message.startswith("unterminated `$(` (command substitution)")
+    assert any(p.message.startswith("commands nest too deeply here") for p in reading.problems)
+    broken = "echo ${x:-a\n" * 20000 + "python t.py\n"
+    start = time.process_time()
+    reading = read_shell(broken, Path("broken.sh"))
+    assert time.process_time() - start < 3.0
+    assert len(reading.problems) == 51 and reading.problems[-1].message == "19950 more problems not shown"
+
+
+def test_parameter_expansions_bash_evaluates_statically():
+    inv = only(shell("""\
+        P=path/to/model.tar.gz; L="a b  c"; N=3
+        python t.py ${P#*/} ${P##*/} ${P%.*} ${P%%.*} ${P^^} ${P:5:2} ${#P} ${L// /_} ${P/#path/x} $((N * 2 + 1))
+        """))
+    assert texts(inv.args) == ["to/model.tar.gz", "model.tar.gz", "path/to/model.tar", "path/to/model",
+                               "PATH/TO/MODEL.TAR.GZ", "to", "20", "a_b__c", "x/to/model.tar.gz", "7"]
+    assert origin(inv.args[0]) == (1, 8, 1, 23)  # a removed prefix still points into the value
+
+
+def test_case_on_a_known_value_runs_only_the_matching_arm():
+    reading = shell("""\
+        MODE=lora
+        case "$MODE" in
+          full) python full.py ;;
+          lora|qlora) python lora.py ;;
+          *) python other.py ;;
+        esac
+        """)
+    assert [i.script.text for i in reading.invocations] == ["lora.py"]
+
+
+def test_readme_placeholders_are_unknown_values_not_redirections():
+    md = "```bash\ntorchrun --nproc_per_node {num_gpus} train.py --model_name_or_path <your_model> --bf16 True\n```\n"
+    inv = only(read_markdown(md, Path("README.md")))
+    gpus = inv.option("nproc_per_node")
+    assert (gpus.text, gpus.raw, gpus.note) == (None, "{num_gpus}", "a placeholder for the reader to fill in")
+    assert texts(inv.args) == ["--model_name_or_path", None, "--bf16", "True"]
+    assert inv.args[1].raw == "<your_model>" and at(inv.args[1]) == (2, 68, 2, 80)
+    assert world_size(inv) is None
+
+
+def test_options_that_change_directory_set_the_working_directory():
+    reading = shell("cd a\nsrun --chdir=b python t.py\nuv run --directory /x python t.py\nenv -C c python t.py\n")
+    assert [i.cwd for i in reading.invocations] == ["a/b", "/x", "a/c"]
+
+
+def test_a_failing_read_callback_counts_as_unreadable():
+    def fail(path: Path) -> str | None:
+        raise OSError(f"cannot read {path}")
+
+    inv = only(shell("source x.sh\npython t.py $A\n", read=fail))
+    assert inv.args[0].note == "A is not set in this file (it may come from x.sh (sourced on line 1), which could " \
+                               "not be read)"

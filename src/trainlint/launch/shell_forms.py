@@ -159,6 +159,7 @@ _RUNNERS[("mamba", "run")] = _RUNNERS[("micromamba", "run")] = _RUNNERS[("conda"
 _RUNNERS[("singularity", "exec")] = _RUNNERS[("apptainer", "exec")]
 _JOBS = {"srun": SRUN, "mpirun": MPIRUN, "mpiexec": MPIRUN, "orterun": MPIRUN}
 _SHELLS = frozenset(("bash", "sh", "zsh", "dash", "ksh"))
+_CHDIR = frozenset(("chdir", "directory", "cwd", "pwd", "wdir"))  # options that set the command's directory
 LAUNCHER_MODULES = {"torch.distributed.run": ("torchrun", TORCHRUN),
                     "torch.distributed.launch": ("torch.distributed.launch", TORCHRUN),
                     "accelerate.commands.launch": ("accelerate launch", ACCELERATE),
@@ -257,6 +258,9 @@ def peel(fields: list[Field]) -> Peeled:
         if b in _JOBS:
             opts, i = read_options(fields, i + 1, _JOBS[b])
             out.job.append((b, opts))
+            for name, value in opts:
+                if name in _CHDIR and value is not None:  # `srun --chdir`, `mpirun -wdir`
+                    out.chdir = value
             continue
         if b == "command" and nxt in ("-v", "-V"):
             return Peeled()
@@ -264,7 +268,7 @@ def peel(fields: list[Field]) -> Peeled:
             table, positional = _WRAPPERS[b] if b in _WRAPPERS else _RUNNERS[(b, nxt)]
             opts, i = read_options(fields, i + (1 if b in _WRAPPERS else 2), table)
             for name, value in opts:
-                if name == "chdir" and value is not None:
+                if name in _CHDIR and value is not None:
                     out.chdir = value
                 if name == "split_string":
                     return Peeled()

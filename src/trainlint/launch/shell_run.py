@@ -479,7 +479,10 @@ class Reader:
             chain = " -> ".join(Path(k).name for k in self.sources + (key,))
             self.problem(*span, f"circular source: {chain}")
             return
-        text = self.read_file(path) if self.read_file else None
+        try:
+            text = self.read_file(path) if self.read_file else None
+        except (OSError, UnicodeError, ValueError):  # the caller's reader failed: as if unreadable
+            text = None
         if text is None or len(self.sources) > 8:
             st.unread += (f"{name} (sourced on line {line})",)
             return
