@@ -508,3 +508,27 @@ def test_a_failing_read_callback_counts_as_unreadable():
     inv = only(shell("source x.sh\npython t.py $A\n", read=fail))
     assert inv.args[0].note == "A is not set in this file (it may come from x.sh (sourced on line 1), which could " \
                                "not be read)"
+
+
+def test_ifs_and_read_split_as_bash_does():
+    reading = shell("""\
+        LIST="0,1,,3"
+        IFS=, read -ra GPUS <<< "$LIST"
+        read -r A B <<< "x y z"
+        python t.py "${GPUS[@]}" "$A" "$B" ${#GPUS[@]}
+        IFS=,
+        python t.py $LIST a$LIST
+        """)
+    first, second = reading.invocations
+    assert texts(first.args) == ["0", "1", "", "3", "x", "y z", "4"]
+    assert origin(first.args[0]) == (1, 7, 1, 8) and origin(first.args[5]) == (3, 20, 3, 23)
+    assert texts(second.args) == ["0", "1", "", "3", "a0", "1", "", "3"]
+
+
+def test_sbatch_wrap_runs_its_string_as_a_job():
+    reading = shell('sbatch --nodes=2 --wrap "srun --ntasks-per-node=4 python w.py"\nsbatch --wrap="python w2.py"\n')
+    srun, plain = reading.invocations
+    assert (srun.launcher, srun.script.text, at(srun.script)) == ("sbatch srun python", "w.py", (1, 58, 1, 62))
+    assert [(n, w.text) for n, w in srun.job_options] == [("ntasks_per_node", "4"), ("nodes", "2")]
+    assert world_size(srun) == 8
+    assert (plain.launcher, world_size(plain)) == ("sbatch python", 1)

@@ -96,11 +96,12 @@ def world_size(inv: Invocation) -> int | None:
     if core == "accelerate launch":
         return _count(inv.option("num_processes"))
     if core == "python":
-        if not prefixes:
+        tasks = [p for p in prefixes if p != "sbatch"]  # `sbatch --wrap` runs its command once
+        if not tasks:
             return 1
         if any(name == "" for name, _ in inv.job_options):
             return None
-        if prefixes[0] == "srun":
+        if tasks[-1] == "srun":
             if inv.job_option("ntasks") is not None:
                 return _count(inv.job_option("ntasks"))
             nodes = _count(inv.job_option("nodes")) if inv.job_option("nodes") is not None else 1
@@ -109,7 +110,7 @@ def world_size(inv: Invocation) -> int | None:
                 return nodes
             tasks = _count(per_node)
             return tasks * nodes if tasks and nodes else None
-        if prefixes[0] in ("mpirun", "mpiexec", "orterun"):
+        if tasks[-1] in ("mpirun", "mpiexec", "orterun"):
             return _count(inv.job_option("np"))
     return None
 

@@ -112,11 +112,15 @@ class State:
     unread: tuple[str, ...] = ()  # sourced files that could not be read: they may set anything
     slurm: dict[str, Value] = field(default_factory=dict)  # SLURM_* as the #SBATCH header sets them
     file: str = ""  # the launcher's path, for $(dirname "$0")
-    ifs_default: bool = True
 
     def copy(self) -> "State":
         return State(dict(self.vars), self.positional, self.cwd, list(self.dirstack), dict(self.funcs),
-                     self.unread, self.slurm, self.file, self.ifs_default)
+                     self.unread, self.slurm, self.file)
+
+    def ifs(self) -> str | None:
+        """IFS when the file sets it to a known value; None for bash's default."""
+        value = self.scalar("IFS")
+        return None if value is None or value.text is None else value.text
 
     def scalar(self, name: str) -> Value | None:
         var = self.vars.get(name)
@@ -192,7 +196,7 @@ class Expander:
         # every word a token expands to is written as that token (`$cmd`, `"${ARGS[@]}"`); origin says where
         # each one's value is
         where = self.frame.ref(tok.start, tok.end)
-        return [Field(f, where) for f in split(pieces)]
+        return [Field(f, where) for f in split(pieces, self.st.ifs())]
 
     # ---- parameters -------------------------------------------------------------------------------------------
     def lookup(self, name: str) -> tuple[list[Value] | None, bool]:

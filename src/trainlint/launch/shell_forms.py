@@ -181,7 +181,7 @@ def is_python(text: str | None) -> bool:
 def looks_like_command(text: str | None) -> bool:
     b = base(text)
     return bool(b) and (is_python(b) or b.endswith(".py") or b in _WRAPPERS or b in _JOBS or b in _SHELLS
-                        or b in ("torchrun", "deepspeed", "accelerate", "accelerate-launch", "uv", "conda")
+                        or b in ("torchrun", "deepspeed", "accelerate", "accelerate-launch", "uv", "conda", "sbatch")
                         or any(b == k[0] for k in _RUNNERS))
 
 

@@ -21,7 +21,7 @@ from trainlint.launch.shell_words import (BREAK, Doc, Field, Piece, Value, Var, 
 from trainlint.launch.shell_forms import SBATCH, launch, looks_like_command, peel, read_options
 from trainlint.launch.shell_lex import _ASSIGN_HEAD, ArrayLit, Lexer, Lit, Problem, W
 from trainlint.launch.shell_parse import Arithmetic, Case, FuncDef, Group, If, Item, Loop, Parser, Simple
-from trainlint.launch.shell_support import (_ARITH_ASSIGN, _chars, _elsewhere, _key, _pieces, _split_chars, _strip_chars,
+from trainlint.launch.shell_support import (_ARITH_ASSIGN, _chars, _elsewhere, _key, _pieces, _split_chars,
                                             assigned_names, merge, pattern_regex)
 
 EXIT, RETURN, BREAK_LOOP, CONTINUE = "exit", "return", "break", "continue"
@@ -304,7 +304,8 @@ class Reader:
         for n, w in exported + env:
             merged.pop(n, None)
             merged[n] = w
-        job_options = tuple((n, f.word(doc) if f is not None else None) for _, opts in jobs for n, f in opts)
+        # innermost first (`sbatch --wrap "srun ..."`: srun's own options are the ones in force), then #SBATCH
+        job_options = tuple((n, f.word(doc) if f is not None else None) for _, opts in reversed(jobs) for n, f in opts)
         self.invocations.append(Invocation(
             file=self.file, span=doc.span(*span),
             launcher=" ".join([j for j, _ in jobs] + [found.launcher]),
@@ -455,17 +456,30 @@ class Reader:
                 out.append(chars[k])
                 k += 1
             chars = out
-        words = _split_chars(chars)
+        ifs = st.ifs()
+        for a in node.assigns:  # `IFS=, read -ra GPUS <<< "$LIST"`: IFS for this read only
+            if isinstance(a, W) and a.parts and isinstance(a.parts[0], Lit) and a.parts[0].text.startswith("IFS="):
+                ifs = self.assignment(a, ex)[1].text
+                if ifs is None:
+                    for n in targets:
+                        st.assign(n, unknown_value(f"{n} is read with an IFS that is not known"))
+                    return
+        segs = _split_chars(chars, ifs)
         if array:
             old = st.vars.get(array)
-            st.vars[array] = Var(None, tuple(Value(tuple(_pieces(w))) for w in words), bool(old and old.exported))
+            st.vars[array] = Var(None, tuple(Value(tuple(_pieces(chars[a:b]))) for a, b in segs),
+                                 bool(old and old.exported))
             return
-        for k, n in enumerate(names or ["REPLY"]):
-            if k == len(names or ["REPLY"]) - 1:
-                rest = _strip_chars(chars, words, k)
-                st.assign(n, Value(tuple(_pieces(rest)) or (Piece("", None, 0, 0, False, True),)))
+        names = names or ["REPLY"]
+        for k, n in enumerate(names):
+            if k >= len(segs):
+                st.assign(n, Value((Piece("", None, 0, 0, False, True),)))
+            elif k == len(names) - 1:  # the last name takes the rest of the line
+                rest = _pieces(chars[segs[k][0]:segs[-1][1]])
+                st.assign(n, Value(tuple(rest) or (Piece("", None, 0, 0, False, True),)))
             else:
-                st.assign(n, Value(tuple(_pieces(words[k])) if k < len(words) else ()))
+                a, b = segs[k]
+                st.assign(n, Value(tuple(_pieces(chars[a:b])) or (Piece("", None, 0, 0, False, True),)))
 
     def source(self, target: Field, st: State, span: tuple[int, int]) -> None:
         name = target.text

@@ -11,7 +11,7 @@ from pathlib import Path
 from trainlint.launch.shell_expand import State
 from trainlint.launch.shell_lex import _ASSIGN_HEAD, ArrayLit, Lit, W
 from trainlint.launch.shell_parse import Arithmetic, Case, Group, If, Item, Loop, Simple
-from trainlint.launch.shell_words import BREAK, Piece, Value, Var, glob_regex
+from trainlint.launch.shell_words import BREAK, Piece, Value, Var, glob_regex, ifs_segments
 
 _ARITH_ASSIGN = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)\s*(?:[-+*/%&|^]|<<|>>)?=(?!=)|([A-Za-z_][A-Za-z0-9_]*)\s*"
                            r"(?:\+\+|--)|(?:\+\+|--)\s*([A-Za-z_][A-Za-z0-9_]*)")
@@ -174,25 +174,7 @@ def _pieces(chars: list[tuple]) -> list[Piece]:
     return out
 
 
-def _split_chars(chars: list[tuple]) -> list[list[tuple]]:
-    words, cur = [], []
-    for entry in chars:
-        if entry[0] is not None and entry[0] in " \t\n":
-            if cur:
-                words.append(cur)
-                cur = []
-        else:
-            cur.append(entry)
-    if cur:
-        words.append(cur)
-    return words
-
-
-def _strip_chars(chars: list[tuple], words: list[list[tuple]], k: int) -> list[tuple]:
-    """The rest of the line from word k on, outer blanks trimmed (what `read` gives its last variable)."""
-    if k >= len(words):
-        return []
-    start = next(i for i, e in enumerate(chars) if e is words[k][0])
-    end = next(i for i, e in enumerate(chars) if e is words[-1][-1])
-    return chars[start:end + 1]
-
+def _split_chars(chars: list[tuple], ifs: str | None) -> list[tuple[int, int]]:
+    """Where `read` splits its input: (start, end) indexes into chars."""
+    text = "".join("\0" if ch is None else ch for ch, _, _ in chars)
+    return ifs_segments(text, ifs)[0]

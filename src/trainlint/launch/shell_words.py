@@ -150,8 +150,35 @@ def slice_piece(p: Piece, a: int, b: int) -> Piece:
     return Piece(text, src, p.rs, p.re, False, p.quoted, p.note, p.ext)
 
 
-def split(pieces: list[Piece]) -> list[list[Piece]]:
-    """Field splitting on blanks, only where characters came from an unquoted expansion."""
+def ifs_segments(t: str, ifs: str | None) -> tuple[list[tuple[int, int]], bool, bool]:
+    """Where the fields of `t` lie when split on IFS (None: the default, space tab newline), and whether `t`
+    starts / ends with a separator. IFS whitespace collapses and is trimmed; every other IFS character ends a
+    field, so `a,,b` is three fields and `a,` one, as in bash."""
+    if ifs is None or ifs == " \t\n":
+        segs = [(m.start(), m.end()) for m in _IFS.finditer(t)]
+        return segs, bool(t) and t[0] in " \t\n", bool(t) and t[-1] in " \t\n"
+    if ifs == "":
+        return ([(0, len(t))] if t else []), False, False
+    ws = "".join(c for c in ifs if c in " \t\n")
+    other = "".join(c for c in ifs if c not in " \t\n")
+    w = f"[{re.escape(ws)}]" if ws else ""
+    o = f"[{re.escape(other)}]" if other else ""
+    delim = re.compile(f"{w}*{o}{w}*|{w}+" if ws and other else f"{w}+" if ws else o)
+    matches = list(delim.finditer(t))
+    segs, prev = [], 0
+    for m in matches:
+        if m.start() == 0 and not (other and any(c in other for c in m.group())):
+            prev = m.end()  # leading IFS whitespace: trimmed, no empty field
+            continue
+        segs.append((prev, m.start()))
+        prev = m.end()
+    if prev < len(t):
+        segs.append((prev, len(t)))
+    return segs, bool(matches) and matches[0].start() == 0, bool(matches) and matches[-1].end() == len(t)
+
+
+def split(pieces: list[Piece], ifs: str | None = None) -> list[list[Piece]]:
+    """Field splitting on IFS, only where characters came from an unquoted expansion."""
     fields: list[list[Piece]] = []
     cur: list[Piece] = []
     for p in pieces:
@@ -164,21 +191,23 @@ def split(pieces: list[Piece]) -> list[list[Piece]]:
             cur.append(p)
             continue
         t = p.text
-        segs = list(_IFS.finditer(t))
+        segs, lead, trail = ifs_segments(t, ifs)
         if not segs:
             if t and cur:
                 fields.append(cur)
                 cur = []
             continue
-        if segs[0].start() > 0 and cur:
+        if lead and cur:
             fields.append(cur)
             cur = []
-        for k, m in enumerate(segs):
+            if segs[0] == (0, 0):  # `a$X` with X=",b": the separator ends "a", it makes no empty field
+                segs = segs[1:]
+        for k, (a, b) in enumerate(segs):
             if k:
                 fields.append(cur)
                 cur = []
-            cur.append(slice_piece(p, m.start(), m.end()))
-        if segs[-1].end() < len(t):
+            cur.append(slice_piece(p, a, b))
+        if trail:
             fields.append(cur)
             cur = []
     if cur:
