@@ -98,8 +98,9 @@ class Reader:
 
     def result(self) -> tuple[tuple[Invocation, ...], tuple[LaunchProblem, ...]]:
         seen, out = set(), []
-        for inv in self.invocations:
-            key = (inv.span, inv.launcher, inv.script, inv.module, inv.args, inv.options, inv.cwd)
+        for inv in self.invocations:  # a function called twice alike: one launch
+            key = (inv.span, inv.launcher, inv.script and inv.script.text, inv.module, inv.cwd,
+                   tuple(w.text for w in inv.args), tuple((n, w and w.text) for n, w in inv.options))
             if key not in seen:
                 seen.add(key)
                 out.append(inv)

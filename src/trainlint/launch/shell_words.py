@@ -91,17 +91,23 @@ class Doc:
     def __init__(self, text: str, file: Path):
         self.text, self.file = text, file
         self.starts = [0] + [m.end() for m in re.finditer("\n", text)]
+        self._last = (0, 0, 0)
 
     def line_col(self, offset: int) -> tuple[int, int]:
-        line = bisect_right(self.starts, offset) - 1
-        return line + 1, offset - self.starts[line] + 1
+        lo, hi, line = self._last
+        if not lo <= offset < hi:  # words are asked for in order: most fall on the line asked last
+            line = bisect_right(self.starts, offset) - 1
+            lo = self.starts[line]
+            hi = self.starts[line + 1] if line + 1 < len(self.starts) else len(self.text) + 1
+            self._last = (lo, hi, line)
+        return line + 1, offset - lo + 1
 
     def span(self, start: int, end: int) -> Span:
         line, col = self.line_col(start)
         if end <= start:
             return Span(line, col, line, col)
-        end_line, _ = self.line_col(end - 1)
-        return Span(line, col, end_line, end - self.starts[end_line - 1] + 1)
+        end_line, end_col = self.line_col(end - 1)
+        return Span(line, col, end_line, end_col + 1)
 
     def line(self, offset: int) -> int:
         return bisect_right(self.starts, offset) - 1 + 1
