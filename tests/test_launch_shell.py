@@ -532,3 +532,12 @@ def test_sbatch_wrap_runs_its_string_as_a_job():
     assert [(n, w.text) for n, w in srun.job_options] == [("ntasks_per_node", "4"), ("nodes", "2")]
     assert world_size(srun) == 8
     assert (plain.launcher, world_size(plain)) == ("sbatch python", 1)
+
+
+def test_crlf_line_endings_are_read_as_bash_reads_them():
+    reading = shell("python train.py --x 1\r\npython other.py\r\n")
+    # bash keeps each \r in the line's last word: `1\r`, and a script named `other.py\r`, which is no .py file
+    [inv] = reading.invocations
+    assert inv.script.text == "train.py" and texts(inv.args) == ["--x", "1\r"]
+    [problem] = reading.problems
+    assert problem.span == Span(1, 22, 1, 23) and problem.message.startswith("Windows (CRLF) line endings")

@@ -258,7 +258,7 @@ class Reader:
             body.vars[name] = Var(Value((Piece(None, None, 0, 0, False, False, f"{name} {note}", True),)), None,
                                   old.exported if old else False)
         self.run(node.cond, body, frame, outer)
-        flow = self.run(node.body, body, frame, outer)
+        self.run(node.body, body, frame, outer)  # an `exit` inside is conditional on the loop running at all
         merge(st, [st.copy(), body], f"`{node.kind.rstrip('(')}` loop", line)
         return None
 
