@@ -541,3 +541,11 @@ def test_crlf_line_endings_are_read_as_bash_reads_them():
     assert inv.script.text == "train.py" and texts(inv.args) == ["--x", "1\r"]
     [problem] = reading.problems
     assert problem.span == Span(1, 22, 1, 23) and problem.message.startswith("Windows (CRLF) line endings")
+
+
+def test_tilde_fences_and_fences_indented_in_a_list():
+    md = ("1. Train:\n\n   ~~~sh\n   $ deepspeed --num_gpus 2 train.py \\\n       --bf16 True\n   ~~~\n\n"
+          "2. Evaluate:\n   ````\n   python eval.py\n   ````\n")
+    ds, ev = read_markdown(md, Path("docs/usage.md")).invocations
+    assert ds.span == Span(4, 6, 5, 19) and texts(ds.args) == ["--bf16", "True"] and world_size(ds) == 2
+    assert ev.script.text == "eval.py" and at(ev.script) == (10, 11, 10, 18)
