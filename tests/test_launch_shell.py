@@ -549,3 +549,13 @@ def test_tilde_fences_and_fences_indented_in_a_list():
     ds, ev = read_markdown(md, Path("docs/usage.md")).invocations
     assert ds.span == Span(4, 6, 5, 19) and texts(ds.args) == ["--bf16", "True"] and world_size(ds) == 2
     assert ev.script.text == "eval.py" and at(ev.script) == (10, 11, 10, 18)
+
+
+def test_a_missing_backslash_leaves_the_next_options_orphaned():
+    reading = shell("python train.py --lr 1e-4\n    --bf16 True \\\n    --gradient_checkpointing\n")
+    inv = only(reading)
+    assert texts(inv.args) == ["--lr", "1e-4"]
+    [problem] = reading.problems
+    assert problem.span == Span(2, 5, 3, 29)
+    assert problem.message.startswith("`--bf16` starts a command of its own")
+    assert only(fixture("broken_continuation.sh")) and len(fixture("broken_continuation.sh").problems) == 1

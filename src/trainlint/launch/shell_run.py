@@ -274,6 +274,8 @@ class Reader:
         name = head[0].text if head else None
         if name is None:
             return None
+        if name.startswith("-") and outer is None:
+            self.orphan_options(name, frame.ref(node.start, node.end))
         if name in ("export", "declare", "typeset", "local", "readonly"):
             return self.declare(name, node, st, ex)
         interesting = name in _BUILTINS or name in st.funcs or looks_like_command(name)
@@ -315,6 +317,18 @@ class Reader:
             options=tuple((n, f.word(doc) if f is not None else None) for n, f in found.options),
             env=tuple(merged.items()), job_options=job_options + tuple(self.sbatch)))
         return None
+
+    def orphan_options(self, name: str, span: tuple[int, int]) -> None:
+        """`--flag value` as a command right after a launch: the launch's line lacks its backslash, so bash runs
+        these options as a command of their own and the launch never gets them."""
+        line = self.doc.line(span[0])
+        last = self.invocations[-1].span if self.invocations else None
+        if last is None or last.end_line != line - 1:
+            return
+        if any(p.span.line == line - 1 for p in self.problems):  # a `\ ` already said so
+            return
+        self.problem(*span, f"`{name}` starts a command of its own: the line before it does not end with a "
+                            f"backslash, so the launch above never gets these options")
 
     def assignment(self, tok: W, ex: Expander) -> tuple[str, Value]:
         head = tok.parts[0]
