@@ -236,9 +236,6 @@ class Field:
             self._text = field_text(self.pieces)
         return self._text
 
-    def note(self) -> str:
-        return field_note(self.pieces)
-
     def after(self, sep: str) -> tuple[str, "Field"] | None:
         """(`--opt`, value field) for `--opt=value`: the name must be known, the value may not be."""
         pos = 0
@@ -262,10 +259,6 @@ _UNSET = object()
 
 def field_text(pieces: list[Piece]) -> str | None:
     return _text_and_note(pieces)[0]
-
-
-def field_note(pieces: list[Piece]) -> str:
-    return _text_and_note(pieces)[1]
 
 
 def _text_and_note(pieces: list[Piece]) -> tuple[str | None, str]:
