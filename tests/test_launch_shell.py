@@ -377,6 +377,7 @@ def test_launch_forms_and_their_prefixes():
         exec time ./train.py --fast
         mpirun -np 16 -x NCCL_DEBUG --mca btl ^openib python train.py
         python -X dev -m pkg.other
+        python $PYFLAGS train.py --x 1
         """)
     got = [(i.launcher, i.script.text if i.script else None, i.module, [n for n, _ in i.options], world_size(i))
            for i in reading.invocations]
@@ -390,6 +391,7 @@ def test_launch_forms_and_their_prefixes():
         ("python", "./train.py", None, [], 1),
         ("mpirun python", "train.py", None, [], 16),
         ("python", None, "pkg.other", ["X"], 1),
+        ("python", "train.py", None, [""], 1),
     ]
     srun = reading.invocations[5]
     assert [(n, w.text) for n, w in srun.job_options] == [("nodes", "2"), ("ntasks_per_node", "1")]

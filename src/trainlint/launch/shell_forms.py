@@ -346,6 +346,10 @@ def python(fields: list[Field]) -> Launch | None:
     while i < len(fields):
         f = fields[i]
         t = f.text
+        if t is None and i + 1 < len(fields) and (fields[i + 1].text or "").endswith(".py"):
+            opts.append(("", f))  # `python $PYFLAGS train.py`: unknown words before the script
+            i += 1
+            continue
         if t is None or not t.startswith("-") or t == "-":
             break
         if t == "--":
