@@ -15,6 +15,10 @@ from trainlint.launch.model import ShellReading
 _OPEN = re.compile(r"[ \t]*(`{3,}|~{3,})(.*)")
 _CLOSE = re.compile(r"[ \t]*(`{3,}|~{3,})[ \t]*")
 _PROMPT = re.compile(r"([ \t]*)\$ ")
+# `<your_path>` and `{num_gpus}`: values the reader is to fill in. bash would read `<x>` as two redirections,
+# so they are marked (same length: columns stay) and read as words whose value is unknown.
+_ANGLE = re.compile(r"(?<![\w$<])<([A-Za-z_][\w.\-/]*)>(?![\w>])")
+_BRACE = re.compile(r"(?<![\w${])\{([A-Za-z_][\w.\-]*)\}")
 SHELL_INFO = frozenset(("", "sh", "bash", "shell", "console", "zsh"))
 
 
@@ -58,6 +62,13 @@ def strip_prompts(lines: list[str]) -> list[str]:
     return out
 
 
+def mark_placeholders(line: str) -> str:
+    from trainlint.launch.shell_words import PLACEHOLDER_MARK as mark
+
+    line = _ANGLE.sub(lambda m: mark + m.group(1) + mark, line)
+    return _BRACE.sub(lambda m: mark + m.group(1) + mark, line)
+
+
 def read_markdown(text: str, file: Path) -> ShellReading:
     from trainlint.launch.shell_run import Reader
 
@@ -65,7 +76,7 @@ def read_markdown(text: str, file: Path) -> ShellReading:
     lines = text.split("\n")
     reader = Reader(file)
     for info, first, end in fenced_blocks(lines):
-        body = strip_prompts(lines[first:end])
+        body = [mark_placeholders(line) for line in strip_prompts(lines[first:end])]
         # every other line blanked to its own length: offsets, lines and columns are the README's
         masked = "".join(" " * len(line) + "\n" for line in lines[:first]) + "\n".join(body) + "\n"
         if info in SHELL_INFO:

@@ -1,7 +1,23 @@
 """Shell launchers read statically: the Python training commands a .sh / .slurm file or a README block runs.
 
-The public face of the shell reader. It imports nothing heavy: the lexer and the walker (shell_lex, shell_expand,
-shell_run, shell_forms) load on the first launcher read, so trainlint starts as fast when no launcher exists.
+The public face of the shell reader. It imports nothing heavy: the lexer and the walker (shell_lex, shell_parse,
+shell_words, shell_expand, shell_run, shell_forms) load on the first launcher read, so trainlint starts as fast
+when no launcher exists.
+
+What a Word means, for the layer that binds arguments:
+- text: the word after quote removal and expansion of what the file itself sets; None when it depends on
+  anything else ($1, $@, an unset variable, $(cmd), a glob, a README placeholder), with `note` saying why. A
+  known text can carry a note too: the default of `${VAR:-d}` when VAR is not set in the file (or only by the
+  caller, through a shell option parser), a SLURM_* value taken from the #SBATCH header.
+- span / raw: the token as written in the command (`$MODEL`, `"${ARGS[@]}"`, `$training_commands`): every word a
+  token expands to shares that token's span. For `--opt=value` options the value has its own span.
+- origin: where the value is written when the word is one variable's value written in one place in this file
+  (the `8` of `GPUS_PER_NODE=8`, a word of a heredoc, a `for` list item, a function's call argument); None for
+  literals, mixed words and values from other files.
+- Invocation.cwd: after `cd`, `pushd`, `env -C`, `srun --chdir`; `cd "$(dirname "$0")"` resolves against the
+  launcher's own path as given. job_options: srun / mpirun / sbatch --wrap options (innermost first), then the
+  #SBATCH header lines. An entry named "" in options / job_options is a word whose value is unknown (it may be
+  any option, so defaults are not safe to assume).
 """
 
 from __future__ import annotations
@@ -96,11 +112,12 @@ def world_size(inv: Invocation) -> int | None:
     if core == "accelerate launch":
         return _count(inv.option("num_processes"))
     if core == "python":
-        if not prefixes:
+        tasks = [p for p in prefixes if p != "sbatch"]  # `sbatch --wrap` runs its command once
+        if not tasks:
             return 1
         if any(name == "" for name, _ in inv.job_options):
             return None
-        if prefixes[0] == "srun":
+        if tasks[-1] == "srun":
             if inv.job_option("ntasks") is not None:
                 return _count(inv.job_option("ntasks"))
             nodes = _count(inv.job_option("nodes")) if inv.job_option("nodes") is not None else 1
@@ -109,7 +126,7 @@ def world_size(inv: Invocation) -> int | None:
                 return nodes
             tasks = _count(per_node)
             return tasks * nodes if tasks and nodes else None
-        if prefixes[0] in ("mpirun", "mpiexec", "orterun"):
+        if tasks[-1] in ("mpirun", "mpiexec", "orterun"):
             return _count(inv.job_option("np"))
     return None
 

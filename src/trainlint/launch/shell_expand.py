@@ -1,115 +1,21 @@
-"""What a shell word evaluates to without running anything: the file's own variables, quoting, field splitting.
-
-Every character keeps two places: `src`, where it is written (an assignment's value, a heredoc line), and the
-reference it arrived through in the command (`$MODEL`). A Word's span is the second, its origin the first, so
-a fix edits the value where it is written. Anything that depends on the world outside the file (`$1`, `$(cmd)`,
-an unset variable, a glob) is a piece with text None and a note saying why: unknown, never guessed.
+"""What a shell word evaluates to without running anything: the file's own variables, parameter expansion,
+arithmetic, and strings lexed again (`bash -c`) with every character mapped back to the file.
 """
 
 from __future__ import annotations
 
-import posixpath
 import re
-from bisect import bisect_right
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import NamedTuple
 
-from trainlint.diagnostics import Span
-from trainlint.launch.model import Word
 from trainlint.launch.shell_lex import Arith, Lit, Param, Sub, Tilde, W
+from trainlint.launch.shell_words import (BREAK, Field, Piece, Value, Var, glob_regex, slice_value, split, text_value,
+                                          unknown, unknown_value)
 
 _DYNAMIC = frozenset(("RANDOM", "SRANDOM", "SECONDS", "EPOCHSECONDS", "EPOCHREALTIME", "BASHPID", "LINENO"))
 _SPECIAL_NOTES = {"?": "$? is the exit status of the last command", "$": "$$ is the shell's process id",
                   "!": "$! is the process id of the last background job", "-": "$- is the shell's option flags",
                   "0": "$0 is the path the script is run as"}
-_IFS = re.compile(r"[^ \t\n]+")
-_GLOB = re.compile(r"[*?]|\[[^\]]+\]")
-_BRACE = re.compile(r"\{[^{}]*(,|\.\.)[^{}]*\}")
-PLACEHOLDER = 0xE000  # private-use characters stand for unknown pieces inside a string lexed again (bash -c)
-
-
-class Piece(NamedTuple):
-    text: str | None  # None: unknown
-    src: int | None  # offset where text[0] is written, its characters following one another; None: elsewhere
-    rs: int  # the range of the command text it arrived through
-    re: int
-    lit: bool  # written literally at rs..re (so a partial slice has its own position)
-    quoted: bool  # not split, not globbed
-    note: str = ""
-    ext: bool = False  # unknown only because the caller (arguments, environment) decides it
-
-
-BREAK = Piece("", None, -1, -1, False, True, "<field break>")  # between elements of "$@" / "${A[@]}"
-
-
-def unknown(note: str, ext: bool = False, rs: int = 0, re_: int = 0, quoted: bool = False) -> Piece:
-    return Piece(None, None, rs, re_, False, quoted, note, ext)
-
-
-@dataclass(frozen=True, slots=True)
-class Value:
-    pieces: tuple[Piece, ...]
-    at: tuple[int, int] | None = None  # where the assignment's value is written in this file
-
-    @property
-    def text(self) -> str | None:
-        if any(p.text is None for p in self.pieces):
-            return None
-        return "".join(p.text for p in self.pieces if p is not BREAK)
-
-    @property
-    def note(self) -> str:
-        return next((p.note for p in self.pieces if p.text is None), "") or \
-            next((p.note for p in self.pieces if p.note and p is not BREAK), "")
-
-    @property
-    def ext(self) -> bool:
-        bad = [p for p in self.pieces if p.text is None]
-        return bool(bad) and all(p.ext for p in bad)
-
-
-def unknown_value(note: str, ext: bool = False) -> Value:
-    return Value((unknown(note, ext),))
-
-
-def text_value(text: str) -> Value:
-    return Value((Piece(text, None, 0, 0, False, True),))
-
-
-@dataclass(frozen=True, slots=True)
-class Var:
-    value: Value | None  # a scalar
-    items: tuple[Value, ...] | None = None  # an array
-    exported: bool = False
-
-    def key(self) -> tuple:
-        if self.items is not None:
-            return ("array", tuple(v.text for v in self.items), self.exported)
-        return ("scalar", self.value.text if self.value else None, self.exported,
-                self.value.note if self.value and self.value.text is None else "")
-
-
-class Doc:
-    """One file's text and line table: offsets to Spans."""
-
-    def __init__(self, text: str, file: Path):
-        self.text, self.file = text, file
-        self.starts = [0] + [m.end() for m in re.finditer("\n", text)]
-
-    def line_col(self, offset: int) -> tuple[int, int]:
-        line = bisect_right(self.starts, offset) - 1
-        return line + 1, offset - self.starts[line] + 1
-
-    def span(self, start: int, end: int) -> Span:
-        line, col = self.line_col(start)
-        if end <= start:
-            return Span(line, col, line, col)
-        end_line, _ = self.line_col(end - 1)
-        return Span(line, col, end_line, end - self.starts[end_line - 1] + 1)
-
-    def line(self, offset: int) -> int:
-        return bisect_right(self.starts, offset) - 1 + 1
+PLACEHOLDER = 0xE100  # private-use characters stand for unknown pieces inside a string lexed again (bash -c)
 
 
 class Frame:
@@ -206,11 +112,15 @@ class State:
     unread: tuple[str, ...] = ()  # sourced files that could not be read: they may set anything
     slurm: dict[str, Value] = field(default_factory=dict)  # SLURM_* as the #SBATCH header sets them
     file: str = ""  # the launcher's path, for $(dirname "$0")
-    ifs_default: bool = True
 
     def copy(self) -> "State":
         return State(dict(self.vars), self.positional, self.cwd, list(self.dirstack), dict(self.funcs),
-                     self.unread, self.slurm, self.file, self.ifs_default)
+                     self.unread, self.slurm, self.file)
+
+    def ifs(self) -> str | None:
+        """IFS when the file sets it to a known value; None for bash's default."""
+        value = self.scalar("IFS")
+        return None if value is None or value.text is None else value.text
 
     def scalar(self, name: str) -> Value | None:
         var = self.vars.get(name)
@@ -283,10 +193,10 @@ class Expander:
 
     def fields(self, tok: W) -> list["Field"]:
         pieces = self.parts(tok.parts)
-        fields = split(pieces)
-        if len(fields) == 1:
-            return [Field(fields[0], self.frame.ref(tok.start, tok.end))]
-        return [Field(f) for f in fields]
+        # every word a token expands to is written as that token (`$cmd`, `"${ARGS[@]}"`); origin says where
+        # each one's value is
+        where = self.frame.ref(tok.start, tok.end)
+        return [Field(f, where) for f in split(pieces, self.st.ifs())]
 
     # ---- parameters -------------------------------------------------------------------------------------------
     def lookup(self, name: str) -> tuple[list[Value] | None, bool]:
@@ -324,11 +234,12 @@ class Expander:
         var = self.st.vars.get(p.name)
         is_array, star = p.name in "@*", p.name == "*"
         if p.index is not None:
-            index = field_text(self.parts(p.index)) if p.index else ""
+            pieces = self.parts(p.index) if p.index else []
+            index = None if any(x.text is None for x in pieces) else "".join(x.text for x in pieces)
             if index in ("@", "*"):
                 is_array, star = True, index == "*"
             else:
-                number, _ = self.arith(index) if index else (0, "")
+                number, _ = self.arith(index) if index else (None if index is None else 0, "")
                 if number is None:
                     return [unknown(f"${{{p.name}[{index}]}} has a subscript trainlint cannot evaluate",
                                     False, rs, re_, quoted)]
@@ -339,7 +250,7 @@ class Expander:
         elif var is not None and var.items is not None and values is not None:
             values = values[:1]  # `$ARR` is its first element
         op = p.op
-        if op in ("", "#len") or op.startswith(("#", "%")) and op != "#len" or op in ("^^", "^", ",,", ","):
+        if op in ("", "#len") or op.startswith(("#", "%", "/")) and op != "#len" or op in ("^^", "^", ",,", ","):
             if values is None:
                 if _positional(p.name):  # a function's argument it was not given: empty
                     return [Piece("0", None, rs, re_, False, quoted)] if op == "#len" else []
@@ -420,9 +331,20 @@ class Expander:
         if op in ("^^", ",,", "^", ","):
             new = {"^^": t.upper(), ",,": t.lower(), "^": t[:1].upper() + t[1:], ",": t[:1].lower() + t[1:]}[op]
             return Value((Piece(new, None, 0, 0, False, True),))
-        pattern = "".join(x.text or "\0" for x in self.parts(arg or [])) if arg else ""
+        pattern = "".join("\0" if x.text is None else x.text for x in self.parts(arg or [])) if arg else ""
         if "\0" in pattern:
             return unknown_value(f"the pattern of ${{...{op}...}} is not known")
+        if op.startswith("/"):  # ${X/pat/rep}, ${X//pat/rep}, ${X/#pat/rep}, ${X/%pat/rep}
+            pat, _, rep = pattern.partition("/")
+            rx = glob_regex(pat)
+            if not pat:
+                return v
+            if op == "/#":
+                rx = "^(?:" + rx + ")"
+            elif op == "/%":
+                rx = "(?:" + rx + ")$"
+            new = re.sub(rx, lambda _: rep, t, count=0 if op == "//" else 1, flags=re.S)
+            return Value((Piece(new, None, 0, 0, False, True),))
         rx = re.compile(glob_regex(pattern), re.S)
         cuts = [i for i in range(len(t) + 1)]
         if op in ("#", "##"):
@@ -438,7 +360,7 @@ class Expander:
         return slice_value(v, 0, cut)
 
     def substring(self, v: Value, arg: list, rs: int, re_: int, quoted: bool) -> list[Piece]:
-        spec = "".join(x.text or "\0" for x in self.parts(arg))
+        spec = "".join("\0" if x.text is None else x.text for x in self.parts(arg))
         m = re.fullmatch(r"\s*(-?\d+)\s*(?::\s*(\d+)\s*)?", spec)
         if v.text is None or not m:
             return [unknown("a substring ${X:offset:length} trainlint does not evaluate", False, rs, re_, quoted)]
@@ -553,183 +475,3 @@ def _positional(name: str) -> bool:
     return bool(name) and (name in ("@", "*") or (name.isdigit() and name != "0"))
 
 
-def glob_regex(pattern: str) -> str:
-    """A bash pattern (`*`, `?`, `[...]`) as a regular expression."""
-    out, i = [], 0
-    while i < len(pattern):
-        c = pattern[i]
-        if c == "*":
-            out.append(".*")
-        elif c == "?":
-            out.append(".")
-        elif c == "[" and "]" in pattern[i + 2:]:
-            j = pattern.index("]", i + 2)
-            body = pattern[i + 1:j]
-            body = "^" + body[1:] if body[:1] in "!^" and body else body
-            out.append("[" + body.replace("\\", "\\\\") + "]")
-            i = j
-        elif c == "\\" and i + 1 < len(pattern):
-            i += 1
-            out.append(re.escape(pattern[i]))
-        else:
-            out.append(re.escape(c))
-        i += 1
-    return "".join(out)
-
-
-def slice_value(v: Value, start: int, end: int) -> Value:
-    out, pos = [], 0
-    for p in v.pieces:
-        t = p.text or ""
-        a, b = max(start - pos, 0), min(end - pos, len(t))
-        if a < b or (not t and start <= pos <= end):
-            out.append(slice_piece(p, a, b) if t else p)
-        pos += len(t)
-    return Value(tuple(out) or (Piece("", None, 0, 0, False, True),), v.at)
-
-
-def slice_piece(p: Piece, a: int, b: int) -> Piece:
-    text = (p.text or "")[a:b]
-    src = None if p.src is None else p.src + a
-    if p.lit:
-        return Piece(text, src, p.rs + a, p.rs + b, True, p.quoted, p.note, p.ext)
-    return Piece(text, src, p.rs, p.re, False, p.quoted, p.note, p.ext)
-
-
-def split(pieces: list[Piece]) -> list[list[Piece]]:
-    """Field splitting on blanks, only where characters came from an unquoted expansion."""
-    fields: list[list[Piece]] = []
-    cur: list[Piece] = []
-    for p in pieces:
-        if p is BREAK:
-            if cur:
-                fields.append(cur)
-            cur = []
-            continue
-        if p.quoted or p.lit or p.text is None:
-            cur.append(p)
-            continue
-        t = p.text
-        segs = list(_IFS.finditer(t))
-        if not segs:
-            if t and cur:
-                fields.append(cur)
-                cur = []
-            continue
-        if segs[0].start() > 0 and cur:
-            fields.append(cur)
-            cur = []
-        for k, m in enumerate(segs):
-            if k:
-                fields.append(cur)
-                cur = []
-            cur.append(slice_piece(p, m.start(), m.end()))
-        if segs[-1].end() < len(t):
-            fields.append(cur)
-            cur = []
-    if cur:
-        fields.append(cur)
-    return fields
-
-
-class Field:
-    """One word of a command after expansion and splitting."""
-
-    __slots__ = ("pieces", "tok", "_text")
-
-    def __init__(self, pieces: list[Piece], tok: tuple[int, int] | None = None):
-        self.pieces, self.tok = pieces, tok
-        self._text = _UNSET
-
-    @property
-    def text(self) -> str | None:
-        if self._text is _UNSET:
-            self._text = field_text(self.pieces)
-        return self._text
-
-    def note(self) -> str:
-        return field_note(self.pieces)
-
-    def after(self, sep: str) -> tuple[str, "Field"] | None:
-        """(`--opt`, value field) for `--opt=value`: the name must be known, the value may not be."""
-        pos = 0
-        for k, p in enumerate(self.pieces):
-            if p.text is None:
-                return None
-            j = p.text.find(sep)
-            if j >= 0:
-                head = "".join(x.text for x in self.pieces[:k]) + p.text[:j]
-                rest = [slice_piece(p, j + 1, len(p.text))] + self.pieces[k + 1:]
-                return head, Field(rest)
-            pos += len(p.text)
-        return None
-
-    def word(self, doc: Doc) -> Word:
-        return make_word(self.pieces, doc, self.tok)
-
-
-_UNSET = object()
-
-
-def field_text(pieces: list[Piece]) -> str | None:
-    return _text_and_note(pieces)[0]
-
-
-def field_note(pieces: list[Piece]) -> str:
-    return _text_and_note(pieces)[1]
-
-
-def _text_and_note(pieces: list[Piece]) -> tuple[str | None, str]:
-    """The word's text, or None with why: an unknown piece, an unquoted glob, a brace expansion."""
-    if len(pieces) == 1:  # most words: one literal or one value
-        p = pieces[0]
-        if p.text is None:
-            return None, p.note
-        if p.quoted or not ("*" in p.text or "?" in p.text or "[" in p.text or "{" in p.text):
-            return p.text, p.note
-    if any(p.text is None for p in pieces):
-        return None, next(p.note for p in pieces if p.text is None)
-    text = "".join(p.text for p in pieces)
-    masked = "".join(p.text if not p.quoted else "\0" * len(p.text) for p in pieces)
-    if _GLOB.search(masked):
-        return None, f"{text!r} is an unquoted glob: bash replaces it with the matching file names"
-    lit = "".join(p.text if p.lit and not p.quoted else "\0" * len(p.text) for p in pieces)
-    if "{" in lit and _BRACE.search(lit):
-        return None, f"brace expansion in {text!r} makes several words"
-    return text, next((p.note for p in pieces if p.note), "")
-
-
-def make_word(pieces: list[Piece], doc: Doc, tok: tuple[int, int] | None = None) -> Word:
-    real = [p for p in pieces if p is not BREAK]
-    if tok is not None:
-        rs, re_ = tok
-    elif real:
-        rs, re_ = min(p.rs for p in real), max(p.re for p in real)
-    else:
-        rs = re_ = 0
-    text, note = _text_and_note(real)
-    origin = None
-    relevant = [p for p in real if not (p.lit and not p.text)]
-    if relevant and all(not p.lit and p.src is not None for p in relevant) and \
-            len({(p.rs, p.re) for p in relevant}) == 1 and \
-            all(b.src == a.src + len(a.text or "") for a, b in zip(relevant, relevant[1:])):
-        # one variable's value, written in one place: a fix can edit it there
-        origin = doc.span(relevant[0].src, relevant[-1].src + len(relevant[-1].text or ""))
-    return Word(text, doc.span(rs, re_), doc.text[rs:re_], origin, note)
-
-
-def value_word(value: Value, doc: Doc, fallback: tuple[int, int]) -> Word:
-    """A Word for an environment variable's value, placed where it is assigned."""
-    at = value.at or fallback
-    text = value.text
-    return Word(text, doc.span(*at), doc.text[at[0]:at[1]], doc.span(*at) if value.at else None,
-                value.note if text is None or value.note else "")
-
-
-def normjoin(cwd: str | None, target: str) -> str | None:
-    if target.startswith("/"):
-        return posixpath.normpath(target)
-    if cwd is None:
-        return None
-    joined = posixpath.normpath(posixpath.join(cwd, target)) if cwd else posixpath.normpath(target)
-    return "" if joined == "." else joined

@@ -12,7 +12,7 @@ import posixpath
 import re
 from dataclasses import dataclass, field
 
-from trainlint.launch.shell_expand import Field, slice_piece
+from trainlint.launch.shell_words import Field, slice_piece
 
 _PYTHON = re.compile(r"python(\d+(\.\d+)?)?")
 
@@ -159,6 +159,7 @@ _RUNNERS[("mamba", "run")] = _RUNNERS[("micromamba", "run")] = _RUNNERS[("conda"
 _RUNNERS[("singularity", "exec")] = _RUNNERS[("apptainer", "exec")]
 _JOBS = {"srun": SRUN, "mpirun": MPIRUN, "mpiexec": MPIRUN, "orterun": MPIRUN}
 _SHELLS = frozenset(("bash", "sh", "zsh", "dash", "ksh"))
+_CHDIR = frozenset(("chdir", "directory", "cwd", "pwd", "wdir"))  # options that set the command's directory
 LAUNCHER_MODULES = {"torch.distributed.run": ("torchrun", TORCHRUN),
                     "torch.distributed.launch": ("torch.distributed.launch", TORCHRUN),
                     "accelerate.commands.launch": ("accelerate launch", ACCELERATE),
@@ -180,7 +181,7 @@ def is_python(text: str | None) -> bool:
 def looks_like_command(text: str | None) -> bool:
     b = base(text)
     return bool(b) and (is_python(b) or b.endswith(".py") or b in _WRAPPERS or b in _JOBS or b in _SHELLS
-                        or b in ("torchrun", "deepspeed", "accelerate", "accelerate-launch", "uv", "conda")
+                        or b in ("torchrun", "deepspeed", "accelerate", "accelerate-launch", "uv", "conda", "sbatch")
                         or any(b == k[0] for k in _RUNNERS))
 
 
@@ -202,9 +203,12 @@ def read_options(fields: list[Field], i: int, table: Options, stop_at_command: b
         f = fields[i]
         t = f.text
         if t is None:
-            opts.append(("", f))  # unknown words here may hold any option (`torchrun $DIST_ARGS train.py`)
-            i += 1
-            continue
+            split = f.after("=")
+            if split is None or not split[0].startswith("-"):
+                opts.append(("", f))  # unknown words here may hold any option (`torchrun $DIST_ARGS train.py`)
+                i += 1
+                continue
+            t = split[0] + "=?"  # `--master_port=$PORT`: a known option with an unknown value
         if t == "--":
             return opts, i + 1
         if not t.startswith("-") or t == "-" or re.fullmatch(r"-\d+(\.\d+)?", t):
@@ -254,6 +258,9 @@ def peel(fields: list[Field]) -> Peeled:
         if b in _JOBS:
             opts, i = read_options(fields, i + 1, _JOBS[b])
             out.job.append((b, opts))
+            for name, value in opts:
+                if name in _CHDIR and value is not None:  # `srun --chdir`, `mpirun -wdir`
+                    out.chdir = value
             continue
         if b == "command" and nxt in ("-v", "-V"):
             return Peeled()
@@ -261,7 +268,7 @@ def peel(fields: list[Field]) -> Peeled:
             table, positional = _WRAPPERS[b] if b in _WRAPPERS else _RUNNERS[(b, nxt)]
             opts, i = read_options(fields, i + (1 if b in _WRAPPERS else 2), table)
             for name, value in opts:
-                if name == "chdir" and value is not None:
+                if name in _CHDIR and value is not None:
                     out.chdir = value
                 if name == "split_string":
                     return Peeled()
@@ -339,6 +346,10 @@ def python(fields: list[Field]) -> Launch | None:
     while i < len(fields):
         f = fields[i]
         t = f.text
+        if t is None and i + 1 < len(fields) and (fields[i + 1].text or "").endswith(".py"):
+            opts.append(("", f))  # `python $PYFLAGS train.py`: unknown words before the script
+            i += 1
+            continue
         if t is None or not t.startswith("-") or t == "-":
             break
         if t == "--":

@@ -8,7 +8,6 @@ variables the body assigns already unknown (a later pass could have changed them
 
 from __future__ import annotations
 
-import os
 import posixpath
 import re
 from dataclasses import dataclass, field
@@ -16,19 +15,20 @@ from pathlib import Path
 from typing import Callable
 
 from trainlint.launch.model import Invocation, LaunchProblem, Word
-from trainlint.launch.shell_expand import (BREAK, Doc, Expander, Field, Frame, Piece, State, Value, Var, glob_regex,
-                                           nested_frame, normjoin, text_value, unknown_value, value_word)
+from trainlint.launch.shell_expand import Expander, Frame, State, nested_frame
+from trainlint.launch.shell_words import (BREAK, Doc, Field, Piece, Value, Var, normjoin, text_value, unknown_value,
+                                          value_word)
 from trainlint.launch.shell_forms import SBATCH, launch, looks_like_command, peel, read_options
-from trainlint.launch.shell_lex import (_ASSIGN_HEAD, Arithmetic, ArrayLit, Case, FuncDef, Group, If, Item, Lexer,
-                                        Lit, Loop, Parser, Problem, Simple, W)
+from trainlint.launch.shell_lex import _ASSIGN_HEAD, ArrayLit, Lexer, Lit, Problem, W
+from trainlint.launch.shell_parse import Arithmetic, Case, FuncDef, Group, If, Item, Loop, Parser, Simple
+from trainlint.launch.shell_support import (_ARITH_ASSIGN, _chars, _elsewhere, _key, _pieces, _split_chars,
+                                            assigned_names, merge, pattern_regex)
 
 EXIT, RETURN, BREAK_LOOP, CONTINUE = "exit", "return", "break", "continue"
 _MAX_PROBLEMS = 50
 _MAX_ITERATIONS = 256  # `for` bodies run per word; past this, loops are read once like `while`
 _BUILTINS = frozenset(("cd", "pushd", "popd", "export", "declare", "typeset", "local", "readonly", "unset", "read",
                        "source", ".", "set", "shift", "exit", "return", "break", "continue", "eval"))
-_ARITH_ASSIGN = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)\s*(?:[-+*/%&|^]|<<|>>)?=(?!=)|([A-Za-z_][A-Za-z0-9_]*)\s*"
-                           r"(?:\+\+|--)|(?:\+\+|--)\s*([A-Za-z_][A-Za-z0-9_]*)")
 _SLURM_ENV = {"nodes": ("SLURM_NNODES", "SLURM_JOB_NUM_NODES"), "ntasks_per_node": ("SLURM_NTASKS_PER_NODE",),
               "ntasks": ("SLURM_NTASKS", "SLURM_NPROCS"), "gpus_per_node": ("SLURM_GPUS_PER_NODE",),
               "cpus_per_task": ("SLURM_CPUS_PER_TASK",), "job_name": ("SLURM_JOB_NAME",),
@@ -98,8 +98,9 @@ class Reader:
 
     def result(self) -> tuple[tuple[Invocation, ...], tuple[LaunchProblem, ...]]:
         seen, out = set(), []
-        for inv in self.invocations:
-            key = (inv.span, inv.launcher, inv.script, inv.module, inv.args, inv.options, inv.cwd)
+        for inv in self.invocations:  # a function called twice alike: one launch
+            key = (inv.span, inv.launcher, inv.script and inv.script.text, inv.module, inv.cwd,
+                   tuple(w.text for w in inv.args), tuple((n, w and w.text) for n, w in inv.options))
             if key not in seen:
                 seen.add(key)
                 out.append(inv)
@@ -257,7 +258,7 @@ class Reader:
             body.vars[name] = Var(Value((Piece(None, None, 0, 0, False, False, f"{name} {note}", True),)), None,
                                   old.exported if old else False)
         self.run(node.cond, body, frame, outer)
-        flow = self.run(node.body, body, frame, outer)
+        self.run(node.body, body, frame, outer)  # an `exit` inside is conditional on the loop running at all
         merge(st, [st.copy(), body], f"`{node.kind.rstrip('(')}` loop", line)
         return None
 
@@ -273,6 +274,8 @@ class Reader:
         name = head[0].text if head else None
         if name is None:
             return None
+        if name.startswith("-") and outer is None:
+            self.orphan_options(name, frame.ref(node.start, node.end))
         if name in ("export", "declare", "typeset", "local", "readonly"):
             return self.declare(name, node, st, ex)
         interesting = name in _BUILTINS or name in st.funcs or looks_like_command(name)
@@ -304,7 +307,8 @@ class Reader:
         for n, w in exported + env:
             merged.pop(n, None)
             merged[n] = w
-        job_options = tuple((n, f.word(doc) if f is not None else None) for _, opts in jobs for n, f in opts)
+        # innermost first (`sbatch --wrap "srun ..."`: srun's own options are the ones in force), then #SBATCH
+        job_options = tuple((n, f.word(doc) if f is not None else None) for _, opts in reversed(jobs) for n, f in opts)
         self.invocations.append(Invocation(
             file=self.file, span=doc.span(*span),
             launcher=" ".join([j for j, _ in jobs] + [found.launcher]),
@@ -313,6 +317,18 @@ class Reader:
             options=tuple((n, f.word(doc) if f is not None else None) for n, f in found.options),
             env=tuple(merged.items()), job_options=job_options + tuple(self.sbatch)))
         return None
+
+    def orphan_options(self, name: str, span: tuple[int, int]) -> None:
+        """`--flag value` as a command right after a launch: the launch's line lacks its backslash, so bash runs
+        these options as a command of their own and the launch never gets them."""
+        line = self.doc.line(span[0])
+        last = self.invocations[-1].span if self.invocations else None
+        if last is None or last.end_line != line - 1:
+            return
+        if any(p.span.line == line - 1 for p in self.problems):  # a `\ ` already said so
+            return
+        self.problem(*span, f"`{name}` starts a command of its own: the line before it does not end with a "
+                            f"backslash, so the launch above never gets these options")
 
     def assignment(self, tok: W, ex: Expander) -> tuple[str, Value]:
         head = tok.parts[0]
@@ -455,17 +471,30 @@ class Reader:
                 out.append(chars[k])
                 k += 1
             chars = out
-        words = _split_chars(chars)
+        ifs = st.ifs()
+        for a in node.assigns:  # `IFS=, read -ra GPUS <<< "$LIST"`: IFS for this read only
+            if isinstance(a, W) and a.parts and isinstance(a.parts[0], Lit) and a.parts[0].text.startswith("IFS="):
+                ifs = self.assignment(a, ex)[1].text
+                if ifs is None:
+                    for n in targets:
+                        st.assign(n, unknown_value(f"{n} is read with an IFS that is not known"))
+                    return
+        segs = _split_chars(chars, ifs)
         if array:
             old = st.vars.get(array)
-            st.vars[array] = Var(None, tuple(Value(tuple(_pieces(w))) for w in words), bool(old and old.exported))
+            st.vars[array] = Var(None, tuple(Value(tuple(_pieces(chars[a:b]))) for a, b in segs),
+                                 bool(old and old.exported))
             return
-        for k, n in enumerate(names or ["REPLY"]):
-            if k == len(names or ["REPLY"]) - 1:
-                rest = _strip_chars(chars, words, k)
-                st.assign(n, Value(tuple(_pieces(rest)) or (Piece("", None, 0, 0, False, True),)))
+        names = names or ["REPLY"]
+        for k, n in enumerate(names):
+            if k >= len(segs):
+                st.assign(n, Value((Piece("", None, 0, 0, False, True),)))
+            elif k == len(names) - 1:  # the last name takes the rest of the line
+                rest = _pieces(chars[segs[k][0]:segs[-1][1]])
+                st.assign(n, Value(tuple(rest) or (Piece("", None, 0, 0, False, True),)))
             else:
-                st.assign(n, Value(tuple(_pieces(words[k])) if k < len(words) else ()))
+                a, b = segs[k]
+                st.assign(n, Value(tuple(_pieces(chars[a:b])) or (Piece("", None, 0, 0, False, True),)))
 
     def source(self, target: Field, st: State, span: tuple[int, int]) -> None:
         name = target.text
@@ -479,7 +508,10 @@ class Reader:
             chain = " -> ".join(Path(k).name for k in self.sources + (key,))
             self.problem(*span, f"circular source: {chain}")
             return
-        text = self.read_file(path) if self.read_file else None
+        try:
+            text = self.read_file(path) if self.read_file else None
+        except (OSError, UnicodeError, ValueError):  # the caller's reader failed: as if unreadable
+            text = None
         if text is None or len(self.sources) > 8:
             st.unread += (f"{name} (sourced on line {line})",)
             return
@@ -578,185 +610,3 @@ class Reader:
             else:
                 return None
         return result
-
-
-# ---- helpers ------------------------------------------------------------------------------------------------------
-def _key(path: Path) -> str:
-    return os.path.normpath(path.as_posix())
-
-
-def _elsewhere(var: Var, span: tuple[int, int]) -> Var:
-    def strip(v: Value | None) -> Value | None:
-        if v is None:
-            return None
-        return Value(tuple(p if p is BREAK else p._replace(src=None, lit=False, rs=span[0], re=span[1])
-                           for p in v.pieces), span)
-    return Var(strip(var.value), tuple(strip(v) for v in var.items) if var.items is not None else None,
-               var.exported)
-
-
-def merge(st: State, alts: list[State], kind: str, line: int) -> None:
-    """The state after alternatives: what they agree on, and unknown for what they do not."""
-    names = set(st.vars)
-    for a in alts:
-        names |= set(a.vars)
-    for name in names:
-        vs = [a.vars.get(name) for a in alts]
-        keys = {v.key() if v is not None else None for v in vs}
-        if len(keys) == 1:
-            if vs[0] is None:
-                st.vars.pop(name, None)
-            else:
-                st.vars[name] = vs[0]
-            continue
-        ext, causes = True, []
-        for v in vs:
-            if v is None or (v.items is None and v.value is not None and v.value.text == ""):
-                continue
-            val = v.value if v.items is None else None
-            if val is None or val.text is not None or not val.ext:
-                ext = False
-            if val is not None and val.text is None:
-                # the root cause, not "NAME is set in ..." / "NAME changes in the loop" again
-                own = val.note.startswith(f"{name} ")
-                causes.append((own, val.note.split(": ", 1)[1] if own and ": " in val.note else
-                               "" if own else val.note))
-        cause = next((c for own, c in sorted(causes, key=lambda c: c[0]) if c), "")
-        note = f"{name} is set in the {kind} at line {line}, so its value depends on the run" + \
-            (f": {cause}" if cause else "")
-        exported = any(v is not None and v.exported for v in vs)
-        st.vars[name] = Var(Value((Piece(None, None, 0, 0, False, False, note, ext),)), None, exported)
-    cwds = {a.cwd for a in alts}
-    st.cwd = cwds.pop() if len(cwds) == 1 else None
-    for a in alts:
-        for fname, f in a.funcs.items():
-            st.funcs.setdefault(fname, f)
-        st.unread += tuple(u for u in a.unread if u not in st.unread)
-
-
-def assigned_names(items: list[Item]) -> set[str]:
-    out: set[str] = set()
-
-    def walk(node) -> None:
-        if isinstance(node, Simple):
-            for a in node.assigns:
-                if isinstance(a, ArrayLit):
-                    out.add(a.name)
-                else:
-                    m = _ASSIGN_HEAD.match(a.parts[0].text)
-                    out.add(m.group().rstrip("=").rstrip("+").split("[")[0])
-            cmd = node.words[0].literal() if node.words and isinstance(node.words[0], W) else None
-            if cmd in ("read", "export", "declare", "typeset", "local", "readonly"):
-                for w in node.words[1:]:
-                    if isinstance(w, ArrayLit):
-                        out.add(w.name)
-                        continue
-                    head = w.parts[0] if w.parts else None
-                    text = head.text if isinstance(head, Lit) else ""
-                    name = re.match(r"[A-Za-z_][A-Za-z0-9_]*", text or "")
-                    if name and not text.startswith("-"):
-                        out.add(name.group())
-            if cmd == "read":
-                out.add("REPLY")
-        elif isinstance(node, If):
-            for cond, body in node.clauses:
-                walk_items(cond)
-                walk_items(body)
-            walk_items(node.else_body or [])
-        elif isinstance(node, Loop):
-            if node.var:
-                out.add(node.var)
-            walk_items(node.cond)
-            walk_items(node.body)
-        elif isinstance(node, Case):
-            for _, body in node.arms:
-                walk_items(body)
-        elif isinstance(node, Group):
-            walk_items(node.body)
-        elif isinstance(node, Arithmetic):
-            for m in _ARITH_ASSIGN.finditer(node.text):
-                out.add(next(g for g in m.groups() if g))
-
-    def walk_items(items: list[Item]) -> None:
-        for item in items:
-            walk(item.node)
-
-    walk_items(items)
-    return out
-
-
-def pattern_regex(pieces: list[Piece]) -> str | None:
-    """A `case` pattern: quoted characters match themselves, unquoted ones are glob syntax."""
-    out = []
-    for p in pieces:
-        if p.text is None:
-            return None
-        out.append(re.escape(p.text) if p.quoted else glob_regex(p.text))
-    return "".join(out)
-
-
-def _chars(pieces: list[Piece]) -> list[tuple]:
-    """One entry per character: (char or None for an unknown piece, piece, index in it)."""
-    out: list[tuple] = []
-    for p in pieces:
-        if p is BREAK:
-            continue
-        if p.text is None:
-            out.append((None, p, 0))
-        else:
-            out.extend((ch, p, k) for k, ch in enumerate(p.text))
-    return out
-
-
-def _pieces(chars: list[tuple]) -> list[Piece]:
-    out: list[Piece] = []
-    run: list[tuple] = []
-
-    def flush() -> None:
-        if not run:
-            return
-        p, a = run[0][1], run[0][2]
-        b = run[-1][2] + 1
-        text = "".join(ch for ch, _, _ in run)
-        src = None if p.src is None else p.src + a
-        if p.lit:
-            out.append(Piece(text, src, p.rs + a, p.rs + b, True, p.quoted, p.note, p.ext))
-        else:
-            out.append(Piece(text, src, p.rs, p.re, False, p.quoted, p.note, p.ext))
-        run.clear()
-
-    for entry in chars:
-        ch, p, k = entry
-        if ch is None:
-            flush()
-            out.append(p)
-            continue
-        if run and (run[-1][1] is not p or run[-1][2] + 1 != k):
-            flush()
-        run.append(entry)
-    flush()
-    return out
-
-
-def _split_chars(chars: list[tuple]) -> list[list[tuple]]:
-    words, cur = [], []
-    for entry in chars:
-        if entry[0] is not None and entry[0] in " \t\n":
-            if cur:
-                words.append(cur)
-                cur = []
-        else:
-            cur.append(entry)
-    if cur:
-        words.append(cur)
-    return words
-
-
-def _strip_chars(chars: list[tuple], words: list[list[tuple]], k: int) -> list[tuple]:
-    """The rest of the line from word k on, outer blanks trimmed (what `read` gives its last variable)."""
-    if k >= len(words):
-        return []
-    start = next(i for i, e in enumerate(chars) if e is words[k][0])
-    end = next(i for i, e in enumerate(chars) if e is words[-1][-1])
-    return chars[start:end + 1]
-
