@@ -99,6 +99,7 @@ class FieldInfo:
     const: object = None                     # what a bare flag stores when nargs is "?"
     item_choices: tuple[object, ...] | None = None  # kind "list" of an Enum: the values `Enum(word)` accepts
     default_factory: bool = False            # the default comes from `default_factory` (its value when a literal)
+    typing_dict: bool = False                # kind "dict" annotated typing.Dict[...]: argparse cannot call it at all
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -343,6 +344,7 @@ def library_fields(class_name: str, versions: Versions) -> dict[str, FieldInfo] 
             flags=flag_aliases(fname, versions), negative_flags=_negative_flags(fname, f["k"], default, versions),
             choice_values=tuple(f["c"]) if "c" in f else None, nargs=nargs, const=const,
             item_choices=tuple(f["ic"]) if "ic" in f else None, default_factory=bool(f.get("f")),
+            typing_dict=bool(f.get("tg")),
         )
     return out
 
@@ -482,7 +484,7 @@ def post_init_rules(class_name: str, versions: Versions) -> tuple[PostInitStep, 
         lib, ver, module = where
         for node in program:
             if node.get("super"):
-                run(i - 1, conds)
+                run(_super_index(chain, i, node["super"]), conds)
             elif "if" in node:
                 cond = _show(node["if"])
                 flatten(node["then"], conds + [cond], where, i)
@@ -513,6 +515,16 @@ def _chain_for(class_name: str, versions: Versions) -> list | None:
         return None
     stored = snapshot_version(lib, getattr(versions, lib).version)
     return None if stored is None else _class_chain(lib, stored, class_name, versions)
+
+
+def _super_index(chain: list, i: int, target: object) -> int:
+    """The chain index `super().__post_init__()` (target True) or `Base.__post_init__(self)` (target "Base") runs."""
+    if target is True:
+        return i - 1
+    for j in range(i - 1, -1, -1):
+        if chain[j][3].split(".")[-1] == target:
+            return j
+    return i - 1
 
 
 def _assigned(program: list) -> set[str]:
@@ -547,14 +559,16 @@ def effective_values(class_name: str, versions: Versions, given: dict[str, objec
         for node in program:
             at = f"{lib} {ver} {module}:{node['line']}"
             if node.get("super"):
-                run(i - 1)
+                run(_super_index(chain, i, node["super"]))
             elif "if" in node:
                 cond = _eval(node["if"], values, versions)
                 if cond is _UNKNOWN:
                     for name in _assigned(node["then"]) | _assigned(node["else"]):
                         values[name] = Unresolved(f"__post_init__ at {at}: condition {_show(node['if'])} not known")
-                    if any(n.get("super") for n in node["then"] + node["else"]):
-                        run(i - 1)
+                    for n in node["then"] + node["else"]:
+                        if n.get("super"):
+                            run(_super_index(chain, i, n["super"]))
+                            break
                 else:
                     execute(node["then"] if cond else node["else"], where, i)
             elif "set" in node:
@@ -605,12 +619,39 @@ def arity(info: FieldInfo) -> str:
     return info.nargs or "1"
 
 
+@dataclass(frozen=True)
+class ArgparseError:
+    """What `parser_default` gives when argparse fails on the default itself: a str default goes through the
+    argument's type when the flag is absent, and that type rejects it (trl 1.0.0 experimental SDFTConfig
+    `scale_rewards: str | bool = "group"`: HfArgumentParser takes `bool`, so every parse without --scale_rewards
+    fails with "Truthy value expected: got group")."""
+
+    message: str
+
+
+def _convert_string_default(info: FieldInfo, value: str) -> tuple[bool, object]:
+    """argparse `_get_value(action, default)` for a str default (or a str config value set as default): the type
+    function, no choices check; a list field's item type on the whole string."""
+    kind = info.kind
+    if kind == "list":
+        kind = info.item or "other"
+        if kind == "bool":
+            return True, bool(value)
+        if kind == "enum":
+            return _enum_item(info, value)
+    if kind == "enum":
+        return True, {str(c): c for c in info.choice_values or ()}.get(value, value)
+    return _convert_word(kind, value, info)
+
+
 def parser_default(info: FieldInfo) -> object:
     """What HfArgumentParser stores when the flag is absent: the dataclass default, except that a `bool` field with
     no default gets False (hf_argparser.py:213), an `Optional[bool]` field with no default gets None (no default
-    and not required), and a list field with a plain `default=` (not a factory) gets None: the list branch only
+    and not required), a list field with a plain `default=` (not a factory) gets None: the list branch only
     passes `default_factory()` to argparse (hf_argparser.py:223-226; TrainingArguments.debug `str | list[DebugOption]
-    = ""` parses to None). REQUIRED where argparse reports "the following arguments are required"."""
+    = ""` parses to None), and a str default goes through the argument's type (argparse converts string defaults;
+    ArgparseError where that fails, which makes every parse of the class fail). REQUIRED where argparse reports
+    "the following arguments are required"."""
     if info.kind == "list" and not info.default_factory and info.default is not REQUIRED:
         return None
     if info.default is REQUIRED:
@@ -618,6 +659,9 @@ def parser_default(info: FieldInfo) -> object:
             return False
         if info.kind == "optional_bool":
             return None
+    if isinstance(info.default, str) and not info.parser_error:
+        ok, value = _convert_string_default(info, info.default)
+        return value if ok else ArgparseError(str(value))
     return info.default
 
 
@@ -668,6 +712,8 @@ def _convert_word(kind: str, word: str, info: FieldInfo) -> tuple[bool, object]:
     if kind in ("str", "dict_or_str"):
         return True, word
     if kind == "dict":
+        if info.typing_dict:
+            return False, f"argument --{info.name}: invalid Dict value: {word!r} (typing.Dict cannot be instantiated)"
         if word == "":
             return True, {}
         return False, f"argument --{info.name}: invalid dict value: {word!r} (type=dict: dict() of a string fails)"
@@ -800,18 +846,9 @@ def convert_config_value(info: FieldInfo, value: object, via: str = "file") -> t
     if via == "trl_config" and isinstance(value, str):
         if info.parser_error:
             return False, f"HfArgumentParser cannot be built: {info.why}"
-        kind = info.kind
-        if kind == "list":
-            kind = info.item or "other"
-            if kind == "bool":
-                return True, bool(value)
-        if kind == "enum":
-            mapping = {str(c): c for c in (info.choice_values or ())}
-            value = mapping.get(value, value)
-        else:
-            ok, value = _convert_word(kind, value, info)
-            if not ok:
-                return False, value
+        ok, value = _convert_string_default(info, value)
+        if not ok:
+            return False, value
     return _post_init(info, value)
 
 
