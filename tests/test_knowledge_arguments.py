@@ -525,8 +525,22 @@ def test_training_arguments_changes_across_transformers():
                 fields["bf16"].default, fields["fp16"].default) == (8, 1, False, False), tf
 
 
+def test_a_patch_release_fix_is_captured():
+    # transformers 4.57.0-4.57.4 training_args.py:931 `lr_scheduler_kwargs: Union[dict[str, Any], str]` ->
+    # HfArgumentParser type=dict (a JSON string fails); 4.57.5 :931 `Optional[Union[dict, str]]` again (trl 1.16.0
+    # trl/trainer/base_config.py:76-78 works around exactly this: "fixed in ... 4.57.5").
+    broken = _d("TrainingArguments", "lr_scheduler_kwargs", "4.57.4", "0.22.0")
+    assert broken.kind == "dict" and A.convert_cli(broken, ['{"num_cycles": 2}'])[0] is False
+    fixed = _d("TrainingArguments", "lr_scheduler_kwargs", "4.57.5", "0.22.0")
+    assert fixed.kind == "dict_or_str" and A.convert_cli(fixed, ['{"num_cycles": 2}']) == (True, {"num_cycles": 2})
+    # TRL's own override (trl 1.16.0 base_config.py:79) makes SFTConfig parse it under 4.57.4 too
+    assert _d("SFTConfig", "lr_scheduler_kwargs", "4.57.4", "1.16.0").kind == "dict_or_str"
+
+
 def test_versions_are_answered_by_the_nearest_read_at_or_below():
-    assert A.snapshot_version("transformers", "4.57.3") == "4.57.1"
+    assert A.snapshot_version("transformers", "4.57.3") == "4.57.3"  # every release from 4.36.0 on was read
+    assert A.snapshot_version("transformers", "4.57.9") == "4.57.6"
+    assert A.snapshot_version("trl", "0.10.1") is None
     assert A.snapshot_version("transformers", "5.30.0") == "5.24.0"
     assert A.snapshot_version("transformers", "4.30.0") is None
     assert A.library_fields("SFTConfig", V("4.30.0", "0.12.0")) is None  # its TrainingArguments is unknown

@@ -2,8 +2,9 @@
 command-line words and config-file values into field values.
 
 Data: arguments.json, written by bench/gen_argument_fields.py from the released wheels' source (read with `ast`,
-never imported): transformers 4.36.0-5.24.0 and trl 0.12.0-1.16.0, the first and last patch of every minor. A
-version is answered by the nearest version read at or below it. Nothing here imports torch / transformers / trl.
+never imported): every release of transformers 4.36.0-5.24.0 and trl 0.12.0-1.16.0 (183 in all, including the
+yanked transformers 4.46.0, 4.52.0, 4.57.0, 5.10.0). A version is answered by the nearest version read at or below
+it. Nothing here imports torch / transformers / trl.
 
 How the parsers behave (read in every version listed; `hf_argparser.py` is transformers', `scripts/utils.py` TRL's;
 line numbers are those of transformers 5.24.0 / trl 1.16.0 unless a version is named):
