@@ -321,7 +321,6 @@ BUILTIN_NAMES = {"bool": "bool", "int": "int", "float": "float", "str": "str", "
 class TypeReader:
     def __init__(self, pkgs: dict[str, Package], lib: str, mod: Module) -> None:
         self.pkgs, self.lib, self.mod = pkgs, lib, mod
-        self.external_enums: set[str] = set()
 
     def read(self, node: ast.expr) -> tuple:
         if isinstance(node, ast.Constant):
@@ -382,7 +381,7 @@ def _is(t: tuple, name: str) -> bool:
     return t == ("name", name)
 
 
-def parser_kind(t: tuple, has_default: bool, default: Any) -> dict[str, Any]:
+def parser_kind(t: tuple) -> dict[str, Any]:
     """HfArgumentParser._parse_dataclass_field (same rules in 4.36.0-5.24.0, hf_argparser.py), on a modelled type.
 
     Returns {"k": kind, ...}: "c" choices, "i" list item kind, "e" enum class, "why" for kind "other"."""
@@ -633,10 +632,9 @@ def read_class(pkgs: dict[str, Package], ref: ClassRef, todo: list[ClassRef]) ->
                 default = dreader.value(call)
         if not init:
             continue  # HfArgumentParser skips `init=False` fields, and the constructor does not take them
-        has_default = not (isinstance(default, dict) and "$required" in default)
         if isinstance(default, dict) and "$factory" in default:
             rec["f"] = 1  # a default_factory: the list branch of HfArgumentParser uses it, a plain default it ignores
-        info = refine_dict_or_str(t, parser_kind(t, has_default, default))
+        info = refine_dict_or_str(t, parser_kind(t))
         rec.update(info)
         # metadata other than "help" / "aliases" goes to parser.add_argument too (hf_argparser.py:155
         # `kwargs = dict(field.metadata)`): metadata choices stay unless the Enum/Literal branch sets its own, and
