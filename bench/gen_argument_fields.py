@@ -8,6 +8,17 @@ default (a JSON value, or a marker) and the line it is declared on.
 
     python bench/gen_argument_fields.py                 # download (pip download --no-deps) what is missing, write JSON
     python bench/gen_argument_fields.py --check         # exit 1 when the checked-in JSON differs from a fresh run
+    PYTHONPATH=src python bench/gen_argument_fields.py --verify-imported   # vs the transformers/trl importable here
+
+--verify-imported checks, for every class read for the imported trl version (and TrainingArguments /
+Seq2SeqTrainingArguments): the field set and literal defaults against `dataclasses.fields()`, the argparse actions
+HfArgumentParser builds (option strings, nargs, const, choices, `--no_` complements, parser defaults),
+`convert_cli` against `parse_known_args` for a few words per kind, and `effective_values` against the constructed
+object. Older releases are checked by installing them aside, e.g.
+
+    pip install --no-deps --target /tmp/old transformers==4.46.3 trl==0.12.2 huggingface_hub==0.26.5 \
+        tokenizers==0.20.3 datasets==4.0.0 requests urllib3 idna charset_normalizer certifi
+    PYTHONPATH=/tmp/old:src python bench/gen_argument_fields.py --verify-imported
 
 Sources are cached under $TRAINLINT_ARGSRC (default /tmp/trainlint-argsrc/<lib>-<version>/). Each version is stored
 as its differences from the previous one (the first in full); the output depends only on the source text.
@@ -17,11 +28,17 @@ from __future__ import annotations
 
 import argparse
 import ast
+import contextlib
+import dataclasses
+import importlib
+import io
 import json
+import math
 import os
 import subprocess
 import sys
 import tempfile
+import warnings
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,26 +48,32 @@ ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "src" / "trainlint" / "knowledge" / "arguments.json"
 CACHE = Path(os.environ.get("TRAINLINT_ARGSRC", "/tmp/trainlint-argsrc"))
 
-# The first and the last patch of every minor release from 4.36 / 0.12 on (as listed by `pip index versions`, plus
-# the yanked X.Y.0 releases it leaves out: transformers 4.46.0, 4.52.0, 4.57.0, 5.10.0, which `pip download` still
-# fetches), so that a change of a field or default between two minors, or inside one, is captured, and a range pin
-# resolved to "X.Y.0" (versions.resolve_spec) is answered by that very release.
+# Every release from transformers 4.36.0 / trl 0.12.0 on, as `pip index versions` lists them, plus the yanked X.Y.0
+# releases it leaves out (transformers 4.46.0, 4.52.0, 4.57.0, 5.10.0, which `pip download` still fetches): patch
+# releases change fields too (transformers 4.57.0-4.57.4 `lr_scheduler_kwargs: Union[dict[str, Any], str]`, which
+# HfArgumentParser turns into type=dict, fixed in 4.57.5), and a range pin resolved to "X.Y.0"
+# (versions.resolve_spec) must be answered by that very release.
 TRANSFORMERS_VERSIONS = [
-    "4.36.0", "4.36.2", "4.37.0", "4.37.2", "4.38.0", "4.38.2", "4.39.0", "4.39.3", "4.40.0", "4.40.2",
-    "4.41.0", "4.41.2", "4.42.0", "4.42.4", "4.43.0", "4.43.4", "4.44.0", "4.44.2", "4.45.0", "4.45.2",
-    "4.46.0", "4.46.1", "4.46.3", "4.47.0", "4.47.1", "4.48.0", "4.48.3", "4.49.0", "4.50.0", "4.50.3", "4.51.0",
-    "4.51.3", "4.52.0", "4.52.1", "4.52.4", "4.53.0", "4.53.3", "4.54.0", "4.54.1", "4.55.0", "4.55.4", "4.56.0",
-    "4.56.2", "4.57.0", "4.57.1", "4.57.6", "5.0.0", "5.1.0", "5.2.0", "5.3.0", "5.4.0", "5.5.0", "5.5.4", "5.6.0",
-    "5.6.2", "5.7.0", "5.8.0", "5.8.1", "5.9.0", "5.10.0", "5.10.1", "5.10.4", "5.11.0", "5.12.0", "5.12.1", "5.13.0",
-    "5.13.1", "5.14.0", "5.14.1", "5.15.0", "5.15.1", "5.16.0", "5.16.1", "5.17.0", "5.18.0", "5.19.0",
-    "5.20.0", "5.20.2", "5.21.0", "5.21.1", "5.22.0", "5.22.2", "5.23.0", "5.24.0",
+    "4.36.0", "4.36.1", "4.36.2", "4.37.0", "4.37.1", "4.37.2", "4.38.0", "4.38.1", "4.38.2", "4.39.0", "4.39.1",
+    "4.39.2", "4.39.3", "4.40.0", "4.40.1", "4.40.2", "4.41.0", "4.41.1", "4.41.2", "4.42.0", "4.42.1", "4.42.2",
+    "4.42.3", "4.42.4", "4.43.0", "4.43.1", "4.43.2", "4.43.3", "4.43.4", "4.44.0", "4.44.1", "4.44.2", "4.45.0",
+    "4.45.1", "4.45.2", "4.46.0", "4.46.1", "4.46.2", "4.46.3", "4.47.0", "4.47.1", "4.48.0", "4.48.1", "4.48.2",
+    "4.48.3", "4.49.0", "4.50.0", "4.50.1", "4.50.2", "4.50.3", "4.51.0", "4.51.1", "4.51.2", "4.51.3", "4.52.0",
+    "4.52.1", "4.52.2", "4.52.3", "4.52.4", "4.53.0", "4.53.1", "4.53.2", "4.53.3", "4.54.0", "4.54.1", "4.55.0",
+    "4.55.1", "4.55.2", "4.55.3", "4.55.4", "4.56.0", "4.56.1", "4.56.2", "4.57.0", "4.57.1", "4.57.2", "4.57.3",
+    "4.57.4", "4.57.5", "4.57.6", "5.0.0", "5.1.0", "5.2.0", "5.3.0", "5.4.0", "5.5.0", "5.5.1", "5.5.2", "5.5.3",
+    "5.5.4", "5.6.0", "5.6.1", "5.6.2", "5.7.0", "5.8.0", "5.8.1", "5.9.0", "5.10.0", "5.10.1", "5.10.2", "5.10.4",
+    "5.11.0", "5.12.0", "5.12.1", "5.13.0", "5.13.1", "5.14.0", "5.14.1", "5.15.0", "5.15.1", "5.16.0", "5.16.1",
+    "5.17.0", "5.18.0", "5.19.0", "5.20.0", "5.20.1", "5.20.2", "5.21.0", "5.21.1", "5.22.0", "5.22.1", "5.22.2",
+    "5.23.0", "5.24.0",
 ]
 TRL_VERSIONS = [
-    "0.12.0", "0.12.2", "0.13.0", "0.14.0", "0.15.0", "0.15.2", "0.16.0", "0.16.1", "0.17.0", "0.18.0",
-    "0.18.2", "0.19.0", "0.19.1", "0.20.0", "0.21.0", "0.22.0", "0.22.2", "0.23.0", "0.23.1", "0.24.0",
-    "0.25.0", "0.25.1", "0.26.0", "0.26.2", "0.27.0", "0.27.2", "0.28.0", "0.29.0", "0.29.1", "1.0.0",
-    "1.1.0", "1.2.0", "1.3.0", "1.4.0", "1.5.0", "1.5.1", "1.6.0", "1.7.0", "1.7.1", "1.8.0", "1.9.0",
-    "1.9.2", "1.10.0", "1.11.0", "1.12.0", "1.13.0", "1.14.0", "1.14.2", "1.15.0", "1.16.0",
+    "0.12.0", "0.12.1", "0.12.2", "0.13.0", "0.14.0", "0.15.0", "0.15.1", "0.15.2", "0.16.0", "0.16.1", "0.17.0",
+    "0.18.0", "0.18.1", "0.18.2", "0.19.0", "0.19.1", "0.20.0", "0.21.0", "0.22.0", "0.22.1", "0.22.2", "0.23.0",
+    "0.23.1", "0.24.0", "0.25.0", "0.25.1", "0.26.0", "0.26.1", "0.26.2", "0.27.0", "0.27.1", "0.27.2", "0.28.0",
+    "0.29.0", "0.29.1", "1.0.0", "1.1.0", "1.2.0", "1.3.0", "1.4.0", "1.5.0", "1.5.1", "1.6.0", "1.7.0", "1.7.1",
+    "1.8.0", "1.9.0", "1.9.1", "1.9.2", "1.10.0", "1.11.0", "1.12.0", "1.13.0", "1.14.0", "1.14.1", "1.14.2",
+    "1.15.0", "1.16.0",
 ]
 VERSIONS = {"transformers": TRANSFORMERS_VERSIONS, "trl": TRL_VERSIONS}
 
@@ -290,17 +313,14 @@ def enum_member(pkgs: dict[str, Package], ref: ClassRef, member: str) -> tuple[b
 # ("none",), ("enum", ClassRef-as-str, values), ("literal", values), ("union", [types]), ("generic", base, [args]),
 # ("class", name) for any other class.
 
-TYPING_NAMES = {"Optional", "Union", "Literal", "List", "Dict", "Tuple", "Any", "Type", "Callable", "ClassVar",
-                "InitVar"}
 BUILTIN_NAMES = {"bool": "bool", "int": "int", "float": "float", "str": "str", "dict": "dict", "list": "list",
-                 "tuple": "tuple", "List": "list", "Dict": "dict", "Tuple": "tuple", "Any": "Any", "set": "set",
+                 "tuple": "tuple", "List": "list", "Dict": "Dict", "Tuple": "tuple", "Any": "Any", "set": "set",
                  "bytes": "bytes", "Path": "Path"}
 
 
 class TypeReader:
     def __init__(self, pkgs: dict[str, Package], lib: str, mod: Module) -> None:
         self.pkgs, self.lib, self.mod = pkgs, lib, mod
-        self.external_enums: set[str] = set()
 
     def read(self, node: ast.expr) -> tuple:
         if isinstance(node, ast.Constant):
@@ -361,7 +381,7 @@ def _is(t: tuple, name: str) -> bool:
     return t == ("name", name)
 
 
-def parser_kind(t: tuple, has_default: bool, default: Any) -> dict[str, Any]:
+def parser_kind(t: tuple) -> dict[str, Any]:
     """HfArgumentParser._parse_dataclass_field (same rules in 4.36.0-5.24.0, hf_argparser.py), on a modelled type.
 
     Returns {"k": kind, ...}: "c" choices, "i" list item kind, "e" enum class, "why" for kind "other"."""
@@ -400,11 +420,15 @@ def parser_kind(t: tuple, has_default: bool, default: Any) -> dict[str, Any]:
             return {"k": "list", "i": "enum", "ic": item[2], "e": item[1]}
         return {"k": "list", "i": "other"}
     if t[0] == "name" and t[1] == "list":
-        return {"k": "other", "why": "bare `list`: HfArgumentParser reads field.type.__args__[0] and fails"}
+        return {"k": "other", "fatal": True,
+                "why": "bare `list`: HfArgumentParser reads field.type.__args__[0] and raises AttributeError"}
     if t[0] == "name" and t[1] in ("int", "float", "str"):
         return {"k": t[1]}
     if (t[0] == "name" and t[1] == "dict") or (t[0] == "generic" and t[1] == "dict"):
         return {"k": "dict"}
+    if t[0] in ("name", "generic") and t[1] == "Dict":
+        # argparse calls typing.Dict[...] (or typing.Dict): "Type Dict cannot be instantiated" -> every word fails
+        return {"k": "dict", "tg": 1}
     return {"k": "other", "why": f"argparse type {describe(t)}"}
 
 
@@ -427,7 +451,7 @@ def describe(t: tuple) -> str:
 def refine_dict_or_str(t: tuple, info: dict[str, Any]) -> dict[str, Any]:
     """A field whose annotation holds both a dict and str, resolved by HfArgumentParser to str: 'dict_or_str'."""
     if info["k"] == "str" and t[0] == "union":
-        if any(_is(a, "dict") or (a[0] == "generic" and a[1] == "dict") for a in t[1]):
+        if any(a[0] in ("name", "generic") and a[1] in ("dict", "Dict") for a in t[1]):
             return {"k": "dict_or_str"}
     return info
 
@@ -608,10 +632,9 @@ def read_class(pkgs: dict[str, Package], ref: ClassRef, todo: list[ClassRef]) ->
                 default = dreader.value(call)
         if not init:
             continue  # HfArgumentParser skips `init=False` fields, and the constructor does not take them
-        has_default = not (isinstance(default, dict) and "$required" in default)
         if isinstance(default, dict) and "$factory" in default:
             rec["f"] = 1  # a default_factory: the list branch of HfArgumentParser uses it, a plain default it ignores
-        info = refine_dict_or_str(t, parser_kind(t, has_default, default))
+        info = refine_dict_or_str(t, parser_kind(t))
         rec.update(info)
         # metadata other than "help" / "aliases" goes to parser.add_argument too (hf_argparser.py:155
         # `kwargs = dict(field.metadata)`): metadata choices stay unless the Enum/Literal branch sets its own, and
@@ -758,6 +781,10 @@ class PostInitReader:
                 if (isinstance(call.func, ast.Attribute) and call.func.attr == "__post_init__"
                         and isinstance(call.func.value, ast.Call) and _name_of(call.func.value.func) == "super"):
                     out.append({"super": True, "line": s.lineno})
+                elif (isinstance(call.func, ast.Attribute) and call.func.attr == "__post_init__"
+                        and isinstance(call.func.value, ast.Name) and call.args and _is_self(call.args[0])):
+                    # `_BaseConfig.__post_init__(self)`: a named base's, skipping the ones in between
+                    out.append({"super": call.func.value.id, "line": s.lineno})
                 elif (isinstance(call.func, ast.Attribute) and call.func.attr == "setdefault" and len(call.args) == 2
                         and isinstance(call.func.value, ast.Attribute) and _is_self(call.func.value.value)
                         and isinstance(call.args[0], ast.Constant)
@@ -998,12 +1025,180 @@ def dumps(obj: Any) -> str:
     return json.dumps(obj, separators=(",", ":"), sort_keys=False, ensure_ascii=False) + "\n"
 
 
+# --------------------------------------------------------------------------------------------------------------
+# Checking against an imported release
+# --------------------------------------------------------------------------------------------------------------
+
+SAMPLES = {
+    "bool": [[], ["True"], ["false"], ["1"], ["yes"], ["N"], ["maybe"], ["0", "x"]],
+    "optional_bool": [[], ["True"], ["off"], ["no"]],
+    "int": [["4"], ["-1"], ["4.0"], ["1_000"], []],
+    "float": [["1e-4"], ["2"], ["x"], ["-.5"]],
+    "str": [["abc"], ["None"], []],
+    "list": [["a"], ["a", "b"], [], ["1", "2"]],
+    "dict": [[""], ['{"a": 1}']],
+    "dict_or_str": [["ds.json"], ['{"a": 1}']],
+    "enum": [["steps"], ["no"], ["bogus"], ["adamw_torch"], ["cosine"], ["auto"], ["bfloat16"]],
+    "other": [],
+}
+
+
+def same(a: object, b: object) -> bool:
+    if isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b):
+        return True
+    return type(a) is type(b) and a == b
+
+
+EFFECTIVE = ("bf16", "fp16", "gradient_checkpointing", "gradient_checkpointing_kwargs", "activation_checkpointing",
+             "activation_checkpointing_kwargs", "max_length", "max_seq_length", "use_liger_kernel", "dtype",
+             "torch_dtype", "torch_compile", "per_device_train_batch_size", "gradient_accumulation_steps", "packing",
+             "padding_free", "lora_target_modules")
+
+
+def check_effective(key: str, cls: Any, fields: dict, versions: Any, report: Any) -> None:
+    from trainlint.knowledge import arguments as A
+
+    """effective_values() against the constructed object, with the defaults and with a few deciding values given."""
+    base = {k: v for k, v in (("output_dir", "/tmp/trainlint-check"), ("use_cpu", True)) if k in fields}
+    if "bf16" in fields and fields["bf16"].kind == "optional_bool":
+        pass  # left to __post_init__ (TRL: not fp16)
+    for given in ({}, {"gradient_checkpointing": True}, {"max_seq_length": 2048}, {"torch_dtype": "bfloat16"},
+                  {"lora_target_modules": ["all-linear"]}, {"gradient_checkpointing_kwargs": {"use_reentrant": True}}):
+        if any(k not in fields for k in given):
+            continue
+        try:
+            obj = cls(**base, **given)
+        except Exception:
+            continue  # e.g. a trainer config whose __post_init__ needs an optional dependency
+        eff = A.effective_values(key, versions, {**base, **given})
+        for name in EFFECTIVE:
+            if name in fields and hasattr(obj, name):
+                have = getattr(obj, name)
+                have = have.value if hasattr(have, "value") and not isinstance(have, (str, int, float)) else have
+                if not (isinstance(eff[name], A.Unresolved) or same(eff[name], have) or eff[name] == have):
+                    report(key, "effective", given, name, "real", repr(have), "mine", repr(eff[name]))
+
+
+def verify_imported() -> int:
+    """Check arguments.json against the transformers / trl this interpreter imports (see the module docstring)."""
+    from trainlint.knowledge import arguments as A
+    from trainlint.knowledge.versions import LibraryVersion, Versions
+
+    warnings.filterwarnings("ignore")
+    import transformers
+    import trl
+
+    versions = Versions(LibraryVersion("transformers", transformers.__version__, "imported"),
+                        LibraryVersion("trl", trl.__version__, "imported"), LibraryVersion("peft", "0", ""))
+    print(f"transformers {transformers.__version__} (answered by {A.snapshot_version('transformers', transformers.__version__)}), "
+          f"trl {trl.__version__} (answered by {A.snapshot_version('trl', trl.__version__)})")
+    stored = A.snapshot_version("trl", trl.__version__)
+    keys = [("transformers", "TrainingArguments"), ("transformers", "Seq2SeqTrainingArguments")]
+    keys += [("trl", k) for k in A._snapshot("trl", stored)["classes"]]
+    bad = checked = 0
+
+    def report(*parts: object) -> None:
+        nonlocal bad
+        bad += 1
+        print("DIFF", *parts)
+
+    for lib, key in keys:
+        lib_, ver, rec, _ = A._class_chain(lib, A.snapshot_version(lib, getattr(versions, lib).version), key,
+                                           versions)[-1]
+        module, name = rec["module"][:-3].replace("/", "."), key.split(".")[-1]
+        try:
+            cls = getattr(importlib.import_module(module), name)
+        except Exception as exc:  # an optional dependency of that trainer is missing here
+            print(f"skip {key}: {type(exc).__name__}: {str(exc)[:80]}")
+            continue
+        fields = A.library_fields(key, versions)
+        real = {f.name: f for f in dataclasses.fields(cls) if f.init}
+        if list(fields) != list(real):
+            report(key, "field set/order", set(fields) ^ set(real) or "order")
+            continue
+        for fname, f in real.items():
+            want = f.default if f.default is not dataclasses.MISSING else (
+                f.default_factory() if f.default_factory is not dataclasses.MISSING else A.REQUIRED)
+            want = want.value if hasattr(want, "value") and not isinstance(want, (str, int, float)) else want
+            want = list(want) if isinstance(want, tuple) else want
+            mine = fields[fname].default
+            if isinstance(mine, A.EnvDependent):
+                if want not in {v for _, v in mine.cases} | {mine.otherwise}:
+                    report(key, fname, "env default", mine, want)
+            elif not isinstance(mine, A.Unresolved) and not same(mine, want) and mine != want:
+                report(key, fname, "default", repr(mine), repr(want))
+        check_effective(key, cls, fields, versions, report)
+        try:
+            parser = transformers.HfArgumentParser(cls)
+        except Exception as exc:
+            if not any(i.parser_error for i in fields.values()):
+                report(key, "parser fails but no field is marked parser_error:", exc)
+            continue
+        broken = [n for n, i in fields.items() if isinstance(A.parser_default(i), A.ArgparseError)]
+        if broken:
+            err = io.StringIO()
+            try:
+                with contextlib.redirect_stderr(err):
+                    parser.parse_known_args([w for n, i in fields.items() if A.parser_default(i) is A.REQUIRED
+                                             for w in (f"--{n}", "x")])
+                report(key, "expected every parse to fail (str default rejected by its type):", broken)
+            except SystemExit:
+                print(f"ok   {key}: every parse fails, as predicted ({broken[0]}: "
+                      f"{A.parser_default(fields[broken[0]]).message[:60]})")
+            continue
+        required = [f"--{n}" for n, i in fields.items() if A.parser_default(i) is A.REQUIRED]
+        base_words = [w for flag in required for w in (flag, "x")]  # e.g. output_dir, required before 4.50
+        by_dest: dict[str, list] = {}
+        for action in parser._actions:
+            by_dest.setdefault(action.dest, []).append(action)
+        for fname, info in fields.items():
+            checked += 1
+            main_action, *negs = by_dest[fname]
+            problems = []
+            if tuple(main_action.option_strings) != info.flags:
+                problems.append(("flags", main_action.option_strings, info.flags))
+            if main_action.nargs != info.nargs:
+                problems.append(("nargs", main_action.nargs, info.nargs))
+            if main_action.nargs == "?" and main_action.const != info.const:
+                problems.append(("const", main_action.const, info.const))
+            choices = tuple(main_action.choices) if main_action.choices is not None else None
+            if choices != info.choice_values:
+                problems.append(("choices", choices, info.choice_values))
+            if tuple(s for a in negs for s in a.option_strings) != info.negative_flags:
+                problems.append(("negative", [a.option_strings for a in negs], info.negative_flags))
+            if problems:
+                report(key, fname, info.kind, problems)
+            for raw in SAMPLES[info.kind]:
+                err = io.StringIO()
+                try:
+                    with contextlib.redirect_stderr(err):
+                        ns, rest = parser.parse_known_args(base_words + [f"--{fname}", *raw])
+                    ok, value = (not rest), getattr(ns, fname)
+                except SystemExit:
+                    ok, value = False, None
+                mine_ok, mine = A.convert_cli(info, raw)
+                if info.json_dict and ok and isinstance(value, str) and value.startswith("{"):
+                    continue  # the JSON step runs in __post_init__, not in the parser
+                if mine_ok and (isinstance(mine, A.Unresolved) or (
+                        isinstance(mine, list) and any(isinstance(m, A.Unresolved) for m in mine))):
+                    continue  # not decidable statically (kind "other"): said so, not compared
+                if mine_ok != ok or (ok and not same(value, mine)):
+                    report(key, fname, info.kind, raw, "real", (ok, value), "mine", (mine_ok, mine))
+    print(f"{checked} fields checked, {bad} disagreements")
+    return 1 if bad else 0
+
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--check", action="store_true", help="compare with the checked-in JSON; write nothing")
     ap.add_argument("--no-download", action="store_true", help="use only the cached sources")
     ap.add_argument("--out", type=Path, default=OUT)
+    ap.add_argument("--verify-imported", action="store_true",
+                    help="compare the JSON with the transformers / trl this interpreter imports; write nothing")
     ns = ap.parse_args(argv)
+    if ns.verify_imported:
+        return verify_imported()
     text = dumps(build(download=not ns.no_download))
     if ns.check:
         same = ns.out.exists() and ns.out.read_text(encoding="utf-8") == text

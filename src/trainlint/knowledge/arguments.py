@@ -1,33 +1,62 @@
-"""The fields of transformers' / TRL's argument dataclasses per version, and how HfArgumentParser / TrlParser turn
+r"""The fields of transformers' / TRL's argument dataclasses per version, and how HfArgumentParser / TrlParser turn
 command-line words and config-file values into field values.
 
 Data: arguments.json, written by bench/gen_argument_fields.py from the released wheels' source (read with `ast`,
-never imported): transformers 4.36.0-5.24.0 and trl 0.12.0-1.16.0, the first and last patch of every minor. A
-version is answered by the nearest version read at or below it. Nothing here imports torch / transformers / trl.
+never imported): every release of transformers 4.36.0-5.24.0 and trl 0.12.0-1.16.0 (183 in all, including the
+yanked transformers 4.46.0, 4.52.0, 4.57.0, 5.10.0). A version is answered by the nearest version read at or below
+it. Nothing here imports torch / transformers / trl. The caller decides that a class name means the library's class
+(imported from transformers / trl): a script's own `ScriptArguments` dataclass is not TRL's.
 
-How the parsers behave (read in every version listed; `hf_argparser.py` is transformers', `scripts/utils.py` TRL's;
-line numbers are those of transformers 5.24.0 / trl 1.16.0 unless a version is named):
+How the parsers behave. Read in every release listed; "hf_argparser.py" is transformers', "scripts/utils.py" TRL's;
+line numbers are transformers 5.24.0 / trl 1.16.0 unless a version is named. Verified against the real parsers of
+transformers 4.36.2, 4.46.3, 4.51.3, 4.56.2, 4.57.6, 5.0.0, 5.22.2, 5.24.0 with trl 0.12.2-1.16.0
+(`bench/gen_argument_fields.py --verify-imported`).
 
 | behaviour | versions | source |
 |---|---|---|
-| `bool` field: `type=string_to_bool, nargs="?", const=True`; a bare `--x` is True; `yes/true/t/y/1` and `no/false/f/n/0` (any case) are accepted, anything else is an argparse error | 4.36.0-5.24.0 (string_to_bool unchanged) | hf_argparser.py:36, :204-219 |
-| `Optional[bool]` / `bool \\| None` field: same, but nargs="?"/const only when the default is not None; default None means a value is required (a bare `--x` is "expected one argument") | 4.36.0-5.24.0 | hf_argparser.py:211 |
-| `bool` field without a default: the parser's default is False (the dataclass has none) | 4.36.0-5.24.0 | hf_argparser.py:213 |
-| `--no_x` complement (`store_false`) for a bool / Optional[bool] field whose default is `True` | 4.36.0-5.24.0 | hf_argparser.py:241-249 |
-| `--no-x-y` (dashes) besides `--no_x_y` | since 4.46.0 (4.45.2 has only `--no_x`) | 4.46.0 hf_argparser.py:237-243 |
-| `--x-y` alias of `--x_y` (fields with "_") | since 4.46.0 | hf_argparser.py:151-153 (4.46.0: :145-147) |
-| prefix abbreviations (`--per_device_train 4`): allowed. HfArgumentParser passes its kwargs to `ArgumentParser` and never sets `allow_abbrev`, so argparse's default True applies; TrlParser adds none either | 4.36.0-5.24.0; trl 0.12.0-1.16.0 | hf_argparser.py:128-138 |
-| `Union[X, str]` -> X; `Optional[Union[X, str]]` -> the second member (str for `dict \\| str \\| None`); any other Union without str raises ValueError when the parser is built | 4.36.0-5.24.0 | hf_argparser.py:169-187 |
-| `list[X]`: `nargs="+", type=X` | 4.36.0-5.24.0 | hf_argparser.py:220-226 |
-| Enum / Literal: `choices` = the values, `type` maps a word to the choice whose `str()` it is; anything else is "invalid choice" | 4.36.0-5.24.0 | hf_argparser.py:192-203 |
-| a plain `dict` field: `type=dict`, so `dict("...")` fails: argparse error for any non-empty word | 4.36.0-5.24.0 | hf_argparser.py:227-228 |
-| dict fields given as JSON strings: TrainingArguments.__post_init__ `json.loads` a string starting with "{" for the fields in `_VALID_DICT_FIELDS`, then `_convert_str_dict` ("true"/"false" -> bool, digits -> int/float, nested); a string not starting with "{" is kept (a file path); an invalid JSON string raises JSONDecodeError in __post_init__ | absent <= 4.39.3; module-level list 4.40.0-4.50.3 (`for field in _VALID_DICT_FIELDS`); class attribute `self._VALID_DICT_FIELDS` since 4.51.0, which TRL configs extend (`TrainingArguments._VALID_DICT_FIELDS + ["model_init_kwargs", ...]`, trl >= 0.19.0; GRPOConfig 0.17-0.18) | training_args.py:761-768, :1526-1531, :161-176 |
-| unknown command-line words: `parse_known_args`, then ValueError "Some specified arguments are not used by the HfArgumentParser" unless `return_remaining_strings=True` (then returned) | 4.36.0-5.24.0 | hf_argparser.py:338-356 |
-| `<script>.args` file next to the entry point, read when `look_for_args_file` (default True): its words go before the command line (the command line wins) | 4.36.0-5.24.0 | hf_argparser.py:309-337 |
-| `parse_dict` / `parse_json_file` / `parse_yaml_file`: no string conversion at all (values go straight to the dataclass); unknown keys raise ValueError "Some keys are not used by the HfArgumentParser" unless `allow_extra_keys=True` (then ignored) | 4.36.0-5.24.0 | hf_argparser.py:358-428 |
-| TrlParser `--config FILE`: only the exact word `--config` (not `--config=FILE`), the first one; the YAML mapping's `env` key sets os.environ (str(value)); every other key whose name is an argument's dest becomes that argument's argparse default (and not required), so the command line overrides it | trl 0.12.0-1.16.0 | scripts/utils.py:321-340 (0.12: commands/cli_utils.py, `sys.argv` only) |
-| a config value that is a str goes through the argument's `type` (argparse converts string defaults when the flag is absent: `"true"` -> True, `"2e-5"` -> 2e-05); other YAML values are kept as they are, choices are not checked | trl 0.12.0-1.16.0 with CPython argparse | argparse `_parse_known_args` (CPython 3.11 argparse.py:2139-2144) |
-| unknown config keys | 0.12: put in the namespace, ValueError "Some specified config arguments are not used by the TrlParser" unless `ignore_extra_args=True`; 0.13.0-0.18.2: dropped silently unless `return_remaining_strings=True` (then returned as `--key str(value)`); since 0.19.0: ValueError "Unknown arguments from config file" unless `fail_with_unknown_args=False` or `return_remaining_strings=True` | scripts/utils.py:346-360, :361-390 |
+| `bool` field: `type=string_to_bool, nargs="?", const=True`; a bare `--x` is True; yes/true/t/y/1 and no/false/f/n/0 (any case) are accepted, anything else is an argparse error | all | hf_argparser.py:36-46, :204-219 |
+| `Optional[bool]` / `bool \| None`: the same, but nargs="?"/const only when the default is neither None nor missing: default None needs a value ("expected one argument"), unless the field's metadata passes nargs/const (TrainingArguments `activation_checkpointing`/`gradient_checkpointing` 5.23+, `fsdp` 5.13+: a bare flag is True) | all | hf_argparser.py:211, :155 |
+| metadata other than help/aliases goes to add_argument: `choices` (TrainingArguments.log_level: utils/logging.py log_levels + "passive"), `nargs`, `const` | all | hf_argparser.py:155, :235 |
+| a `bool` field without a default parses to False; a list field with a plain `default=` parses to None (only `default_factory` is passed); a str default goes through the type when the flag is absent (argparse), so `scale_rewards: str \| bool = "group"` (trl 1.0.0 experimental SDFT/SDPO configs) makes every parse fail | all | hf_argparser.py:213, :223-226 |
+| `--no_x` (store_false) for a bool / Optional[bool] field whose default is `True` | all | hf_argparser.py:241-249 |
+| `--no-x-y` besides `--no_x_y`, and `--x-y` besides `--x_y` | since 4.46.0 (4.45.2 registers only `--x_y` / `--no_x_y`) | hf_argparser.py:151-153, :243-246 |
+| prefix abbreviations (`--per_device_train 4`) are accepted when unambiguous: no release passes `allow_abbrev` (HfArgumentParser hands its kwargs to ArgumentParser; TrlParser adds none), so argparse's default True applies | all | hf_argparser.py:128-138 |
+| `Union[X, str]` -> X; `Optional[Union[X, str]]` -> its second member (str for `dict \| str \| None`); another Union without str raises ValueError, and `Optional[Union[A, G]]` with G a subscripted generic raises TypeError (`isinstance(None, G)`), when the parser is built | all | hf_argparser.py:169-187 |
+| `list[X]`: nargs="+", type=X (a list of an Enum: `Enum(word)`) | all | hf_argparser.py:220-226 |
+| Enum / Literal: choices = the values, a word maps to the choice whose `str()` it is, else "invalid choice" | all | hf_argparser.py:192-203 |
+| a plain `dict` / `dict[...]` field: type=dict, so any non-empty word fails (`dict("")` is {}); `typing.Dict[...]` cannot be called at all | all | hf_argparser.py:227-228 |
+| JSON strings for dict fields: TrainingArguments.__post_init__ json.loads a str starting with "{" for the `_VALID_DICT_FIELDS`, then `_convert_str_dict` ("true"/"false" -> bool, digit strings -> int/float, nested); another str is kept (a file path); invalid JSON raises JSONDecodeError | none <= 4.39.3; module-level list 4.40.0-4.50.3; class attribute since 4.51.0, extended by TRL configs (`TrainingArguments._VALID_DICT_FIELDS + ["model_init_kwargs", ...]`, trl >= 0.19.0; GRPOConfig 0.17-0.18) | training_args.py:761-768, :1526-1531, :161-176 (4.40.0 :180, :1421) |
+| unknown command-line words: ValueError "Some specified arguments are not used by the HfArgumentParser", unless `return_remaining_strings=True` (then returned) | all | hf_argparser.py:338, :350-354 |
+| `<script>.args` next to the entry point (`look_for_args_file=True` by default): its words go first, the command line wins | all | hf_argparser.py:309-337 |
+| `parse_dict` / `parse_json_file` / `parse_yaml_file`: no string conversion (values go to the dataclass as they are); unknown keys: ValueError "Some keys are not used by the HfArgumentParser" unless `allow_extra_keys=True` (then ignored) | all | hf_argparser.py:358-384, :403-428 |
+| TrlParser `--config FILE`: the exact word `--config` only (not `--config=FILE`), the first one; `env:` sets os.environ (str values); every other key that is an argument's dest becomes that argument's default (and not required), so the command line overrides it; keys are dests (`gradient_checkpointing`, not `gradient-checkpointing`) | trl 0.12.0-1.16.0 (0.12: commands/cli_utils.py:225, reads `sys.argv` only) | scripts/utils.py:321-340, :377-380 |
+| a config value that is a str goes through the argument's type (argparse converts str defaults: "false" -> False, "2e-5" -> 2e-05; an enum word is mapped, its choice not checked); other values are kept | trl 0.12.0-1.16.0, CPython argparse | argparse.py:2139-2144 (CPython 3.11) |
+| unknown config keys | 0.12.x: ValueError "Some specified config arguments are not used by the TrlParser" unless `ignore_extra_args=True` (cli_utils.py:250, :256); 0.13.0-0.18.2: dropped silently unless `return_remaining_strings=True` (then `--key str(value)`); since 0.19.0: ValueError "Unknown arguments from config file" unless `fail_with_unknown_args=False` or `return_remaining_strings=True` | 0.18.2 scripts/utils.py:203-213; 1.16.0 :348-357, :384-387 |
+
+Renamed fields and changed defaults of the fields trainlint decides on (library default; "effective" is after
+__post_init__, see `effective_values`):
+
+| field | change | source |
+|---|---|---|
+| TrainingArguments.activation_checkpointing(_kwargs) | new in 5.23.0 (absent in 5.22.2), `bool \| None = None`; `gradient_checkpointing(_kwargs)` become `bool \| None = None` deprecated aliases, mirrored both ways in __post_init__, effective False when neither is set | 5.23.0 training_args.py:908, :926; 5.24.0 :1533-1546 |
+| TrainingArguments.gradient_checkpointing | `bool = False` 4.36.0-5.22.2 | 5.22.2 training_args.py:900 |
+| TrainingArguments.gradient_checkpointing_kwargs | `Optional[dict]` 4.36.0-4.39.3 (a CLI value always fails); `Optional[Union[dict, str]]` + JSON from 4.40.0 | 4.36.0 training_args.py:1181; 4.40.0 :1286 |
+| TrainingArguments.deepspeed | `Optional[str]` <= 4.39.3; `Optional[Union[dict, str]]` from 4.40.0 | 4.39.3 :1145; 4.40.0 :1182 |
+| TrainingArguments.lr_scheduler_kwargs | `Union[dict[str, Any], str]` 4.57.0-4.57.4: type=dict, a CLI JSON string fails; fixed 4.57.5 | 4.57.0 :931; 4.57.5 :931 |
+| TrainingArguments.use_liger_kernel | new in 4.45.0 `Optional[bool] = False`; `bool = False` from 4.57.0 | 4.45.0 :1507; 4.57.0 :1560 |
+| TrainingArguments.optim | "adamw_torch" <= 4.53.3; from 4.54.0 "adamw_torch_fused" when torch >= 2.8 is installed, else "adamw_torch" | 4.53.3 :1287; 4.54.0 :1292 |
+| TrainingArguments.fsdp | `""` <= 4.56.2; 4.57.0 `Union[list[FSDPOption], str, bool]` = [] (a list on the CLI); None from 4.57.1; `str \| None` from 5.10.0, nargs "?"/const True from 5.13.0 | 4.56.2 :1231; 4.57.0 :1227; 4.57.1 :1227; 5.10.0 :1379 |
+| TrainingArguments.eval_strategy | new in 4.41.0; `evaluation_strategy` (None, copied) until 4.50.3 | 4.41.0 :784; 4.50.3 :1430 |
+| TrainingArguments per_device_train_batch_size 8, gradient_accumulation_steps 1, bf16 False, fp16 False, auto_find_batch_size False, torch_compile False | unchanged 4.36.0-5.24.0 | 5.24.0 :777 ... |
+| SFTConfig / DPO / GRPO / KTO / Reward / RLOO / ORPO / CPO gradient_checkpointing | inherited False <= 0.21.0; `bool = True` from 0.22.0 (in each config), in trainer/base_config.py `BaseConfig` from 0.29.0, `_BaseConfig` from 1.0.0 | 0.22.0 sft_config.py:111; 0.29.0 base_config.py:61; 1.16.0 :62 |
+| the same configs' bf16 | inherited False <= 0.18.2; `Optional[bool] = None`, effective `not fp16` (True) from 0.19.0 | 0.19.0 sft_config.py:111, :252; 1.16.0 base_config.py:68, :108 |
+| SFTConfig.max_seq_length -> max_length | 0.12.0-0.14.0 `max_seq_length` None; 0.15.x 1024; 0.16.0 `max_length` 1024 and `max_seq_length` None, copied into max_length when set, until 0.19.1; gone in 0.20.0 | 0.12.0 sft_config.py:64; 0.15.0 :98; 0.16.0 :95, :149, :188 |
+| SFTConfig.use_liger -> use_liger_kernel | `use_liger: bool = False` 0.12.0-0.15.2; `Optional[bool] = None` copied into use_liger_kernel 0.16.0-0.17.0; gone in 0.18.0 | 0.12.0 :72; 0.16.0 :153, :195 |
+| DPO / GRPO / KTO use_liger_loss | False (DPO 0.19.0, GRPO/KTO 0.17.0) - 0.24.0; `bool = None` copied into use_liger_kernel 0.25.0-0.27.2; gone in 0.28.0 | 0.19.0 dpo_config.py:337; 0.25.0 :390, :531 |
+| SFTConfig.packing False (all), padding_free False (from 0.16.0); DPO/KTO/ORPO/CPO/Reward max_length None <= 0.13.0, 1024 from 0.14.0 | | 0.16.0 sft_config.py:110; 0.14.0 dpo_config.py:231 |
+| GRPOConfig per_device_train_batch_size 1, gradient_accumulation_steps 8 | only in 0.14.0 (inherited 8 / 1 otherwise) | 0.14.0 grpo_config.py:159, :166 |
+| ModelConfig.torch_dtype -> dtype | `torch_dtype: Optional[Literal['auto','bfloat16','float16','float32']]` 0.12.0-0.13.0, `Optional[str]` 0.14.0-0.26.2; `dtype` None from 0.23.0 (torch_dtype copied into it when dtype is unset); 0.27.0 `dtype = "float32"`, no torch_dtype | 0.12.0 model_config.py:77; 0.23.0 :93, :198; 0.27.0 :91 |
+| ModelConfig model_name_or_path None, attn_implementation None, use_peft False, lora_r 16, lora_alpha 32, lora_target_modules None (a one-element list becomes its string), lora_task_type "CAUSAL_LM", load_in_4bit/8bit False | unchanged 0.12.0-1.16.0 | 1.16.0 model_config.py:96, :107, :131, :156, :178 |
 """
 
 from __future__ import annotations
@@ -86,7 +115,7 @@ class FieldInfo:
     kind: str      # "bool" | "optional_bool" | "int" | "float" | "str" | "list" | "dict" | "dict_or_str" | "enum" | "other"
     default: object  # the library default; REQUIRED when it has none; Unresolved / EnvDependent when not a literal
     source: str    # "trl 1.16.0 trl/trainer/sft_config.py:123"
-    choices: tuple[str, ...] | None = None   # enum / Literal values (as str), for "enum" and lists of enums
+    choices: tuple[str, ...] | None = None   # Enum / Literal values, or the metadata choices (as str); argparse checks them
     item: str | None = None                  # kind "list": the item type ("str" | "int" | "float" | "bool" | "enum" | "other")
     annotation: str = ""                     # as written in the source
     json_dict: bool = False                  # __post_init__ json.loads a "{...}" string (_VALID_DICT_FIELDS)
@@ -99,6 +128,7 @@ class FieldInfo:
     const: object = None                     # what a bare flag stores when nargs is "?"
     item_choices: tuple[object, ...] | None = None  # kind "list" of an Enum: the values `Enum(word)` accepts
     default_factory: bool = False            # the default comes from `default_factory` (its value when a literal)
+    typing_dict: bool = False                # kind "dict" annotated typing.Dict[...]: argparse cannot call it at all
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -269,7 +299,10 @@ def _class_chain(lib: str, stored: str, name: str, versions: Versions, depth: in
 
 
 def _dict_fields(chain: list, versions: Versions) -> set[str]:
-    """The fields TrainingArguments.__post_init__ json-loads for this class (see the module table)."""
+    """The fields TrainingArguments.__post_init__ json-loads for this class (see the module table): the
+    module-level list before transformers 4.51 (plus TRL's additions: GRPOConfig 0.17-0.18 appends to it; a TRL
+    config written `TrainingArguments._VALID_DICT_FIELDS + [...]`, trl >= 0.19, does not even import there), else
+    the class attribute the most derived class defines."""
     tf = versions.transformers.tuple
     stored = snapshot_version("transformers", versions.transformers.version)
     tsnap = _snapshot("transformers", stored) if stored else {"classes": {}}
@@ -320,7 +353,13 @@ def library_fields(class_name: str, versions: Versions) -> dict[str, FieldInfo] 
     """The fields of a library argument class for the versions `versions` assigns (nearest version read at or below
     it); None when the class does not exist in that version or is not a library class. TRL classes get the
     TrainingArguments fields of `versions.transformers`. Fields declared `init=False` are left out: neither the
-    constructor nor HfArgumentParser takes them."""
+    constructor nor HfArgumentParser takes them. The dict is the caller's (a fresh copy each call)."""
+    fields = _library_fields(class_name, versions)
+    return None if fields is None else dict(fields)
+
+
+@lru_cache(maxsize=256)
+def _library_fields(class_name: str, versions: Versions) -> tuple[tuple[str, FieldInfo], ...] | None:
     chain = _chain_for(class_name, versions)
     if chain is None:
         return None
@@ -343,8 +382,9 @@ def library_fields(class_name: str, versions: Versions) -> dict[str, FieldInfo] 
             flags=flag_aliases(fname, versions), negative_flags=_negative_flags(fname, f["k"], default, versions),
             choice_values=tuple(f["c"]) if "c" in f else None, nargs=nargs, const=const,
             item_choices=tuple(f["ic"]) if "ic" in f else None, default_factory=bool(f.get("f")),
+            typing_dict=bool(f.get("tg")),
         )
-    return out
+    return tuple(out.items())
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -482,7 +522,7 @@ def post_init_rules(class_name: str, versions: Versions) -> tuple[PostInitStep, 
         lib, ver, module = where
         for node in program:
             if node.get("super"):
-                run(i - 1, conds)
+                run(_super_index(chain, i, node["super"]), conds)
             elif "if" in node:
                 cond = _show(node["if"])
                 flatten(node["then"], conds + [cond], where, i)
@@ -513,6 +553,16 @@ def _chain_for(class_name: str, versions: Versions) -> list | None:
         return None
     stored = snapshot_version(lib, getattr(versions, lib).version)
     return None if stored is None else _class_chain(lib, stored, class_name, versions)
+
+
+def _super_index(chain: list, i: int, target: object) -> int:
+    """The chain index `super().__post_init__()` (target True) or `Base.__post_init__(self)` (target "Base") runs."""
+    if target is True:
+        return i - 1
+    for j in range(i - 1, -1, -1):
+        if chain[j][3].split(".")[-1] == target:
+            return j
+    return i - 1
 
 
 def _assigned(program: list) -> set[str]:
@@ -547,14 +597,16 @@ def effective_values(class_name: str, versions: Versions, given: dict[str, objec
         for node in program:
             at = f"{lib} {ver} {module}:{node['line']}"
             if node.get("super"):
-                run(i - 1)
+                run(_super_index(chain, i, node["super"]))
             elif "if" in node:
                 cond = _eval(node["if"], values, versions)
                 if cond is _UNKNOWN:
                     for name in _assigned(node["then"]) | _assigned(node["else"]):
                         values[name] = Unresolved(f"__post_init__ at {at}: condition {_show(node['if'])} not known")
-                    if any(n.get("super") for n in node["then"] + node["else"]):
-                        run(i - 1)
+                    for n in node["then"] + node["else"]:
+                        if n.get("super"):
+                            run(_super_index(chain, i, n["super"]))
+                            break
                 else:
                     execute(node["then"] if cond else node["else"], where, i)
             elif "set" in node:
@@ -605,12 +657,39 @@ def arity(info: FieldInfo) -> str:
     return info.nargs or "1"
 
 
+@dataclass(frozen=True)
+class ArgparseError:
+    """What `parser_default` gives when argparse fails on the default itself: a str default goes through the
+    argument's type when the flag is absent, and that type rejects it (trl 1.0.0 experimental SDFTConfig
+    `scale_rewards: str | bool = "group"`: HfArgumentParser takes `bool`, so every parse without --scale_rewards
+    fails with "Truthy value expected: got group")."""
+
+    message: str
+
+
+def _convert_string_default(info: FieldInfo, value: str) -> tuple[bool, object]:
+    """argparse `_get_value(action, default)` for a str default (or a str config value set as default): the type
+    function, no choices check; a list field's item type on the whole string."""
+    kind = info.kind
+    if kind == "list":
+        kind = info.item or "other"
+        if kind == "bool":
+            return True, bool(value)
+        if kind == "enum":
+            return _enum_item(info, value)
+    if kind == "enum":
+        return True, {str(c): c for c in info.choice_values or ()}.get(value, value)
+    return _convert_word(kind, value, info)
+
+
 def parser_default(info: FieldInfo) -> object:
     """What HfArgumentParser stores when the flag is absent: the dataclass default, except that a `bool` field with
     no default gets False (hf_argparser.py:213), an `Optional[bool]` field with no default gets None (no default
-    and not required), and a list field with a plain `default=` (not a factory) gets None: the list branch only
+    and not required), a list field with a plain `default=` (not a factory) gets None: the list branch only
     passes `default_factory()` to argparse (hf_argparser.py:223-226; TrainingArguments.debug `str | list[DebugOption]
-    = ""` parses to None). REQUIRED where argparse reports "the following arguments are required"."""
+    = ""` parses to None), and a str default goes through the argument's type (argparse converts string defaults;
+    ArgparseError where that fails, which makes every parse of the class fail). REQUIRED where argparse reports
+    "the following arguments are required"."""
     if info.kind == "list" and not info.default_factory and info.default is not REQUIRED:
         return None
     if info.default is REQUIRED:
@@ -618,6 +697,9 @@ def parser_default(info: FieldInfo) -> object:
             return False
         if info.kind == "optional_bool":
             return None
+    if isinstance(info.default, str) and not info.parser_error:
+        ok, value = _convert_string_default(info, info.default)
+        return value if ok else ArgparseError(str(value))
     return info.default
 
 
@@ -668,6 +750,8 @@ def _convert_word(kind: str, word: str, info: FieldInfo) -> tuple[bool, object]:
     if kind in ("str", "dict_or_str"):
         return True, word
     if kind == "dict":
+        if info.typing_dict:
+            return False, f"argument --{info.name}: invalid Dict value: {word!r} (typing.Dict cannot be instantiated)"
         if word == "":
             return True, {}
         return False, f"argument --{info.name}: invalid dict value: {word!r} (type=dict: dict() of a string fails)"
@@ -800,18 +884,9 @@ def convert_config_value(info: FieldInfo, value: object, via: str = "file") -> t
     if via == "trl_config" and isinstance(value, str):
         if info.parser_error:
             return False, f"HfArgumentParser cannot be built: {info.why}"
-        kind = info.kind
-        if kind == "list":
-            kind = info.item or "other"
-            if kind == "bool":
-                return True, bool(value)
-        if kind == "enum":
-            mapping = {str(c): c for c in (info.choice_values or ())}
-            value = mapping.get(value, value)
-        else:
-            ok, value = _convert_word(kind, value, info)
-            if not ok:
-                return False, value
+        ok, value = _convert_string_default(info, value)
+        if not ok:
+            return False, value
     return _post_init(info, value)
 
 
