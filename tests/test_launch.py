@@ -59,7 +59,9 @@ def test_fastchat_style_deepspeed_launcher_turns_on_the_lora_checkpointing_trap(
     assert [(r["filename"], r["location"]["row"], r["message"]) for r in d["related"]] == [
         ("chatlora/train/train_lora.py", 45, "the script this value reaches"),
         ("scripts/train_lora.sh", 3, "launched here")]
-    assert d["fix"] is None  # a fix of the launch itself is not offered yet
+    # the fix belongs in the script (it holds for every launch): it says which file it edits
+    assert (d["fix"]["file"], d["fix"]["message"]) == ("chatlora/train/train_lora.py",
+                                                       "Call model.enable_input_require_grads() after get_peft_model")
 
 
 def test_trl_recipe_read_through_a_readme_launch_reports_on_the_yaml_key(tmp_path):
@@ -207,3 +209,57 @@ def test_notebook_launch_lines_with_ipython_substitutions_stay_unknown(tmp_path)
 def test_a_written_script_nothing_launches_is_checked_under_its_defaults(tmp_path):
     notebook(tmp_path / "sft.ipynb", WRITTEN)
     assert findings(run("check", "--output-format", "json", "sft.ipynb", cwd=tmp_path)) == []
+
+
+def test_fix_rewrites_the_value_where_the_launch_writes_it(tmp_path):
+    repo = layout("trl_recipe", tmp_path)
+    recipe = repo / "recipes" / "llama3" / "sft_eager.yaml"
+    before = recipe.read_text()
+    r = run("check", "--diff", ".", cwd=repo)
+    assert r.returncode == 1 and "-attn_implementation: eager\n+attn_implementation: sdpa\n" in r.stdout
+    assert recipe.read_text() == before  # --diff writes nothing
+    r = run("check", "--fix", ".", cwd=repo)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert recipe.read_text() == before.replace("attn_implementation: eager", "attn_implementation: sdpa")
+    # the comment and every other line are kept byte for byte
+    assert recipe.read_text().splitlines()[0] == "# Llama 3.1 8B, LoRA, long context"
+
+
+def test_fix_in_a_json_args_file_keeps_its_quotes_and_a_shell_word_stays_plain(tmp_path):
+    repo = layout("json_args", tmp_path)
+    assert run("check", "--fix", ".", cwd=repo).returncode == 0
+    assert '"attn_implementation": "sdpa",' in (repo / "configs" / "run.json").read_text()
+    repo = layout("slurm", tmp_path)
+    assert run("check", "--fix", ".", cwd=repo).returncode == 0
+    assert "train.py --max_seq_length 16384 --attn sdpa --batch_size 1 --liger\n" in (repo / "launch.slurm").read_text()
+
+
+def test_a_launch_decided_trap_whose_fix_belongs_in_the_script(tmp_path):
+    repo = layout("fastchat_lora", tmp_path)
+    r = run("check", "--fix", "--show-fixes", ".", cwd=repo)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "scripts/train_lora.sh:14:30: TL201 Call model.enable_input_require_grads() after get_peft_model" in r.stdout
+    script = (repo / "chatlora" / "train" / "train_lora.py").read_text()
+    assert "    model = get_peft_model(model, lora_config)\n    model.enable_input_require_grads()\n" in script
+    assert (repo / "scripts" / "train_lora.sh").read_text() == (LAYOUTS / "fastchat_lora" / "scripts" /
+                                                               "train_lora.sh").read_text()
+
+
+def test_batch_shrink_fix_raises_the_launchers_accumulation(tmp_path):
+    repo = layout("fastchat_lora", tmp_path)
+    launcher = repo / "scripts" / "train_lora.sh"
+    launcher.write_text(launcher.read_text().replace("--per_device_train_batch_size 2", "--per_device_train_batch_size 1"))
+    assert run("check", "--select", "TL401", "--fix", ".", cwd=repo).returncode == 0
+    assert "--per_device_train_batch_size 1 \\\n    --gradient_accumulation_steps 16 \\\n" in launcher.read_text()
+
+
+def test_a_library_older_than_any_release_read_keeps_its_stable_fields(tmp_path):
+    # transformers 4.31 (before the oldest release trainlint read, 4.36): per_device_train_batch_size and
+    # gradient_checkpointing are the same in 4.36 and 5.24, so the launch's values are read
+    repo = layout("fastchat_lora", tmp_path)
+    (repo / "requirements.txt").write_text("transformers==4.31.0\npeft==0.4.0\n")
+    r = run("check", "-v", "--no-cache", "chatlora/train/train_lora.py", cwd=repo)
+    assert "per_device_train_batch_size 2 from scripts/train_lora.sh:10" in r.stderr
+    assert "scripts/train_lora.sh:14:30: TL201" in r.stdout
+    # and 4.31 has no SDPA default: eager at the launch's 2,048 tokens
+    assert "chatlora/train/train_lora.py:38:13: TL101 eager attention at sequence length 2,048" in r.stdout

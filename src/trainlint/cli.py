@@ -122,9 +122,17 @@ def check(click_ctx, paths, select, ignore, extend_select, output_format, exit_z
     diffs: list[str] = []
     from trainlint.runner import run as run_files
 
+    launch_fixes: dict[str, tuple[list, list[Path]]] = {}  # file -> (diagnostics, the scripts they are about)
     for result in run_files(files, settings, codes, jobs=jobs, cache=not no_cache, verbose=verbose):
         file = result.path
         fixable = [d for d in result.diagnostics if d.fix and (unsafe_fixes or d.fix["applicability"] == "safe")]
+        for d in fixable:
+            target = d.fix.get("file", d.filename)
+            if target != result.display:  # a value written in a launcher or a config
+                entry = launch_fixes.setdefault(target, ([], []))
+                entry[0].append(d)
+                entry[1].append(file)
+        fixable = [d for d in fixable if d.fix.get("file", d.filename) == result.display]
         if (fix or show_diff) and fixable:
             from trainlint.fix import plan_fixes, unified_diff, write_atomic
 
@@ -151,6 +159,19 @@ def check(click_ctx, paths, select, ignore, extend_select, output_format, exit_z
                 click.echo(f"{result.display}: unchanged since the last run (from {'.trainlint_cache'})", err=True)
             elif result.skipped:
                 click.echo(f"{result.display}: skipped: {result.skipped}", err=True)
+    if (fix or show_diff) and launch_fixes:
+        from trainlint.fix import plan_launch_fixes, unified_diff
+
+        for target, (diags, scripts) in sorted(launch_fixes.items()):
+            outcome = plan_launch_fixes(target, diags, list(dict.fromkeys(scripts)), settings, codes, write=not show_diff)
+            if outcome.error:
+                click.echo(f"trainlint: {target}: {outcome.error}", err=True)
+            elif outcome.new_text is not None:
+                if show_diff:
+                    diffs.append(unified_diff(target, Path(target).read_text(encoding="utf-8"), outcome.new_text))
+                else:
+                    fixed.extend(outcome.applied)
+                    diagnostics = [d for d in diagnostics if d not in outcome.applied]
     diagnostics.sort(key=lambda d: d.sort_key)
     if show_diff:
         if diffs:

@@ -23,6 +23,28 @@ def replace(span: Span, content: str) -> dict:
     return edit((span.line, span.col), (span.end_line, span.end_col), content)
 
 
+def launch_value_fix(applicability: str, message: str, origin: Span, value: str) -> dict | None:
+    """A fix that rewrites a value where a launch writes it: a launcher's word, a YAML or JSON value (`origin`
+    carries that file). The value keeps its quoting; a value in a notebook's launch line is not edited here."""
+    from pathlib import Path
+
+    if origin.file is None or origin.file.endswith(".ipynb"):
+        return None
+    try:
+        lines = source_lines(Path(origin.file).read_bytes().decode("utf-8"))
+    except (OSError, UnicodeDecodeError):
+        return None
+    if origin.line != origin.end_line or not 0 < origin.line <= len(lines):
+        return None
+    old = lines[origin.line - 1][origin.col - 1:origin.end_col - 1]
+    quote = old[0] if len(old) >= 2 and old[0] in "'\"" and old[-1] == old[0] else ""
+    if not old or (not quote and not re.fullmatch(r"[\w./:-]+", old)):
+        return None  # an expansion, a flow mapping...: not a plain value to swap
+    fix = make_fix(applicability, f"{message} in {origin.file}", replace(origin.local(), f"{quote}{value}{quote}"))
+    fix["file"] = origin.file  # the file the edits apply to, when it is not the file the finding is in
+    return fix
+
+
 def newline_of(text: str) -> str:
     m = _NEWLINE.search(text)
     return m.group() if m else "\n"

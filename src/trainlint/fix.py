@@ -19,7 +19,7 @@ from trainlint.atomic import write_bytes_atomic
 from trainlint.config import Settings
 from trainlint.diagnostics import Diagnostic
 from trainlint.edits import line_starts
-from trainlint.lint import lint_text, to_cell
+from trainlint.lint import _display, lint_text, to_cell
 from trainlint.notebook import NotebookError, read_notebook, write_back
 from trainlint.source import Source, read_source
 
@@ -82,7 +82,8 @@ def plan_fixes(path: Path, settings: Settings, codes: set[str], unsafe: bool) ->
             return outcome
     text = nb.source if nb is not None else source.text
     first = lint_text(path, text, settings, codes, None if nb is not None else source.raw).diagnostics
-    wanted = [d for d in first if d.fix and (d.fix["applicability"] == "safe" or unsafe)]
+    here = _display(path)
+    wanted = [d for d in first if d.fix and (d.fix["applicability"] == "safe" or unsafe) and edits_file(d) == here]
     outcome.remaining = outcome.found = first
     while wanted:
         new_text, applied = apply_edits(text, wanted)
@@ -110,6 +111,68 @@ def plan_fixes(path: Path, settings: Settings, codes: set[str], unsafe: bool) ->
             outcome.remaining = [to_cell(d, nb) for d in after]
             return outcome
         wanted = [d for d in wanted if d.code not in failing]
+    return outcome
+
+
+def edits_file(d: Diagnostic) -> str:
+    """The file a diagnostic's fix edits: its own, or the one the fix names (a launch-decided finding)."""
+    return d.fix.get("file", d.filename) if d.fix else d.filename
+
+
+@dataclass
+class LaunchFixOutcome:
+    file: str
+    new_text: str | None = None
+    applied: list[Diagnostic] = field(default_factory=list)
+    error: str | None = None
+
+
+def plan_launch_fixes(file: str, diagnostics: list[Diagnostic], scripts: list[Path], settings: Settings,
+                      codes: set[str], write: bool = True) -> LaunchFixOutcome:
+    """Fixes that rewrite a value in a launcher, a recipe or an args file. The edited file must still read as
+    well as before (no new problem), and the scripts it launches, re-linted with the edit in place, must no
+    longer report what was fixed; else nothing is written (the file is restored byte for byte)."""
+    from trainlint.launch.configs import read_config
+    from trainlint.launch.discover import clear_caches, read_launch_text
+    from trainlint.lint import lint_file
+
+    outcome = LaunchFixOutcome(file)
+    path = Path(file)
+    try:
+        raw = path.read_bytes()
+        text = raw.decode("utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        outcome.error = f"cannot read it ({exc}); not fixed"
+        return outcome
+    new_text, applied = apply_edits(text, diagnostics)
+    if not applied or new_text == text:
+        return outcome
+
+    def problems(t: str) -> int:
+        if path.suffix in (".json", ".yaml", ".yml"):
+            r = read_config(path, t)
+            return len(r.problems or ((r.problem,) if r.problem else ()))
+        return len(read_launch_text(t, path).problems)
+
+    if problems(new_text) > problems(text):
+        outcome.error = "the fix would make it unreadable; left unchanged"
+        return outcome
+    if not write:  # --diff: show it, write nothing
+        outcome.new_text, outcome.applied = new_text, applied
+        return outcome
+    mode = path.stat().st_mode
+    write_bytes_atomic(path, new_text.encode("utf-8"), keep_mode_of=path)
+    clear_caches()
+    fixed = {(d.code, d.span) for d in applied}
+    still = [d for script in scripts for d in lint_file(script, settings, codes).diagnostics
+             if d.filename == file and (d.code, d.span) in fixed]
+    if still:
+        write_bytes_atomic(path, raw, keep_mode_of=path)
+        path.chmod(mode)
+        clear_caches()
+        outcome.error = "re-linted with the fix, the finding remains; left unchanged"
+        return outcome
+    outcome.new_text, outcome.applied = new_text, applied
     return outcome
 
 

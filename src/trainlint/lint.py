@@ -303,12 +303,20 @@ def lint_text(path: Path, text: str, settings: Settings, codes: set[str], raw: b
                     if key in found:  # the same finding under several launches is reported once
                         found[key][2].append(launch)
                     else:
-                        found[key] = (diag if diag.filename == display else diag.with_fix(None), launch, [])
+                        found[key] = (_fix_file(diag, display), launch, [])
         result.diagnostics.extend(_under_launches(display, *entry) for entry in found.values())
         result.context = result.contexts[0]
     except RecursionError:
         result.diagnostics = [_meta("TL001", display, "could not be analysed: expressions nested too deeply")]
     return _finish(result, settings, codes, text)
+
+
+def _fix_file(diag: Diagnostic, display: str) -> Diagnostic:
+    """A finding reported in a launcher whose fix edits the script says so (fix["file"]); a fix made for the
+    launch file itself already names it."""
+    if diag.filename == display or diag.fix is None or "file" in diag.fix:
+        return diag
+    return diag.with_fix({**diag.fix, "file": display})
 
 
 def _under_launches(display: str, diag: Diagnostic, launch: Launch, others: list[Launch]) -> Diagnostic:

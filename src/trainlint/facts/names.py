@@ -40,7 +40,8 @@ LIGER_APPLY_RE = re.compile(r"^apply_liger_kernel_to_\w+$")
 
 SEQ_NAMES = {"max_seq_length", "max_seq_len", "max_length", "max_len", "seq_len", "seq_length",
              "sequence_length", "block_size", "context_length", "cutoff_len", "model_max_length"}
-BATCH_NAMES = {"per_device_train_batch_size", "train_batch_size", "batch_size", "micro_batch_size",
+# not "train_batch_size": OpenRLHF and DeepSpeed use it for the global batch (all GPUs, all micro-steps)
+BATCH_NAMES = {"per_device_train_batch_size", "batch_size", "micro_batch_size", "micro_train_batch_size",
                "batch_size_per_device"}
 ACCUM_NAMES = {"gradient_accumulation_steps", "accumulation_steps", "grad_accum_steps", "gradient_accumulation",
                "accum_steps", "grad_accum"}

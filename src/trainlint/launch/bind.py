@@ -6,6 +6,7 @@ unknown binds an unknown value."""
 
 from __future__ import annotations
 
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -44,9 +45,33 @@ def surface(facts: ScriptFacts, versions: Versions) -> dict[str, Any]:
                                             nargs=nargs, const=const,
                                             json_dict=f.kind in ("dict", "dict_or_str"))
             else:
-                for name, info in (library_fields(klass, versions) or {}).items():
+                for name, info in (library_fields(klass, versions) or _older(klass, versions)).items():
                     out.setdefault(name, info)
     return out
+
+
+@lru_cache(maxsize=32)
+def _older(class_name: str, versions: Versions) -> dict[str, Any]:
+    """A library version older than any trainlint read (transformers < 4.36, trl < 0.12): only the fields whose
+    kind and default are the same in every release read of that major version (4.x, 0.x), taken as they were
+    then (per_device_train_batch_size, gradient_checkpointing, ...); any other flag stays unknown."""
+    from dataclasses import replace as _replace
+
+    from trainlint.knowledge.arguments import library_class_of, library_fields, read_versions, snapshot_version
+
+    lib = library_class_of(class_name)
+    if lib is None:
+        return {}
+    current = getattr(versions, lib)
+    if snapshot_version(lib, current.version) is not None:
+        return {}  # the class does not exist in that version: nothing to extrapolate
+    major = current.version.split(".")[0]
+    tables = [library_fields(class_name, _replace(versions, **{lib: _replace(current, version=v)})) or {}
+              for v in read_versions(lib) if v.split(".")[0] == major]
+    if not tables:
+        return {}
+    return {name: info for name, info in tables[0].items()
+            if all(name in t and (t[name].kind, t[name].default) == (info.kind, info.default) for t in tables)}
 
 
 def _known(value: Any) -> bool:

@@ -6,7 +6,7 @@ Docs: rules/TL101.md. Library facts: trainlint/knowledge/libraries.py (default_a
 from __future__ import annotations
 
 from trainlint.context import FileContext
-from trainlint.edits import make_fix, replace, set_keyword
+from trainlint.edits import launch_value_fix, make_fix, replace, set_keyword
 from trainlint.facts import ModelLoad
 from trainlint.knowledge import libraries
 from trainlint.knowledge.models import ModelSpec
@@ -21,6 +21,9 @@ def attention_in_effect(ctx: FileContext, model: ModelLoad, spec: ModelSpec | No
         return impl.value, f'attn_implementation="{impl.value}"'
     if impl.unknown:
         return None, "attn_implementation is not statically known"
+    if model.call.kw("trust_remote_code").is_(True) and impl.unset:
+        # the checkpoint's own modeling code picks its attention (Qwen-7B reads config.use_flash_attn)
+        return None, "trust_remote_code=True: the model's own code chooses its attention"
     if model.use_flash_attention_2.is_(True):
         return "flash_attention_2", "use_flash_attention_2=True"
     if model.output_attentions.is_(True):
@@ -90,6 +93,8 @@ def _fix(ctx: FileContext, model: ModelLoad, softcapped: bool) -> dict | None:
     applicability = "safe" if safe else "unsafe"
     message = f"Set attn_implementation={value}"
     impl = model.attn_implementation
+    if impl.known and impl.origin is not None and impl.origin.file:  # written in a launcher, a recipe, args file
+        return launch_value_fix(applicability, message, impl.origin, target)
     if model.kind == "trainer_string":
         return None  # lives inside model_init_kwargs; not edited
     if impl.known:

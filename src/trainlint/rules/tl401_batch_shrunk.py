@@ -11,7 +11,7 @@ import math
 from dataclasses import dataclass
 
 from trainlint.context import FileContext
-from trainlint.edits import make_fix, replace, set_keyword
+from trainlint.edits import launch_value_fix, make_fix, replace, set_keyword
 from trainlint.diagnostics import Span
 from trainlint.facts import ArgsObject, Call, ScriptFacts, Value
 from trainlint.knowledge.libraries import TRAINING_ARGS_DEFAULTS
@@ -139,6 +139,8 @@ def _fix(ctx: FileContext, old: Shape, new: Shape) -> dict | None:
     steps = str(target // new.batch)
     message = f"Set {new.accum_name}={steps} (effective batch {target})"
     value = new.accum_value
+    if value is not None and value.known and value.origin is not None and value.origin.file:
+        return launch_value_fix("safe", message, value.origin, steps)  # `--gradient_accumulation_steps 8` in a launch
     if value is not None and value.known and value.via in ("constant", "argparse default", "dataclass default") \
             and value.origin is not None:
         return make_fix("safe", message + f" where it is defined ({value.via})", replace(value.origin, steps))
