@@ -7,7 +7,6 @@ import re
 from dataclasses import dataclass
 
 import libcst as cst
-from libcst.metadata import MetadataWrapper, PositionProvider
 
 from trainlint.diagnostics import Span
 from trainlint.facts.model import (
@@ -19,6 +18,7 @@ from trainlint.facts.model import (
     TrainerCall,
 )
 from trainlint.facts.values import UNKNOWN, UNSET, Value, known
+from trainlint.facts.walk import Misaligned, Positions, parse_starts, plain_visitor, walk
 
 MODULE_SCOPE = "<module>"
 
@@ -54,10 +54,9 @@ class _RawCall:
 
 
 class _Collector(cst.CSTVisitor):
-    METADATA_DEPENDENCIES = (PositionProvider,)
-
-    def __init__(self) -> None:
+    def __init__(self, positions: Positions | None = None) -> None:
         super().__init__()
+        self._positions = positions
         self.imports: dict[str, str] = {}
         self.star_imports: set[str] = set()
         self.bindings: dict[tuple[str, str], list[cst.BaseExpression | None]] = {}
@@ -77,8 +76,8 @@ class _Collector(cst.CSTVisitor):
 
     # -- helpers -------------------------------------------------------------------------------------
     def _span(self, node: cst.CSTNode) -> Span:
-        r = self.get_metadata(PositionProvider, node)
-        return Span(r.start.line, r.start.column + 1, r.end.line, r.end.column + 1)
+        # computed for this node alone (walk.py), the same numbers as LibCST's PositionProvider
+        return self._positions.span(node)
 
     @property
     def scope(self) -> str:
@@ -581,10 +580,11 @@ def _library_of(qualname: str, short: str, star_imports: set[str], table: dict[s
     return None
 
 
-def extract_facts(module: cst.Module, path: str, text: str) -> ScriptFacts:
-    wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
-    collector = _Collector()
-    wrapper.visit(collector)
+def extract_facts(module: cst.Module, path: str, text: str,
+                  starts: list[tuple[int, int]] | None | bool = True) -> ScriptFacts:
+    """`starts`: the statement starts of `text` (walk.statement_starts of the ast the caller parsed), or
+    True to parse them here, or None to take positions from the whole module."""
+    collector = _collect(module, text, parse_starts(text) if starts is True else starts)
     resolver = _Resolver(collector)
 
     calls: list[Call] = []
@@ -630,6 +630,24 @@ def extract_facts(module: cst.Module, path: str, text: str) -> ScriptFacts:
         logits_accessed=collector.logits_accessed,
         parsed_args_objects=tuple(sorted(collector.parsed_names)),
     )
+
+
+def _collect(module: cst.Module, text: str, starts: list[tuple[int, int]] | None) -> _Collector:
+    collector = _Collector(Positions(module, text, starts))
+    if not plain_visitor(collector):  # a visitor walk() cannot reproduce: LibCST's own traversal
+        from libcst.metadata import MetadataWrapper
+
+        MetadataWrapper(module, unsafe_skip_copy=True).visit(collector)
+        return collector
+    try:
+        seen = walk(module, collector, collector._positions)
+        if starts is None or seen == len(starts):
+            return collector
+    except Misaligned:
+        pass
+    collector = _Collector(Positions(module, text, None))  # ast and LibCST disagree: positions from the module
+    walk(module, collector, collector._positions)
+    return collector
 
 
 def _build_call(raw: _RawCall, resolver: _Resolver, c: _Collector) -> Call:
