@@ -58,15 +58,30 @@ def _key(path: Path, settings: Settings, codes: frozenset[str]) -> str | None:
         data = path.read_bytes()
     except OSError:
         return None
+    resolved = _resolve(path)
     h = hashlib.sha256()
     h.update(data)
     h.update(_own_code_stamp().encode())
     h.update(repr((__version__, sorted(codes), settings.__dict__ | {"root": str(settings.root)})).encode())
     h.update(repr([installed_version(lib) for lib in ("transformers", "trl", "peft")]).encode())
-    h.update(repr(project_pins(path.resolve().parent)).encode())
-    h.update(repr(base_blob(path, settings.diff_base)).encode())  # TL401 compares with the git base
-    h.update(str(path.resolve()).encode())
+    h.update(repr(project_pins(resolved.parent)).encode())
+    h.update(repr(base_blob(resolved, settings.diff_base, resolved=True)).encode())  # TL401 compares with the git base
+    h.update(str(resolved).encode())
     return h.hexdigest()
+
+
+@lru_cache(maxsize=4096)
+def _resolve_dir(directory: Path) -> Path:
+    return directory.resolve()
+
+
+def _resolve(path: Path) -> Path:
+    """path.resolve(), resolving each folder once: realpath's lstat of every component was most of the
+    key's cost on a big tree."""
+    if path.is_symlink() or path.name in ("", ".", ".."):
+        return path.resolve()
+    parent = path.parent if path.is_absolute() else Path.cwd() / path.parent  # (the cache must not outlive a chdir)
+    return _resolve_dir(parent) / path.name
 
 
 def _to_record(o: Outcome) -> dict:

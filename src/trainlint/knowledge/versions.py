@@ -152,17 +152,19 @@ def _pins_in_file(path: Path) -> dict[str, str]:
     return _pins_in_text(text)
 
 
-@lru_cache(maxsize=256)
+@lru_cache(maxsize=4096)
 def project_pins(directory: Path) -> tuple[tuple[str, str, str], ...]:
-    """(library, spec, file) for the nearest pins, walking up from `directory`."""
+    """(library, spec, file) for the nearest pins, walking up from `directory`. What lies above a folder
+    is its parent's answer (cached), so a tree of many folders globs each folder once, not once per file
+    below it: the nearest pin still wins, in the same order."""
     found: dict[str, tuple[str, str]] = {}
-    for folder in (directory, *directory.parents):
-        for pattern in PIN_FILES:
-            for candidate in sorted(folder.glob(pattern)):
-                for name, spec in _pins_in_file(candidate).items():
-                    found.setdefault(name, (spec, str(candidate)))
-        if (folder / ".git").exists() or len(found) == len(LIBRARIES):
-            break
+    for pattern in PIN_FILES:
+        for candidate in sorted(directory.glob(pattern)):
+            for name, spec in _pins_in_file(candidate).items():
+                found.setdefault(name, (spec, str(candidate)))
+    if not ((directory / ".git").exists() or len(found) == len(LIBRARIES)) and directory.parent != directory:
+        for name, spec, where in project_pins(directory.parent):
+            found.setdefault(name, (spec, where))
     return tuple((name, spec, where) for name, (spec, where) in found.items())
 
 
