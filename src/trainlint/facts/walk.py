@@ -229,22 +229,27 @@ def _holds_nodes(value: object) -> bool:
 
 
 # per visitor class, per node class: (kind, the visitor's own visit_ and leave_ functions or None where it keeps
-# CSTVisitor's no-op)
-_HANDLERS: dict[type, dict[type, tuple[int, Callable | None, Callable | None]]] = {}
+# CSTVisitor's no-op, inert)
+_HANDLERS: dict[type, dict[type, tuple[int, Callable | None, Callable | None, bool]]] = {}
 _SMALL, _COMPOUND, _LINE, _BLOCK = 1, 2, 4, 8  # _BLOCK: pushes an indentation (IndentedBlock; Match for its cases)
 
 
-def _info(visitor_class: type, cls: type) -> tuple[int, Callable | None, Callable | None]:
+def _info(visitor_class: type, node: cst.CSTNode) -> tuple[int, Callable | None, Callable | None, bool]:
+    cls = type(node)
     name = cls.__name__
     base = cst.CSTVisitor
     v = getattr(visitor_class, f"visit_{name}", None)
     le = getattr(visitor_class, f"leave_{name}", None)
+    v = None if v is getattr(base, f"visit_{name}", None) else v
+    le = None if le is getattr(base, f"leave_{name}", None) else le
     kind = ((_SMALL if issubclass(cls, cst.BaseSmallStatement) else 0)
             | (_COMPOUND if issubclass(cls, cst.BaseCompoundStatement) else 0)
             | (_LINE if cls is cst.SimpleStatementLine else 0)
             | (_BLOCK if cls in (cst.IndentedBlock, cst.Match) else 0))
-    return (kind, None if v is getattr(base, f"visit_{name}", None) else v,
-            None if le is getattr(base, f"leave_{name}", None) else le)
+    order = _ORDER.get(cls) or _record_order(node)
+    # a leaf nothing listens to (SimpleWhitespace, Newline, Comment: half the nodes) is not even called
+    inert = v is None and le is None and not kind and not order[0] and not order[1]
+    return kind, v, le, inert
 
 
 def plain_visitor(visitor: cst.CSTVisitor) -> bool:
@@ -278,8 +283,8 @@ def walk(module: cst.Module, visitor: cst.CSTVisitor, positions: Positions | Non
         cls = type(node)
         info = table.get(cls)
         if info is None:
-            info = table[cls] = _info(visitor_class, cls)
-        kind, on_visit, on_leave = info
+            info = table[cls] = _info(visitor_class, node)
+        kind, on_visit, on_leave, _ = info
         order = orders.get(cls)
         if order is None:
             order = _record_order(node)
@@ -313,8 +318,15 @@ def walk(module: cst.Module, visitor: cst.CSTVisitor, positions: Positions | Non
             t = type(value)
             if t is tuple or t is list:
                 for child in value:
-                    visit(child, node, mute)
+                    info = table.get(type(child))
+                    if info is None or not info[3]:
+                        visit(child, node, mute)
             elif value is not None:
+                info = table.get(t)
+                if info is not None:
+                    if not info[3]:
+                        visit(value, node, mute)
+                    continue
                 known = is_node.get(t)
                 if known is None:
                     known = _is_node_class(t)
