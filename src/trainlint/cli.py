@@ -46,6 +46,26 @@ class _WithScriptArgs(click.Command):
         return super().parse_args(ctx, args)
 
 
+class _Jobs(click.ParamType):
+    """A number of processes (at least 1), or `auto` (None: the runner decides)."""
+
+    name = "N|auto"
+
+    def convert(self, value, param, ctx):
+        if value is None or (isinstance(value, str) and value.strip().lower() == "auto"):
+            return None
+        try:
+            number = int(value)
+        except (TypeError, ValueError):
+            self.fail(f"{value!r} is not a number of processes or 'auto'", param, ctx)
+        if number < 1:
+            self.fail(f"{number} is not at least 1", param, ctx)
+        return number
+
+
+_JOBS = _Jobs()
+
+
 def _settings(config: str | None) -> Settings:
     if config:
         return load_file(Path(config))
@@ -77,8 +97,8 @@ def main() -> None:
 @click.option("--unsafe-fixes", is_flag=True, help="With --fix or --diff, also apply unsafe fixes.")
 @click.option("--diff", "show_diff", is_flag=True, help="Print the fixes as a unified diff; write nothing (exit 1 if any).")
 @click.option("--show-fixes", is_flag=True, help="With --fix, list what was fixed.")
-@click.option("-j", "--jobs", type=click.IntRange(min=1), default=None,
-              help="Worker processes (default: the number of CPUs).")
+@click.option("-j", "--jobs", type=_JOBS, default="auto", show_default=True,
+              help="Worker processes, or auto: one per CPU when enough files are left to lint for it to pay off.")
 @click.option("--no-cache", is_flag=True, help="Do not read or write .trainlint_cache/.")
 @click.option("--no-launches", is_flag=True, help="Check scripts under their defaults only; do not look for launchers.")
 @click.pass_context

@@ -6,6 +6,7 @@ file, an unknown ref) is a reason, never an exception.
 
 from __future__ import annotations
 
+import os
 import subprocess
 from dataclasses import dataclass
 from functools import lru_cache
@@ -25,8 +26,23 @@ def _git(args: list[str], cwd: Path) -> subprocess.CompletedProcess | None:
         return None
 
 
-@lru_cache(maxsize=64)
+# Variables that change how git finds a repository from a folder: with any of them set, git is asked per folder.
+_DISCOVERY_ENV = ("GIT_DIR", "GIT_WORK_TREE", "GIT_CEILING_DIRECTORIES", "GIT_DISCOVERY_ACROSS_FILESYSTEM")
+
+
+@lru_cache(maxsize=4096)
 def _repo_root(directory: Path) -> Path | None:
+    # git finds the repository by walking up from the folder; a folder with no .git of its own, that is not
+    # itself a git directory, on the parent's file system, has its parent's answer. One `git rev-parse` per
+    # repository instead of one per folder (a library tree has a thousand folders).
+    parent = directory.parent
+    if parent != directory and not any(v in os.environ for v in _DISCOVERY_ENV) and \
+            not (directory / ".git").exists() and not (directory / "HEAD").exists():
+        try:
+            if os.stat(directory).st_dev == os.stat(parent).st_dev:
+                return _repo_root(parent)
+        except OSError:
+            pass
     r = _git(["rev-parse", "--show-toplevel"], directory)
     if r is None or r.returncode != 0:
         return None
@@ -97,9 +113,9 @@ def _tree(root: Path, ref: str) -> dict[str, str]:
     return out
 
 
-def base_blob(path: Path, ref: str = "HEAD") -> str | None:
+def base_blob(path: Path, ref: str = "HEAD", resolved: bool = False) -> str | None:
     """The blob id of the file's base version (what TL401 compares with), for cache keys."""
-    path = path.resolve()
+    path = path if resolved else path.resolve()
     root = _repo_root(path.parent)
     if root is None:
         return None

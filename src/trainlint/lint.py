@@ -282,7 +282,9 @@ def lint_text(path: Path, text: str, settings: Settings, codes: set[str], raw: b
         result.skipped = "could not be parsed"
         return _finish(result, settings, codes, text)
     try:
-        facts = extract_facts(module, display, text)
+        from trainlint.facts.walk import statement_starts  # (positions are placed with the ast already parsed)
+
+        facts = extract_facts(module, display, text, statement_starts(tree))
         versions = decide_versions(path, facts.pip_pins, settings.version_overrides())
         if launches is not None:
             launches = launches(facts, versions)

@@ -59,16 +59,17 @@ def _key(path: Path, settings: Settings, codes: frozenset[str]) -> str | None:
         data = path.read_bytes()
     except OSError:
         return None
+    resolved = _resolve(path)
     h = hashlib.sha256()
     h.update(data)
     h.update(_own_code_stamp().encode())
     h.update(repr((__version__, sorted(codes), settings.__dict__ | {"root": str(settings.root)})).encode())
     h.update(repr([installed_version(lib) for lib in ("transformers", "trl", "peft")]).encode())
-    h.update(repr(project_pins(path.resolve().parent)).encode())
-    h.update(repr(base_blob(path, settings.diff_base)).encode())  # TL401 compares with the git base
-    h.update(str(path.resolve()).encode())
+    h.update(repr(project_pins(resolved.parent)).encode())
+    h.update(repr(base_blob(resolved, settings.diff_base, resolved=True)).encode())  # TL401 compares with the git base
+    h.update(str(resolved).encode())
     if settings.discover_launches and _PARAMETER_BYTES.search(data):
-        h.update(_launch_stamp(path.resolve().parent, settings).encode())  # launchers decide its values
+        h.update(_launch_stamp(resolved.parent, settings).encode())  # launchers decide its values
     return h.hexdigest()
 
 
@@ -79,6 +80,20 @@ def _launch_stamp(folder: Path, settings: Settings) -> str:
     from trainlint.launch.discover import _root, index_stamp
 
     return index_stamp(*_root(folder, settings.root.resolve()))
+
+
+@lru_cache(maxsize=4096)
+def _resolve_dir(directory: Path) -> Path:
+    return directory.resolve()
+
+
+def _resolve(path: Path) -> Path:
+    """path.resolve(), resolving each folder once: realpath's lstat of every component was most of the
+    key's cost on a big tree."""
+    if path.is_symlink() or path.name in ("", ".", ".."):
+        return path.resolve()
+    parent = path.parent if path.is_absolute() else Path.cwd() / path.parent  # (the cache must not outlive a chdir)
+    return _resolve_dir(parent) / path.name
 
 
 def _to_record(o: Outcome) -> dict:
@@ -113,13 +128,10 @@ def run(files: list[Path], settings: Settings, codes: set[str], jobs: int | None
             except (OSError, ValueError, TypeError, KeyError):
                 pass
         todo.append((i, path, key))
-    workers = jobs if jobs is not None else (os.cpu_count() or 1)
+    workers = _workers(jobs, len(todo))
     tasks = [(path, settings, frozen, verbose) for _, path, _ in todo]
-    if workers > 1 and len(todo) >= PARALLEL_MIN_FILES:
-        from concurrent.futures import ProcessPoolExecutor
-
-        with ProcessPoolExecutor(max_workers=workers) as pool:
-            results = list(pool.map(_lint_one, tasks, chunksize=max(1, len(tasks) // (workers * 8))))
+    if workers > 1:
+        results = _in_parallel(tasks, workers)
     else:
         results = [_lint_one(t) for t in tasks]
     for (i, path, key), outcome in zip(todo, results):
@@ -129,6 +141,50 @@ def run(files: list[Path], settings: Settings, codes: set[str], jobs: int | None
             # file should not cost its full limit on every pre-commit run
             _store(cache_root, key, outcome)
     return [outcomes[i] for i in range(len(files))]
+
+
+def _workers(jobs: int | None, files: int) -> int:
+    """`-j N`: N processes. `-j auto` (None, the default): one per CPU once there are PARALLEL_MIN_FILES
+    files to lint, else none besides this one."""
+    if jobs is not None:
+        return jobs if files > 1 else 1
+    return (os.cpu_count() or 1) if files >= PARALLEL_MIN_FILES else 1
+
+
+def _lint_many(batch: list[tuple[Path, Settings, frozenset[str], bool]]) -> list[Outcome]:
+    return [_lint_one(task) for task in batch]
+
+
+def _in_parallel(tasks: list[tuple[Path, Settings, frozenset[str], bool]], workers: int) -> list[Outcome]:
+    """Largest files first, so no big file starts last and keeps one core busy while the others idle;
+    small files travel in batches of about equal bytes (one round trip each, not one per file).
+    Results come back in the order of `tasks`."""
+    from concurrent.futures import ProcessPoolExecutor
+
+    sizes = []
+    for path, *_ in tasks:
+        try:
+            sizes.append(path.stat().st_size)
+        except OSError:
+            sizes.append(0)
+    order = sorted(range(len(tasks)), key=lambda k: -sizes[k])
+    target = max(1, sum(sizes) // (workers * 16))
+    batches: list[list[int]] = [[]]
+    weight = 0
+    for k in order:
+        batches[-1].append(k)
+        weight += sizes[k]
+        if weight >= target:
+            batches.append([])
+            weight = 0
+    batches = [b for b in batches if b]
+    results: list[Outcome | None] = [None] * len(tasks)
+    with ProcessPoolExecutor(max_workers=workers) as pool:
+        done = pool.map(_lint_many, [[tasks[k] for k in batch] for batch in batches])
+        for batch, outcomes in zip(batches, done):
+            for k, outcome in zip(batch, outcomes):
+                results[k] = outcome
+    return results  # type: ignore[return-value]
 
 
 def _store(cache_root: Path, key: str, outcome: Outcome) -> None:

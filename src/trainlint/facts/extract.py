@@ -7,7 +7,6 @@ import re
 from dataclasses import dataclass
 
 import libcst as cst
-from libcst.metadata import MetadataWrapper, PositionProvider
 
 from trainlint.diagnostics import Span
 from trainlint.facts.model import (
@@ -21,6 +20,7 @@ from trainlint.facts.model import (
 )
 from trainlint.facts import params as P
 from trainlint.facts.values import UNKNOWN, UNSET, Value, known
+from trainlint.facts.walk import Misaligned, Positions, parse_starts, plain_visitor, walk
 
 MODULE_SCOPE = "<module>"
 
@@ -57,10 +57,9 @@ class _RawCall:
 
 
 class _Collector(cst.CSTVisitor):
-    METADATA_DEPENDENCIES = (PositionProvider,)
-
-    def __init__(self) -> None:
+    def __init__(self, positions: Positions | None = None) -> None:
         super().__init__()
+        self._positions = positions
         self.imports: dict[str, str] = {}
         self.star_imports: set[str] = set()
         self.bindings: dict[tuple[str, str], list[cst.BaseExpression | None]] = {}
@@ -71,6 +70,7 @@ class _Collector(cst.CSTVisitor):
         self.name_evidence: list[tuple[str, cst.BaseExpression, str, Span, Param | None]] = []
         self.params = P.ParamCollector()
         self._guards: list[tuple[cst.BaseExpression, bool, str]] = []
+        self._branches: dict[int, tuple[cst.BaseExpression, bool, str]] = {}  # id(body or else) -> condition
         self.slice_evidence: list[tuple[cst.BaseExpression, str, Span]] = []
         self.logits_accessed = False
         self.parsed_names: set[str] = set()
@@ -83,8 +83,8 @@ class _Collector(cst.CSTVisitor):
 
     # -- helpers -------------------------------------------------------------------------------------
     def _span(self, node: cst.CSTNode) -> Span:
-        r = self.get_metadata(PositionProvider, node)
-        return Span(r.start.line, r.start.column + 1, r.end.line, r.end.column + 1)
+        # computed for this node alone (walk.py), the same numbers as LibCST's PositionProvider
+        return self._positions.span(node)
 
     @property
     def scope(self) -> str:
@@ -238,17 +238,43 @@ class _Collector(cst.CSTVisitor):
             self.name_evidence.append((name, value, self.scope, self._span(stmt), param))
 
     # -- `if training_args.gradient_checkpointing:` -----------------------------------------------------
-    def visit_If_body(self, node: cst.If) -> None:
-        self._guards.append((node.test, True, self.scope))
+    # Plain visit_/leave_ methods only (no attribute callbacks), so the fast read-only walk can run this
+    # visitor: an If registers its body and its else branch; entering one pushes the condition.
+    def visit_If(self, node: cst.If) -> None:
+        self._enter_branch(node)
+        self._branches[id(node.body)] = (node.test, True, self.scope)
+        if node.orelse is not None:
+            self._branches[id(node.orelse)] = (node.test, False, self.scope)
 
-    def leave_If_body(self, node: cst.If) -> None:
-        self._guards.pop()
+    def leave_If(self, original_node: cst.If) -> None:
+        self._leave_branch(original_node)
 
-    def visit_If_orelse(self, node: cst.If) -> None:
-        self._guards.append((node.test, False, self.scope))
+    def visit_IndentedBlock(self, node: cst.IndentedBlock) -> None:
+        self._enter_branch(node)
 
-    def leave_If_orelse(self, node: cst.If) -> None:
-        self._guards.pop()
+    def leave_IndentedBlock(self, original_node: cst.IndentedBlock) -> None:
+        self._leave_branch(original_node)
+
+    def visit_SimpleStatementSuite(self, node: cst.SimpleStatementSuite) -> None:
+        self._enter_branch(node)
+
+    def leave_SimpleStatementSuite(self, original_node: cst.SimpleStatementSuite) -> None:
+        self._leave_branch(original_node)
+
+    def visit_Else(self, node: cst.Else) -> None:
+        self._enter_branch(node)
+
+    def leave_Else(self, original_node: cst.Else) -> None:
+        self._leave_branch(original_node)
+
+    def _enter_branch(self, node: cst.CSTNode) -> None:
+        branch = self._branches.get(id(node))
+        if branch is not None:
+            self._guards.append(branch)
+
+    def _leave_branch(self, node: cst.CSTNode) -> None:
+        if id(node) in self._branches:
+            self._guards.pop()
 
     # -- slicing token tensors to a constant: input_ids[:, :4096] ----------------------------------------
     def visit_Subscript(self, node: cst.Subscript) -> None:
@@ -632,10 +658,11 @@ def _library_of(qualname: str, short: str, star_imports: set[str], table: dict[s
     return None
 
 
-def extract_facts(module: cst.Module, path: str, text: str) -> ScriptFacts:
-    wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
-    collector = _Collector()
-    wrapper.visit(collector)
+def extract_facts(module: cst.Module, path: str, text: str,
+                  starts: list[tuple[int, int]] | None | bool = True) -> ScriptFacts:
+    """`starts`: the statement starts of `text` (walk.statement_starts of the ast the caller parsed), or
+    True to parse them here, or None to take positions from the whole module."""
+    collector = _collect(module, text, parse_starts(text) if starts is True else starts)
     resolver = _Resolver(collector)
 
     calls: list[Call] = []
@@ -683,6 +710,24 @@ def extract_facts(module: cst.Module, path: str, text: str) -> ScriptFacts:
         **collector.params.build(lambda node: resolver.value(node, MODULE_SCOPE) if node is not None else UNKNOWN,
                                  collector.literal_spans),
     )
+
+
+def _collect(module: cst.Module, text: str, starts: list[tuple[int, int]] | None) -> _Collector:
+    collector = _Collector(Positions(module, text, starts))
+    if not plain_visitor(collector):  # a visitor walk() cannot reproduce: LibCST's own traversal
+        from libcst.metadata import MetadataWrapper
+
+        MetadataWrapper(module, unsafe_skip_copy=True).visit(collector)
+        return collector
+    try:
+        seen = walk(module, collector, collector._positions)
+        if starts is None or seen == len(starts):
+            return collector
+    except Misaligned:
+        pass
+    collector = _Collector(Positions(module, text, None))  # ast and LibCST disagree: positions from the module
+    walk(module, collector, collector._positions)
+    return collector
 
 
 def _build_call(raw: _RawCall, resolver: _Resolver, c: _Collector) -> Call:

@@ -7,6 +7,7 @@ version trainlint knows.
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass
 from functools import lru_cache
@@ -151,28 +152,83 @@ def _pins_in_file(path: Path) -> dict[str, str]:
     return _pins_in_text(text)
 
 
-@lru_cache(maxsize=256)
+@lru_cache(maxsize=4096)
 def project_pins(directory: Path) -> tuple[tuple[str, str, str], ...]:
-    """(library, spec, file) for the nearest pins, walking up from `directory`."""
+    """(library, spec, file) for the nearest pins, walking up from `directory`. What lies above a folder
+    is its parent's answer (cached), so a tree of many folders globs each folder once, not once per file
+    below it: the nearest pin still wins, in the same order."""
     found: dict[str, tuple[str, str]] = {}
-    for folder in (directory, *directory.parents):
-        for pattern in PIN_FILES:
-            for candidate in sorted(folder.glob(pattern)):
-                for name, spec in _pins_in_file(candidate).items():
-                    found.setdefault(name, (spec, str(candidate)))
-        if (folder / ".git").exists() or len(found) == len(LIBRARIES):
-            break
+    for pattern in PIN_FILES:
+        for candidate in sorted(directory.glob(pattern)):
+            for name, spec in _pins_in_file(candidate).items():
+                found.setdefault(name, (spec, str(candidate)))
+    if not ((directory / ".git").exists() or len(found) == len(LIBRARIES)) and directory.parent != directory:
+        for name, spec, where in project_pins(directory.parent):
+            found.setdefault(name, (spec, where))
     return tuple((name, spec, where) for name, (spec, where) in found.items())
 
 
 @lru_cache(maxsize=8)
 def installed_version(library: str) -> str | None:
-    from importlib import metadata  # imported lazily: only needed once per process
+    """`importlib.metadata.version(library)`, or None when it is not installed. The common case (plain
+    directories on sys.path, a .dist-info with METADATA) is read directly: importing importlib.metadata
+    (email, zipfile, csv ...) costs more than the rest of a cached one-file run."""
+    found = _scan_dist_info(library)
+    if found is not _UNSURE:
+        return found
+    from importlib import metadata
 
     try:
         return metadata.version(library)
     except metadata.PackageNotFoundError:
         return None
+
+
+_UNSURE = object()
+
+
+def _scan_dist_info(library: str):
+    """What importlib.metadata's path finder would find first (same sys.path order, same listdir order,
+    same name normalisation), or _UNSURE wherever it would look somewhere this does not (zips, eggs,
+    other finders)."""
+    import sys
+    from importlib.machinery import PathFinder
+
+    if any(getattr(f, "find_distributions", None) is not None and f is not PathFinder for f in sys.meta_path):
+        return _UNSURE
+    wanted = re.sub(r"[-_.]+", "-", library).lower().replace("-", "_")
+    for entry in sys.path:
+        root = entry or "."
+        try:
+            children = os.listdir(root)
+        except OSError:
+            if os.path.isfile(root) or root.lower().endswith(".egg"):
+                return _UNSURE  # a zip on the path
+            continue
+        if os.path.basename(root).lower().endswith(".egg"):
+            return _UNSURE
+        for child in children:
+            low = child.lower()
+            if low.endswith((".dist-info", ".egg-info")) and \
+                    re.sub(r"[-_.]+", "-", low.rpartition(".")[0].partition("-")[0]).replace("-", "_") == wanted:
+                return _version_in(os.path.join(root, child))
+    return None
+
+
+def _version_in(info: str):
+    for name in ("METADATA", "PKG-INFO"):
+        try:
+            with open(os.path.join(info, name), encoding="utf-8") as fh:
+                for line in fh:
+                    if not line.strip():
+                        break  # end of the headers
+                    key, sep, value = line.partition(":")
+                    if sep and key.lower() == "version":  # (header names are case-insensitive)
+                        return value.strip()
+        except (OSError, UnicodeDecodeError):
+            continue
+        return _UNSURE
+    return _UNSURE
 
 
 def decide_versions(path: Path, script_pins: tuple[tuple[str, str], ...], overrides: dict[str, str]) -> Versions:
