@@ -130,6 +130,9 @@ class Evidence:
     span: Span
 
 
+PEFT_CONFIG = "get_peft_config()"  # Param.attr for trl's get_peft_config(model_args)
+
+
 @dataclass(frozen=True)
 class Param:
     """A value the script reads from its command line: `training_args.gradient_checkpointing`, `args.lr`.

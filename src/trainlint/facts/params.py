@@ -9,10 +9,9 @@ from typing import Callable
 import libcst as cst
 
 from trainlint.diagnostics import Span
-from trainlint.facts.model import ArgparseParam, ClassDef, FieldDef, ParsedObject
+from trainlint.facts.model import PEFT_CONFIG, ArgparseParam, ClassDef, FieldDef, ParsedObject  # noqa: F401
 from trainlint.facts.values import UNKNOWN, UNSET, Value
 
-PEFT_CONFIG = "get_peft_config()"  # Param.attr for trl's get_peft_config(model_args)
 
 DATACLASS_PARSE = {"parse_args_into_dataclasses", "parse_json_file", "parse_yaml_file", "parse_dict",
                    "parse_args_and_config"}

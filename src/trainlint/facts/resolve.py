@@ -9,9 +9,8 @@ from dataclasses import fields, is_dataclass, replace
 from typing import Any
 
 from trainlint.diagnostics import Span
-from trainlint.facts.model import ArgsObject, Call, ClassDef, Evidence, Param, ParsedObject, ScriptFacts
+from trainlint.facts.model import PEFT_CONFIG, ArgsObject, Call, ClassDef, Evidence, Param, ParsedObject, ScriptFacts
 from trainlint.facts.names import ARGS_CLASSES
-from trainlint.facts.params import PEFT_CONFIG
 from trainlint.facts.values import UNKNOWN, Value
 from trainlint.knowledge.versions import Versions
 from trainlint.launch.model import Launch

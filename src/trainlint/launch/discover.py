@@ -74,11 +74,20 @@ def is_launcher(path: Path, head: bytes) -> bool:
     return looks_like_launcher(path, head)
 
 
-def read_launcher(path: Path) -> Indexed:
-    """The invocations a launcher or a Markdown file holds; problems instead of exceptions."""
+@lru_cache(maxsize=4096)
+def _raw(path: Path) -> bytes | OSError:
     try:
-        raw = path.read_bytes()[: MAX_LAUNCHER_BYTES + 1]
+        return path.read_bytes()[: MAX_LAUNCHER_BYTES + 1]
     except OSError as exc:
+        return exc
+
+
+@lru_cache(maxsize=4096)
+def read_launcher(path: Path) -> Indexed:
+    """The invocations a launcher or a Markdown file holds; problems instead of exceptions (read once a run)."""
+    raw = _raw(path)
+    if isinstance(raw, OSError):
+        exc = raw
         return Indexed((), (LaunchProblem(path, _origin(), f"cannot read: {exc.strerror or exc}"),))
     if len(raw) > MAX_LAUNCHER_BYTES:
         return Indexed((), (LaunchProblem(path, _origin(), "over 2 MiB; not read as a launcher"),))
@@ -125,12 +134,24 @@ def index(root: Path, recursive: bool = True) -> tuple[tuple[Path, Indexed], ...
 
 def clear_caches() -> None:
     """Forget what was read (for a process that lints a tree more than once while it changes: tests, a server)."""
-    for cached in (_root, launcher_files, index, index_stamp):
+    for cached in (_root, launcher_files, index, index_stamp, _raw, read_launcher):
         cached.cache_clear()
 
 
 def index_for(path: Path, settings: Settings) -> tuple[tuple[Path, Indexed], ...]:
-    return index(*_root(path.resolve().parent, settings.root.resolve()))
+    """The launchers of path's repository that can launch it: only files that mention its name (`train.py`, or
+    `pkg.train` as `python -m` names it) are lexed at all."""
+    root, recursive = _root(path.resolve().parent, settings.root.resolve())
+    if path.name == "__main__.py":
+        needles = [path.parent.name.encode()]
+    else:  # `train.py`, or `-m pkg.train`
+        needles = [path.name.encode()] + ([f"{path.parent.name}.{path.stem}".encode()] if path.suffix == ".py" else [])
+    out = []
+    for launcher in launcher_files(root, recursive):
+        raw = _raw(launcher)
+        if isinstance(raw, OSError) or any(n in raw for n in needles):
+            out.append((launcher, read_launcher(launcher)))
+    return tuple(out)
 
 
 @lru_cache(maxsize=64)
