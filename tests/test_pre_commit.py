@@ -75,3 +75,20 @@ def test_hook_passes_a_clean_script(repo, hook_home):
     r = try_repo(repo, hook_home, "ok.py")
     assert r.returncode == 0, r.stdout + r.stderr
     assert "Passed" in r.stdout
+
+
+def test_hook_relints_the_script_a_staged_launcher_runs(repo, hook_home):
+    (repo / "train.py").write_text(
+        "from transformers import HfArgumentParser, TrainingArguments\n"
+        "(args,) = HfArgumentParser(TrainingArguments).parse_args_into_dataclasses()\n")
+    launcher = repo / "run.sh"
+    launcher.write_text("torchrun --nproc_per_node 8 train.py \\\n    --per_device_train_batch_size 8 \\\n"
+                        "    --gradient_accumulation_steps 2\n")
+    git(repo, "add", "train.py", "run.sh")
+    git(repo, "commit", "-qm", "first")
+    launcher.write_text(launcher.read_text().replace("batch_size 8", "batch_size 4"))
+    git(repo, "add", "run.sh")
+    r = try_repo(repo, hook_home, "run.sh")  # only the launcher is staged: the hook lints what it launches
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "run.sh:2:35: TL401 train.py: per_device_train_batch_size 8 -> 4 but gradient_accumulation_steps " \
+           "stays 2" in r.stdout

@@ -33,7 +33,8 @@ _RELEVANT_BYTES = re.compile(
     rb"|checkpoint|labels\s*=|For[A-Z]\w*\s*\(|DataLoader"
 )
 _RELEVANT_CALLS = INTERESTING_SHORTS - {"backward", "step", "train", "add_argument", "HfArgumentParser",
-                                        "BitsAndBytesConfig", "LoraConfig"}
+                                        "BitsAndBytesConfig", "LoraConfig"} | {
+    "parse_args_into_dataclasses", "parse_args_and_config", "parse_json_file", "parse_yaml_file"}  # parsed args
 _NOQA = re.compile(r"#\s*noqa(?::\s*(?P<codes>[A-Z]+[0-9]+(?:[\s,]+[A-Z]+[0-9]+)*))?", re.I)
 _IGNORE = re.compile(r"#\s*trainlint:\s*ignore\[(?P<codes>[^\]]*)\]")
 
