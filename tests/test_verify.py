@@ -219,3 +219,49 @@ def test_ctrl_c_leaves_nothing_running(project):
     assert proc.returncode == 130 and "interrupted" in err and "Traceback" not in err
     time.sleep(0.5)
     assert subprocess.run(["pgrep", "-f", "sleep 301"], capture_output=True).stdout == b""
+
+
+LAUNCHED = '''
+import argparse
+
+import torch
+from torch.utils.data import DataLoader
+from transformers import AutoModelForCausalLM
+
+parser = argparse.ArgumentParser()
+parser.add_argument("--model", default="missing-model")
+parser.add_argument("--seq_len", type=int, default=128)
+args = parser.parse_args()
+model = AutoModelForCausalLM.from_pretrained(args.model, attn_implementation="eager")
+model.train()
+optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
+loader = DataLoader(torch.randint(0, 256, (64, args.seq_len)), batch_size=1)
+for input_ids in loader:
+    loss = model(input_ids=input_ids, labels=input_ids).loss
+    loss.backward()
+    optimizer.step()
+    optimizer.zero_grad(set_to_none=True)
+'''
+
+
+def test_verify_a_launcher_runs_its_script_with_the_launch_arguments_from_its_folder(project):
+    write(project, "launched.py", LAUNCHED)
+    (project / "scripts").mkdir(exist_ok=True)
+    (project / "scripts" / "run.sh").write_text("cd ..\npython launched.py --model ./tiny-llama --seq_len 2048\n")
+    code, data, err = verify(project, "scripts/run.sh", "--steps", "2")
+    assert code == 0, err
+    d, = data["diagnostics"]
+    # the length that makes eager attention costly comes from the launcher; the fix is in the script
+    assert d["code"] == "TL101" and d["verdict"] == "confirmed", d
+    assert d["measured_saving"] > 200_000_000
+    assert data["runs"]["original"]["steps"] == data["runs"]["fixed"]["steps"] == 2
+
+
+def test_verify_refuses_a_launch_it_cannot_read_fully(project):
+    write(project, "launched.py", LAUNCHED)
+    (project / "scripts").mkdir(exist_ok=True)
+    (project / "scripts" / "run_unknown.sh").write_text("cd ..\npython launched.py --model $1 --seq_len 2048\n")
+    r = subprocess.run([sys.executable, "-m", "trainlint", "verify", "--device", "cpu", "scripts/run_unknown.sh"],
+                       cwd=project, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2
+    assert "scripts/run_unknown.sh:2: $1 is not known here" in r.stderr

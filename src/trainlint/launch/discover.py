@@ -328,3 +328,26 @@ def _names_config(inv: Invocation, launcher: Path, root: Path, configs: set[Path
     bases = ([launcher.parent / inv.cwd] if inv.cwd else [launcher.parent]) + [root]
     words = [*inv.args, *(w for _, w in inv.options if w is not None)]
     return any(w.text and (b / w.text).resolve() in configs for w in words for b in bases)
+
+
+def launch_command(launcher: Path, settings: Settings) -> tuple[Path, list[str], Path, tuple[str, ...]]:
+    """(script, its arguments, the folder it runs in, the launch files) of a launcher's first invocation of a
+    Python script, for `verify`; VerifyError when it launches none or a word is not known statically."""
+    from trainlint.verify.run import VerifyError
+
+    if not launcher.is_file():
+        raise VerifyError(f"{launcher}: no such file")
+    root = repo_root(launcher, settings)
+    indexed = read_launcher(launcher)
+    for inv in indexed.invocations:
+        target = target_of(inv, launcher, root)
+        if target is None:
+            continue
+        unknown = [w for w in inv.args if w.text is None]
+        if unknown:
+            w = unknown[0]
+            raise VerifyError(f"{display(launcher)}:{w.span.line}: {w.raw or 'a word'} is not known here "
+                              f"({w.note or 'set when the launcher runs'}); pass the script and its arguments instead")
+        base = launcher.parent / inv.cwd if inv.cwd else launcher.parent
+        return target, [w.text for w in inv.args], base, (str(launcher.resolve()),)
+    raise VerifyError(f"{display(launcher)} launches no Python script trainlint can find")

@@ -214,7 +214,9 @@ def verdicts(found: list[Diagnostic], applied: list[Diagnostic], original: RunRe
 
 def verify(script: Path, *, steps: int = 3, device: str = "auto", codes: tuple[str, ...] = (),
            launcher: str | None = None, timeout: float = 600, script_args: tuple[str, ...] = (),
-           online: bool = False, settings: Settings | None = None) -> dict:
+           online: bool = False, settings: Settings | None = None, cwd: Path | None = None) -> dict:
+    """`cwd`: where the runs start (a launch's folder, so the paths its arguments name resolve); default the
+    script's folder."""
     require_verify_extra()
     script = script.resolve()
     if not script.is_file():
@@ -226,7 +228,7 @@ def verify(script: Path, *, steps: int = 3, device: str = "auto", codes: tuple[s
     try:
         fixed_copy = workdir / f"fixed_{script.name}"
         fixed_copy.write_text(fixed_text, encoding="utf-8")
-        common = dict(cwd=script.parent, workdir=workdir, steps=steps, device=device, timeout=timeout, online=online,
+        common = dict(cwd=cwd or script.parent, workdir=workdir, steps=steps, device=device, timeout=timeout, online=online,
                       launcher=launcher, script_args=script_args, extra_path=script.parent)
         started = time.perf_counter()
         original = run_harness("original", script, **common)
