@@ -263,3 +263,28 @@ def test_a_library_older_than_any_release_read_keeps_its_stable_fields(tmp_path)
     assert "scripts/train_lora.sh:14:30: TL201" in r.stdout
     # and 4.31 has no SDPA default: eager at the launch's 2,048 tokens
     assert "chatlora/train/train_lora.py:38:13: TL101 eager attention at sequence length 2,048" in r.stdout
+
+
+def test_estimate_a_readme_launch_with_an_accelerate_zero3_config(tmp_path):
+    repo = layout("trl_recipe", tmp_path)
+    r = run("estimate", "README.md", "--format", "json", cwd=repo)
+    assert r.returncode == 0, r.stderr
+    data = json.loads(r.stdout)
+    # the recipe's LoRA (through get_peft_config), the accelerate config's ZeRO-3 over its 8 processes
+    assert data["plan"] == ("LoRA r=16 on all-linear, 16-bit weights, batch 1 x 8,192 tokens, eager attention, "
+                            "checkpointing on, TRL chunked loss, adamw, zero3 over 8 GPU(s)")
+    assert "zero3 from the launch's accelerate DeepSpeed config (recipes/accelerate/zero3.yaml:8)" in data["assumptions"]
+
+
+def test_sarif_related_locations_are_valid_sarif(tmp_path):
+    jsonschema = pytest.importorskip("jsonschema")
+    schema = json.loads((Path(__file__).parent / "data" / "report" / "sarif-schema-2.1.0.json").read_text())
+    repo = layout("fastchat_lora", tmp_path)
+    r = run("check", "--output-format", "sarif", ".", cwd=repo)
+    log = json.loads(r.stdout)
+    jsonschema.Draft4Validator(schema).validate(log)
+    (result,) = log["runs"][0]["results"]
+    assert result["locations"][0]["physicalLocation"]["artifactLocation"]["uri"] == "scripts/train_lora.sh"
+    assert [(x["physicalLocation"]["artifactLocation"]["uri"], x["message"]["text"])
+            for x in result["relatedLocations"]] == [("chatlora/train/train_lora.py", "the script this value reaches"),
+                                                     ("scripts/train_lora.sh", "launched here")]

@@ -9,7 +9,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from trainlint.context import FileContext
-from trainlint.facts import ModelLoad
+from trainlint.facts import ModelLoad, Value, known
+from trainlint.facts.values import UNSET
 from trainlint.knowledge.libraries import SOFTCAPPED
 from trainlint.memory import dtype_bytes
 from trainlint.memory.estimate import Geometry, Plan
@@ -105,15 +106,22 @@ def _lora(ctx: FileContext, model_type: str | None, notes: list[str]) -> tuple[i
     if not ctx.uses_peft:
         return None, ()
     configs = list(ctx.facts.calls_named("LoraConfig"))
-    if not configs:
+    given = [t.call.kw("peft_config") for t in ctx.facts.trainers if t.call.kw("peft_config").known]
+    given = [v.value for v in given if isinstance(v.value, dict) and v.value.get("__class__") == "LoraConfig"]
+    if not configs and not given:
         notes.append(f"LoRA config not found: assumed r={LORA_R_DEFAULT} on the default target modules")
         return LORA_R_DEFAULT, DEFAULT_LORA_TARGETS.get(model_type or "", ("q_proj", "v_proj"))
-    cfg = configs[0]
-    r = cfg.kw("r")
+    if configs:
+        cfg = configs[0]
+        r, targets = cfg.kw("r"), cfg.kw("target_modules")
+    else:  # `peft_config=get_peft_config(model_args)`: the LoRA settings the launch gave TRL's ModelConfig
+        def value(key):
+            item = given[0].get(key, UNSET)
+            return item if isinstance(item, Value) else known(item)
+        r, targets = value("r"), value("target_modules")
     rank = r.value if r.known and isinstance(r.value, int) else LORA_R_DEFAULT
     if not r.known:
         notes.append(f"LoRA rank {'not set' if r.unset else 'not readable'}: assumed r={LORA_R_DEFAULT}")
-    targets = cfg.kw("target_modules")
     if targets.known and targets.value == "all-linear":
         return rank, ("all-linear",)
     if targets.known and isinstance(targets.value, list) and all(isinstance(t, str) for t in targets.value):
@@ -144,6 +152,16 @@ def _optimizer(ctx: FileContext, notes: list[str]) -> str:
 
 
 def _sharding(ctx: FileContext, notes: list[str]) -> str | None:
+    found = _args_sharding(ctx, notes)
+    launched = ctx.launch.sharding
+    if found is None and launched is not None and launched.known:
+        where = f" ({launched.origin.file}:{launched.origin.line})" if launched.origin and launched.origin.file else ""
+        notes.append(f"{launched.value} from the launch's {launched.via} config{where}")
+        return launched.value
+    return found
+
+
+def _args_sharding(ctx: FileContext, notes: list[str]) -> str | None:
     args = ctx.main_args
     if args is None:
         return None

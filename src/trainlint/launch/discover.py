@@ -217,8 +217,48 @@ def launch_of(inv: Invocation, launcher: Path, root: Path, facts: ScriptFacts, v
     bases += [root]
     read = config_reader(bases)
     world = _world_size(inv, where, read)
-    return bind_words(facts, versions, list(inv.args), where, f"{where}:{inv.span.line}", bases[0], read,
-                      inv.span, world)
+    launch = bind_words(facts, versions, list(inv.args), where, f"{where}:{inv.span.line}", bases[0], read,
+                        inv.span, world)
+    sharding = _accelerate_sharding(inv, read)
+    return replace(launch, sharding=sharding) if sharding is not None else launch
+
+
+def _accelerate_settings(inv: Invocation, read):
+    from trainlint.launch.configs import accelerate_settings
+
+    config = inv.option("config_file")
+    if not inv.launcher.endswith("accelerate launch") or config is None or not config.text:
+        return None, None
+    reading = read(config.text)
+    if reading is None or reading.problem is not None:
+        return None, None
+    return accelerate_settings(reading), reading
+
+
+def _accelerate_sharding(inv: Invocation, read) -> Value | None:
+    """ZeRO-2/3 or FSDP from `accelerate launch --config_file`: what the estimate shards the states by.
+    accelerate: a DeepSpeed plugin without zero_stage is stage 2; FSDP v1 FULL_SHARD (the default) and v2
+    reshard_after_forward (default true) shard parameters too (launch/accelerate.py cites them)."""
+    settings, reading = _accelerate_settings(inv, read)
+    if settings is None or settings.distributed_type is None:
+        return None
+    kind, span = settings.distributed_type
+    where = display(reading.file)
+    if kind == "DEEPSPEED" and settings.deepspeed is not None:
+        stage = settings.deepspeed.zero_stage
+        value = stage[0] if stage is not None else 2
+        if value in (2, 3):
+            return Value("known", f"zero{value}", (stage[1] if stage else span).in_file(where), "accelerate DeepSpeed")
+    if kind == "FSDP" and settings.fsdp is not None:
+        f = settings.fsdp
+        version = f.version[0] if f.version is not None else 1
+        if str(version) == "2":
+            full = f.reshard_after_forward is None or f.reshard_after_forward[0] in (True, "true", "True")
+        else:
+            full = f.sharding_strategy is None or str(f.sharding_strategy[0]).upper() in ("FULL_SHARD", "1",
+                                                                                        "HYBRID_SHARD", "4")
+        return Value("known", "zero3" if full else "zero2", span.in_file(where), "accelerate FSDP")
+    return None
 
 
 def _world_size(inv: Invocation, where: str, read) -> Value | None:
@@ -227,15 +267,10 @@ def _world_size(inv: Invocation, where: str, read) -> Value | None:
     size = world_size(inv)
     if size is not None:
         return Value("known", size, inv.span.in_file(where), f"{inv.launcher} processes")
-    config = inv.option("config_file")
-    if inv.launcher.endswith("accelerate launch") and config is not None and config.text:
-        reading = read(config.text)
-        if reading is not None and reading.problem is None:
-            from trainlint.launch.configs import accelerate_settings
-
-            n = accelerate_settings(reading).num_processes
-            if n is not None and isinstance(n[0], int) and not isinstance(n[0], bool) and n[0] > 0:
-                return Value("known", n[0], n[1].in_file(display(reading.file)), "accelerate config num_processes")
+    settings, reading = _accelerate_settings(inv, read)
+    n = settings.num_processes if settings is not None else None
+    if n is not None and isinstance(n[0], int) and not isinstance(n[0], bool) and n[0] > 0:
+        return Value("known", n[0], n[1].in_file(display(reading.file)), "accelerate config num_processes")
     return None
 
 
@@ -300,7 +335,7 @@ def expand_explicit(files: list[Path], settings: Settings) -> tuple[list[Path], 
             configs.append(path.resolve())
             continue
         out.append(path)
-        if path.suffix in LAUNCHER_SUFFIXES:
+        if path.suffix in LAUNCHER_SUFFIXES + DOC_SUFFIXES:  # a launcher, or a README's documented commands
             launchers.append(path)
     seen = {p.resolve() for p in out if p.exists()}
     for launcher in launchers:

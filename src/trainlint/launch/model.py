@@ -128,6 +128,7 @@ class Launch:
     world_size: Any = None  # facts.Value of the processes started, or None when not stated
     sources: tuple[str, ...] = ()  # files the values were read from, in order (launcher, recipe, args file)
     notes: tuple[str, ...] = ()  # what could not be read, for --verbose
+    sharding: Any = None  # facts.Value "zero2" | "zero3" from an accelerate config's DeepSpeed / FSDP, or None
     launcher: str | None = None  # the launcher file's absolute path (TL401 reads its git base version)
     ordinal: int = 0  # which of that launcher's invocations of the script this is
 
