@@ -1,18 +1,18 @@
 #!/usr/bin/env python3
-"""Speed benchmark: trainlint vs. two peer LibCST linters (Fixit, TorchFix).
+"""Speed benchmark: trainlint vs. two peer LibCST linters (Fixit, TorchFix), all figures in one run.
 
 Standard library only. Usage:
 
     python3 bench/bench_check.py --setup          # make bench/.venvs/{fixit,torchfix}, then bench
-    python3 bench/bench_check.py                  # bench on the default corpus
-    python3 bench/bench_check.py --repeat 5 --corpus PATH [--corpus PATH ...] [--json]
+    python3 bench/bench_check.py                  # everything, this checkout's trainlint
+    python3 bench/bench_check.py --trainlint before=/tmp/old/src --trainlint after=src   # side by side
 
-Every tool lints the same copy of the corpus under bench/.work/corpus/, whose root
-holds a pyproject.toml that marks it as a project root, so no tool reads a config
-or a .gitignore from above it. Each tool runs --repeat timed times on the corpus (the
-first run's output is kept in bench/.work/logs/ for inspection, the others' discarded),
-then max(--repeat, 5) times on one file after one untimed warm-up run. Wall time is
-time.perf_counter() around subprocess.run().
+It prints, from one run: (1) every tool on the same files, the installed trl and trl + peft +
+accelerate (copied under bench/.work/corpus/, whose pyproject.toml marks a project root), with the
+ratio to Fixit; (2) one training script as pre-commit runs it, median of --one-file-runs (trainlint
+uncached and cached); (3) trainlint over every installed torch / transformers / peft / trl /
+accelerate file, cold (empty cache) then warm, with files/s and peak RSS. Wall time is
+time.perf_counter() around the process; peak RSS is wait4's (the process and its workers).
 """
 
 from __future__ import annotations
@@ -148,12 +148,15 @@ def setup_peer(name: str) -> bool:
 # -------------------------------------------------------------------------- corpus
 
 
-def _copy_py_tree(src: Path, dst: Path) -> None:
-    if src.is_file():
-        dst.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(src, dst / src.name)
-        return
+def purelib(python: Path) -> Path:
+    rc, out, err = run_capture([str(python), "-c", 'import sysconfig;print(sysconfig.get_paths()["purelib"])'],
+                               timeout=60)
+    if rc != 0:
+        raise SystemExit(f"error: cannot ask {python} for site-packages:\n{tail(err)}")
+    return Path(out.strip())
 
+
+def _copy_py_tree(src: Path, dst: Path) -> None:
     def ignore(d, names):
         return [n for n in names
                 if n == "__pycache__" or (not n.endswith(".py") and not os.path.isdir(os.path.join(d, n)))]
@@ -161,218 +164,149 @@ def _copy_py_tree(src: Path, dst: Path) -> None:
     shutil.copytree(src, dst, ignore=ignore)
 
 
-def build_corpus(paths: list[str] | None) -> list[tuple[str, Path]]:
-    """Copy sources into bench/.work/corpus/<name>/; return [(name, source)]."""
-    sources: list[tuple[str, Path]] = []
-    if paths:
-        for p in paths:
-            sp = Path(p).expanduser().resolve()
-            if not sp.exists():
-                raise SystemExit(f"error: corpus path not found: {p}")
-            sources.append((sp.stem if sp.is_file() else sp.name, sp))
-    else:
-        if not MAIN_PY.exists():
-            raise SystemExit(f"error: {MAIN_PY} not found; cannot locate trl/peft/accelerate")
-        rc, out, err = run_capture(
-            [str(MAIN_PY), "-c", 'import sysconfig;print(sysconfig.get_paths()["purelib"])'],
-            timeout=60,
-        )
-        if rc != 0:
-            raise SystemExit(f"error: cannot ask {MAIN_PY} for site-packages:\n{tail(err)}")
-        purelib = Path(out.strip())
-        for pkg in DEFAULT_PKGS:
-            if (purelib / pkg).is_dir():
-                sources.append((pkg, purelib / pkg))
-            else:
-                log(f"[corpus] {pkg} not installed in {purelib}; skipped")
-        if not sources:
-            raise SystemExit("error: none of trl, peft, accelerate found")
+def build_corpus(site: Path) -> dict[str, int]:
+    """Copy trl, peft and accelerate into bench/.work/corpus/<pkg>/; return files per package."""
     if CORPUS.exists():
         shutil.rmtree(CORPUS)
     CORPUS.mkdir(parents=True)
-    seen: dict[str, int] = {}
-    out_sources = []
-    for name, src in sources:
-        seen[name] = seen.get(name, 0) + 1
-        if seen[name] > 1:
-            name = f"{name}_{seen[name]}"
-        _copy_py_tree(src, CORPUS / name)
-        out_sources.append((name, src))
+    counts = {}
+    for pkg in DEFAULT_PKGS:
+        if not (site / pkg).is_dir():
+            raise SystemExit(f"error: {pkg} is not installed in {site}")
+        _copy_py_tree(site / pkg, CORPUS / pkg)
+        counts[pkg] = len(py_files(CORPUS / pkg))
     (CORPUS / "pyproject.toml").write_text(MARKER_PYPROJECT)
-    return out_sources
+    return counts
 
 
 def py_files(root: Path) -> list[Path]:
     return sorted(p for p in root.rglob("*.py") if p.is_file())
 
 
-def pick_one_file(files: list[Path]) -> Path:
-    """A typical training script: examples/*.py if any, else trl's SFT script, else
-    the corpus file of median size."""
+def stage_one_file() -> tuple[Path, Path]:
+    """A typical training script: the first of examples/*.py, preferring a name with "train"."""
     ex = sorted((REPO / "examples").glob("*.py"))
-    if ex:
-        train = [p for p in ex if "train" in p.name.lower()]
-        return (train or ex)[0]
-    for cand in ("trl/scripts/sft.py", "trl/scripts/dpo.py"):
-        if (CORPUS / cand).is_file():
-            return CORPUS / cand
-    by_size = sorted(files, key=lambda p: p.stat().st_size)
-    return by_size[len(by_size) // 2]
-
-
-def stage_one_file(src: Path) -> Path:
+    src = ([p for p in ex if "train" in p.name.lower()] or ex)[0]
     if ONEFILE.exists():
         shutil.rmtree(ONEFILE)
     ONEFILE.mkdir(parents=True)
-    dst = ONEFILE / src.name
-    shutil.copy2(src, dst)
+    shutil.copy2(src, ONEFILE / src.name)
     (ONEFILE / "pyproject.toml").write_text(MARKER_PYPROJECT)
-    return dst
+    return src, ONEFILE / src.name
 
 
-# --------------------------------------------------------------------------- tools
+# --------------------------------------------------------------------------- runs
 
 
-def tool_specs(corpus: Path, one: Path) -> list[dict]:
-    """Each spec: name, python, base argv builder, optional flags (droppable)."""
-    tl_exe = REPO / ".venv" / "bin" / "trainlint"
-    specs = [
-        {
-            "name": "trainlint",
-            "python": MAIN_PY,
-            "dist": "trainlint",
-            # python -m keeps the import path the same as the console script's
-            "corpus_cmd": [str(MAIN_PY), "-m", "trainlint", "check",
-                           "--exit-zero", "--quiet", "--no-cache", str(corpus)],
-            "one_cmd": ([str(tl_exe)] if tl_exe.exists() else [str(MAIN_PY), "-m", "trainlint"])
-                       + ["check", "--no-cache", str(one)],
-            "version_cmd": [str(MAIN_PY), "-m", "trainlint", "--version"],
-            "droppable": ["--no-cache", "--exit-zero", "--quiet"],
-            "caches": True,
-        },
-    ]
-    for name, (_req, dist) in PEERS.items():
-        bindir = VENVS / name / "bin"
-        exe = str(bindir / name)
-        if name == "fixit":
-            corpus_cmd, one_cmd = [exe, "lint", str(corpus)], [exe, "lint", str(one)]
-        else:
-            corpus_cmd, one_cmd = [exe, str(corpus)], [exe, str(one)]
-        specs.append({
-            "name": name, "python": bindir / "python", "dist": dist,
-            "corpus_cmd": corpus_cmd, "one_cmd": one_cmd,
-            "version_cmd": [exe, "--version"], "droppable": [], "caches": False,
-        })
-    return specs
+def timed(cmd: list[str], cwd: Path, env: dict, timeout: int, log_stem: str | None = None) -> dict:
+    """One run: wall seconds (perf_counter around the process), its peak RSS (wait4: the largest resident
+    set of the process and the worker processes it waited for), exit code, stdout line count."""
+    LOGS.mkdir(parents=True, exist_ok=True)
+    out = open(LOGS / f"{log_stem}.out", "wb") if log_stem else subprocess.DEVNULL
+    err = open(LOGS / f"{log_stem}.err", "wb") if log_stem else subprocess.DEVNULL
+    try:
+        t0 = time.perf_counter()
+        p = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=out, stderr=err)
+        deadline = t0 + timeout
+        while True:
+            pid, status, usage = os.wait4(p.pid, os.WNOHANG)
+            if pid:
+                break
+            if time.perf_counter() > deadline:
+                p.kill()
+                pid, status, usage = os.wait4(p.pid, 0)
+                return {"error": f"timed out after {timeout}s"}
+            time.sleep(0.005)
+        wall = time.perf_counter() - t0
+        p.returncode = os.waitstatus_to_exitcode(status)
+    finally:
+        for f in (out, err):
+            if f is not subprocess.DEVNULL:
+                f.close()
+    res = {"wall": wall, "rss_mb": usage.ru_maxrss / 1024, "rc": p.returncode}
+    if log_stem:
+        text = (LOGS / f"{log_stem}.out").read_text(errors="replace")
+        res["lines"] = len(text.splitlines())
+        res["tracebacks"] = (text + (LOGS / f"{log_stem}.err").read_text(errors="replace")).count("Traceback (most")
+    return res
 
 
-def probe(spec: dict, env: dict) -> str | None:
-    """Return None if the tool is runnable, else the reason it is not."""
-    if not Path(spec["python"]).exists():
-        if spec["name"] == "trainlint":
-            return f"{spec['python']} not found"
-        return f"not set up (no {VENVS / spec['name']}; run with --setup)"
-    rc, out, err = run_capture(spec["version_cmd"], timeout=120, cwd=WORK, env=env)
-    if rc != 0:
-        return f"`{shlex.join(spec['version_cmd'])}` failed (rc={rc}):\n{tail(err or out)}"
-    spec["version"] = (out.strip() or err.strip()).splitlines()[0] if (out or err).strip() else "?"
-    code = ("import importlib.metadata as m, sys, platform\n"
-            "def v(n):\n"
-            "    try: return m.version(n)\n"
-            "    except Exception: return '?'\n"
-            f"print(v({spec['dist']!r}), v('libcst'), platform.python_version())")
-    rc, out, _ = run_capture([str(spec["python"]), "-c", code], timeout=120, env=env)
-    parts = out.split() if rc == 0 else []
-    spec["dist_version"], spec["libcst"], spec["pyver"] = (parts + ["?"] * 3)[:3]
-    return None
-
-
-def clear_caches() -> None:
-    for base in (WORK, CORPUS, ONEFILE):
+def clear_caches(*roots: Path) -> None:
+    for base in roots:
         for d in base.rglob(".trainlint_cache") if base.exists() else ():
             shutil.rmtree(d, ignore_errors=True)
 
 
-def _run_once(cmd, env, timeout, cwd, stem=None):
-    """One run; returns (seconds, rc, stdout, stderr). Output goes to logs/<stem>.*
-    when stem is given (read back afterwards), else to /dev/null."""
-    if stem is None:
-        t0 = time.perf_counter()
-        p = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                           cwd=cwd, env=env, timeout=timeout)
-        return time.perf_counter() - t0, p.returncode, "", ""
-    LOGS.mkdir(parents=True, exist_ok=True)
-    fo, fe = LOGS / f"{stem}.out", LOGS / f"{stem}.err"
-    with open(fo, "wb") as o, open(fe, "wb") as e:
-        t0 = time.perf_counter()
-        p = subprocess.run(cmd, stdout=o, stderr=e, cwd=cwd, env=env, timeout=timeout)
-        dt = time.perf_counter() - t0
-    return (dt, p.returncode, fo.read_text(errors="replace"), fe.read_text(errors="replace"))
+class Tool:
+    """A command-line linter: trainlint (one per source tree compared) or a peer."""
+
+    def __init__(self, label: str, argv: list[str], env: dict, version: str, caches: bool) -> None:
+        self.label, self.argv, self.env, self.version, self.caches = label, argv, env, version, caches
+
+    def corpus_cmd(self, target: Path) -> list[str]:
+        if self.caches:
+            return self.argv + ["check", "--exit-zero", "--quiet", "--no-cache", str(target)]
+        return self.argv + (["lint"] if self.label == "fixit" else []) + [str(target)]
+
+    def one_cmd(self, target: Path, cached: bool) -> list[str]:
+        if self.caches:
+            return self.argv + ["check"] + ([] if cached else ["--no-cache"]) + [str(target)]
+        return self.argv + (["lint"] if self.label == "fixit" else []) + [str(target)]
 
 
-def measure(spec: dict, key: str, reps: int, warm: bool, env: dict, timeout: int) -> dict:
-    """Run spec[key] reps times (timed), plus one untimed warm-up first if warm.
-    The first run's output is kept in logs/; the others' is discarded. An optional
-    flag the tool rejects (exit 2, "no such option") is dropped and the run redone."""
-    cmd = list(spec[key])
-    stem = f"{spec['name']}.{key.split('_')[0]}"
-    cwd = CORPUS if key == "corpus_cmd" else ONEFILE
-    times: list[float] = []
-    first = None
-    try:
-        while True:
-            if spec["caches"]:
-                clear_caches()
-            dt, rc, out, err = _run_once(cmd, env, timeout, cwd, stem)
-            m = re.search(r"no such option:?\s*'?(--[\w-]+)", err + out, re.I)
-            if rc == 2 and m and m.group(1) in spec["droppable"] and m.group(1) in cmd:
-                log(f"  {spec['name']}: {m.group(1)} rejected; retrying without it")
-                cmd.remove(m.group(1))
-                continue
-            break
-        spec[key] = cmd
-        first = {"rc": rc, "stdout": out, "stderr": err,
-                 "tracebacks": (out + err).count("Traceback (most recent call last)")}
-        if not warm:
-            times.append(dt)
-        bad = looks_failed(spec, first)
-        if bad:
-            return {"first": first, "error": bad}
-        while len(times) < reps:
-            if spec["caches"]:
-                clear_caches()
-            times.append(_run_once(cmd, env, timeout, cwd)[0])
-    except subprocess.TimeoutExpired:
-        return {"first": first, "error": f"timed out after {timeout}s"}
-    except OSError as e:
-        return {"first": first, "error": f"{type(e).__name__}: {e}"}
-    return {"first": first, "times": times}
+def trainlint_tools(python: Path, variants: list[str]) -> list[Tool]:
+    tools = []
+    for spec in variants:
+        label, _, src = spec.partition("=")
+        if not src:
+            label, src = ("trainlint", spec) if spec else ("trainlint", str(REPO / "src"))
+        src_path = Path(src).resolve()
+        env = clean_env()
+        env["PYTHONPATH"] = str(src_path)
+        env.pop("PYTHONDONTWRITEBYTECODE", None)  # start-up as users have it: with cached bytecode
+        rc, out, err = run_capture([str(python), "-m", "trainlint", "--version"], timeout=120, env=env)
+        if rc != 0:
+            raise SystemExit(f"error: trainlint from {src_path} does not start:\n{tail(err or out)}")
+        head = run_capture(["git", "-C", str(src_path), "rev-parse", "--short", "HEAD"], timeout=30)[1].strip()
+        tools.append(Tool(label, [str(python), "-m", "trainlint"], env,
+                          f"{out.strip()} from {src_path}" + (f" (git {head})" if head else ""), True))
+    return tools
 
 
-CHECKED_RE = re.compile(r"(\d+) files? checked|Finished checking (\d+) files?")
+def peer_tools(wanted: list[str]) -> list[Tool]:
+    tools = []
+    for name in PEERS:
+        if name not in wanted:
+            continue
+        exe = VENVS / name / "bin" / name
+        if not exe.exists():
+            log(f"[{name}] skipped: not set up (no {exe}; run with --setup)")
+            continue
+        env = clean_env()
+        rc, out, err = run_capture([str(exe), "--version"], timeout=120, env=env)
+        if rc != 0:
+            log(f"[{name}] skipped: `{exe} --version` failed:\n{tail(err or out)}")
+            continue
+        code = "import importlib.metadata as m, platform; print(m.version('libcst'), platform.python_version())"
+        ver = run_capture([str(VENVS / name / "bin" / "python"), "-c", code], timeout=120, env=env)[1].split()
+        tools.append(Tool(name, [str(exe)], env, f"{(out or err).strip().splitlines()[0]} (libcst "
+                                                 f"{ver[0] if ver else '?'}, python {ver[1] if ver else '?'})", False))
+    return tools
 
 
-def files_checked(spec: dict, first: dict, env: dict, timeout: int) -> int | None:
-    """How many files the tool says it checked (its own summary line). For a command
-    run with --quiet (no summary), one extra untimed run without --quiet asks."""
-    text = first["stdout"] + first["stderr"]
-    if "--quiet" in spec["corpus_cmd"]:
-        cmd = [a for a in spec["corpus_cmd"] if a != "--quiet"]
-        rc, out, err = run_capture(cmd, timeout=timeout, cwd=CORPUS, env=env)
-        text = out + err
-    counts = [int(a or b) for a, b in CHECKED_RE.findall(text)]
-    return counts[-1] if counts else None
+def median_of(runs: list[dict], key: str = "wall") -> float:
+    return statistics.median(r[key] for r in runs)
 
 
-def looks_failed(spec: dict, w: dict) -> str | None:
-    """A warm-up that says the tool did not run at all (not: found lint errors)."""
-    if w["rc"] is None:
-        return w["stderr"]
-    if spec["name"] == "trainlint" and w["rc"] not in (0, 1):
-        return f"exit code {w['rc']}:\n{tail(w['stderr'] or w['stdout'])}"
-    if w["rc"] not in (0, 1) and w["tracebacks"]:
-        return f"exit code {w['rc']} with a traceback:\n{tail(w['stderr'])}"
-    return None
+def fmt_table(rows: list[list[str]]) -> str:
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    lines = []
+    for j, r in enumerate(rows):
+        lines.append("| " + " | ".join(c.ljust(widths[i]) if i == 0 else c.rjust(widths[i])
+                                       for i, c in enumerate(r)) + " |")
+        if j == 0:
+            lines.append("|" + "|".join("-" * (w + 2) for w in widths) + "|")
+    return "\n".join(lines)
 
 
 def machine() -> str:
@@ -400,167 +334,140 @@ def loadavg() -> str:
         return "?"
 
 
-def fmt_table(rows: list[list[str]]) -> str:
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    lines = []
-    for j, r in enumerate(rows):
-        lines.append("| " + " | ".join(c.ljust(widths[i]) if i == 0 else c.rjust(widths[i])
-                                       for i, c in enumerate(r)) + " |")
-        if j == 0:
-            lines.append("|" + "|".join("-" * (w + 2) for w in widths) + "|")
-    return "\n".join(lines)
-
-
 # ---------------------------------------------------------------------------- main
 
 
 def main(argv=None) -> int:
     global _out
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--corpus", action="append", metavar="PATH",
-                    help="directory or .py file to lint (repeatable); default: the "
-                         "trl, peft and accelerate packages of /work/main/.venv")
-    ap.add_argument("--repeat", type=int, default=3, help="timed runs per tool (default 3)")
-    ap.add_argument("--setup", action="store_true",
-                    help="create/upgrade bench/.venvs/{fixit,torchfix} first")
-    ap.add_argument("--tools", default="trainlint,fixit,torchfix",
-                    help="comma-separated subset (default: all three)")
-    ap.add_argument("--timeout", type=int, default=900, help="seconds per run (default 900)")
+    ap.add_argument("--python", default=str(MAIN_PY if MAIN_PY.exists() else Path(sys.executable)),
+                    help="interpreter with trainlint's dependencies (default: .venv/bin/python, else this one)")
+    ap.add_argument("--trainlint", action="append", metavar="[LABEL=]SRC",
+                    help="a trainlint source tree to run (PYTHONPATH=SRC); repeat to compare trees side by side "
+                         "in one run (e.g. before=/tmp/old/src after=src). Default: this checkout's src/")
+    ap.add_argument("--repeat", type=int, default=3, help="timed runs per tool and corpus (default 3)")
+    ap.add_argument("--one-file-runs", type=int, default=10, help="timed one-file runs (default 10)")
+    ap.add_argument("--setup", action="store_true", help="create/upgrade bench/.venvs/{fixit,torchfix} first")
+    ap.add_argument("--tools", default="fixit,torchfix", help="peers to run (default: fixit,torchfix; '' for none)")
+    ap.add_argument("--skip", default="", help="comma-separated parts to skip: corpus, onefile, libraries")
+    ap.add_argument("--timeout", type=int, default=1800, help="seconds per run (default 1800)")
     ap.add_argument("--json", nargs="?", const="-", metavar="FILE",
-                    help="results as JSON: bare --json prints only JSON on stdout (progress "
-                         "to stderr); --json FILE writes it to FILE and prints the tables too")
+                    help="results as JSON: bare --json prints only JSON on stdout (progress to stderr); "
+                         "--json FILE writes it to FILE and prints the tables too")
     args = ap.parse_args(argv)
     if args.json == "-":
         _out = sys.stderr
-    n = max(1, args.repeat)
+    python = Path(args.python)
+    skip = {s.strip() for s in args.skip.split(",") if s.strip()}
     wanted = [t.strip() for t in args.tools.split(",") if t.strip()]
-
+    load0 = loadavg()
     log(f"machine: {machine()}")
     log(f"date:    {time.strftime('%Y-%m-%d %H:%M %Z')}")
-    load0 = loadavg()
     log(f"load:    {load0} (1/5/15 min; anything else running skews wall times)")
     if args.setup:
         for name in PEERS:
             if name in wanted:
                 setup_peer(name)
+    site = purelib(python)
+    tls = trainlint_tools(python, args.trainlint or [""])
+    peers = peer_tools(wanted)
+    for t in tls + peers:
+        log(f"[{t.label}] {t.version}")
+    report: dict = {"machine": machine(), "date": time.strftime("%Y-%m-%d %H:%M %Z"), "load_before": load0,
+                    "tools": {t.label: t.version for t in tls + peers}}
+    tables: list[str] = []
 
-    sources = build_corpus(args.corpus)
-    files = py_files(CORPUS)
-    per_pkg = {name: len(py_files(CORPUS / name)) for name, _ in sources}
-    torch_files = sum(1 for f in files if "torch" in f.read_text(errors="replace"))
-    log(f"corpus:  {CORPUS}  ({len(files)} .py files: "
-        + ", ".join(f"{k} {v}" for k, v in per_pkg.items()) + ")")
-    for name, src in sources:
-        log(f"         {name} <- {src}")
-    one_src = pick_one_file(files)
-    one = stage_one_file(one_src)
-    log(f"one-file: {one}  (copy of {one_src})")
+    # ---- 1. the same files, every tool: trl, then trl + peft + accelerate
+    if "corpus" not in skip:
+        counts = build_corpus(site)
+        corpora = [("trl", CORPUS / "trl", counts["trl"]), ("trl+peft+accelerate", CORPUS, sum(counts.values()))]
+        report["corpus"] = {"files_per_package": counts, "results": {}}
+        for name, target, nfiles in corpora:
+            log(f"\n[corpus] {name}: {nfiles} .py files ({target})")
+            results = {}
+            for tool in tls + peers:
+                runs = []
+                for rep in range(max(1, args.repeat)):
+                    if tool.caches:
+                        clear_caches(CORPUS)
+                    r = timed(tool.corpus_cmd(target), CORPUS, tool.env, args.timeout,
+                              f"{tool.label}.{name}" if rep == 0 else None)
+                    if "error" in r:
+                        log(f"  {tool.label}: {r['error']}")
+                        break
+                    runs.append(r)
+                if runs:
+                    results[tool.label] = runs
+                    log(f"  {tool.label:12} " + ", ".join(f"{r['wall']:.2f}" for r in runs)
+                        + f" s   (rc {runs[0]['rc']}, tracebacks {runs[0]['tracebacks']})")
+            report["corpus"]["results"][name] = results
+            ref = median_of(results["fixit"]) if "fixit" in results else None
+            rows = [["tool", "files", "median wall s", "best wall s", "files/s", "peak RSS MB", "x Fixit"]]
+            for label, runs in results.items():
+                med = median_of(runs)
+                rows.append([label, str(nfiles), f"{med:.2f}", f"{min(r['wall'] for r in runs):.2f}",
+                             f"{nfiles / med:.1f}", f"{max(r['rss_mb'] for r in runs):.0f}",
+                             f"{med / ref:.3f}" if ref else "-"])
+            tables.append(f"{name} ({nfiles} files, {args.repeat} run(s) each)\n\n" + fmt_table(rows))
 
-    env = clean_env()
-    specs = [s for s in tool_specs(CORPUS, one) if s["name"] in wanted]
-    results = []
-    for spec in specs:
-        res = {"tool": spec["name"]}
-        results.append(res)
-        log()
-        why = probe(spec, env)
-        if why:
-            log(f"[{spec['name']}] skipped: {why}")
-            res["skipped"] = why
-            continue
-        res.update(version=spec["version"], libcst=spec["libcst"], python=spec["pyver"])
-        log(f"[{spec['name']}] version {spec['version']}, libcst {spec['libcst']}, "
-            f"python {spec['pyver']}")
-        for key, label, reps, warm in (("corpus_cmd", "corpus", n, False),
-                                       ("one_cmd", "one-file", max(n, 5), True)):
-            log(f"  {label:8} $ {shlex.join(spec[key])}")
-            before = list(spec[key])
-            r = measure(spec, key, reps, warm, env, args.timeout)
-            if spec[key] != before:
-                log(f"  {label:8} $ {shlex.join(spec[key])}   (as run)")
-            f = r["first"]
-            if f:
-                log(f"  {label:8}   first run: rc={f['rc']}, stdout {len(f['stdout'].splitlines())}"
-                    f" lines, tracebacks {f['tracebacks']}"
-                    f" (output: {LOGS}/{spec['name']}.{key.split('_')[0]}.out/.err)")
-            if "error" in r:
-                log(f"  {label:8}   not timed: {r['error']}")
-                res[label] = {"cmd": spec[key], "error": r["error"]}
-                continue
-            t = r["times"]
-            res[label] = {"cmd": spec[key], "rc": f["rc"], "times": t,
-                          "best": min(t), "median": statistics.median(t)}
-            if label == "corpus":
-                res[label]["checked"] = files_checked(spec, f, env, args.timeout)
-                log(f"  {label:8}   files checked (tool's own count): {res[label]['checked']}")
-            log(f"  {label:8}   runs: " + ", ".join(f"{x:.3f}" for x in t) + " s")
+    # ---- 2. one file, as pre-commit runs it
+    if "onefile" not in skip:
+        src, one = stage_one_file()
+        log(f"\n[one file] {src.name} ({len(src.read_text().splitlines())} lines), "
+            f"{args.one_file_runs} timed runs after one untimed")
+        rows = [["tool", "median wall s", "best wall s", "peak RSS MB"]]
+        report["one_file"] = {"file": str(src), "results": {}}
+        for tool in tls + peers:
+            for cached in ((False, True) if tool.caches else (False,)):
+                label = f"{tool.label} ({'cached' if cached else 'uncached'})" if tool.caches else tool.label
+                clear_caches(ONEFILE)
+                timed(tool.one_cmd(one, cached), ONEFILE, tool.env, args.timeout)  # warm-up (and fills the cache)
+                runs = [timed(tool.one_cmd(one, cached), ONEFILE, tool.env, args.timeout)
+                        for _ in range(max(1, args.one_file_runs))]
+                report["one_file"]["results"][label] = runs
+                rows.append([label, f"{median_of(runs):.3f}", f"{min(r['wall'] for r in runs):.3f}",
+                             f"{max(r['rss_mb'] for r in runs):.0f}"])
+                log(f"  {label:24} median {median_of(runs):.3f} s")
+        tables.append(f"one file: {src.name}, median of {args.one_file_runs}\n\n" + fmt_table(rows))
 
-    # ---- tables
-    fx = next((r for r in results if r["tool"] == "fixit" and "corpus" in r
-               and "median" in r["corpus"]), None)
-    fx_med = fx["corpus"]["median"] if fx else None
-    fx_one = fx["one-file"]["median"] if fx and "median" in fx.get("one-file", {}) else None
+    # ---- 3. every installed torch / transformers / peft / trl / accelerate file: cold, then warm
+    if "libraries" not in skip:
+        roots = [site / p for p in ("torch", "transformers", "peft", "trl", "accelerate") if (site / p).is_dir()]
+        nfiles = sum(len(py_files(r)) for r in roots)
+        log(f"\n[libraries] {nfiles} .py files of {', '.join(r.name for r in roots)} (in place)")
+        rows = [["tool", "run", "wall s", "files/s", "peak RSS MB", "findings lines", "tracebacks"]]
+        report["libraries"] = {"files": nfiles, "results": {}}
+        work = WORK / "libraries"
+        for tool in tls:
+            if work.exists():
+                shutil.rmtree(work)
+            work.mkdir(parents=True)
+            (work / "pyproject.toml").write_text(MARKER_PYPROJECT)  # the cache goes to work/.trainlint_cache
+            for run in ("cold", "warm"):
+                cmd = tool.argv + ["check", "--exit-zero", "--quiet", *map(str, roots)]
+                r = timed(cmd, work, tool.env, args.timeout, f"{tool.label}.libraries.{run}")
+                if "error" in r:
+                    log(f"  {tool.label} {run}: {r['error']}")
+                    break
+                report["libraries"]["results"][f"{tool.label} {run}"] = r
+                rows.append([tool.label, run, f"{r['wall']:.1f}", f"{nfiles / r['wall']:.0f}", f"{r['rss_mb']:.0f}",
+                             str(r["lines"]), str(r["tracebacks"])])
+                log(f"  {tool.label:12} {run}: {r['wall']:.1f} s, peak RSS {r['rss_mb']:.0f} MB")
+        tables.append(f"all installed library files ({nfiles}), 2 runs: cold (empty cache), warm\n\n" + fmt_table(rows))
 
-    def rows_for(label: str, nfiles: int, ref: float | None) -> list[list[str]]:
-        rows = [["tool", "files", "checked", "best wall s", "median wall s", "files/s",
-                 "x Fixit (median)"]]
-        for r in results:
-            m = r.get(label, {})
-            if "median" not in m:
-                why = "skipped" if r.get("skipped") else ("failed" if "error" in m else "not run")
-                rows.append([r["tool"], str(nfiles), "-", "-", "-", "-", why + " (see above)"])
-                continue
-            checked = m.get("checked", 1 if label == "one-file" else None)
-            rows.append([r["tool"], str(nfiles), "?" if checked is None else str(checked),
-                         f"{m['best']:.3f}", f"{m['median']:.3f}",
-                         f"{nfiles / m['median']:.1f}",
-                         f"{m['median'] / ref:.3f}" if ref else "-"])
-        return rows
-
-    report = {
-        "machine": machine(), "date": time.strftime("%Y-%m-%d %H:%M %Z"),
-        "corpus": str(CORPUS), "files": len(files), "files_per_package": per_pkg,
-        "files_containing_torch": torch_files, "one_file": str(one_src), "repeat": n,
-        "load_before": load0, "load_after": loadavg(), "results": results,
-    }
-    goals = []
-    tl = next((r for r in results if r["tool"] == "trainlint"), None)
-    if tl and fx_med and "median" in tl.get("corpus", {}):
-        ratio = tl["corpus"]["median"] / fx_med
-        goals.append(f"corpus: trainlint {ratio:.3f}x Fixit (goal <= 0.1x): "
-                     + ("PASS" if ratio <= 0.1 else "FAIL"))
-    if tl and "median" in tl.get("one-file", {}):
-        s = tl["one-file"]["median"]
-        goals.append(f"one-file: trainlint {s:.3f} s (goal <= 0.3 s): "
-                     + ("PASS" if s <= 0.3 else "FAIL"))
-    report["goals"] = goals
-
+    report["load_after"] = loadavg()
     if args.json == "-":
         print(json.dumps(report, indent=2))
         return 0
     if args.json:
         Path(args.json).write_text(json.dumps(report, indent=2) + "\n")
     log()
-    log(f"Corpus: {len(files)} .py files ("
-        + ", ".join(f"{k} {v}" for k, v in per_pkg.items())
-        + f"); {torch_files} of them contain 'torch'. {n} timed runs each.")
-    log()
-    log(fmt_table(rows_for("corpus", len(files), fx_med)))
-    log()
-    log(f"One file: {one_src.name} ({max(n, 5)} timed runs each)")
-    log()
-    log(fmt_table(rows_for("one-file", 1, fx_one)))
-    log()
-    log("Versions:")
-    for r in results:
-        if "version" in r:
-            log(f"  {r['tool']:9} {r['version']:24} libcst {r['libcst']:8} python {r['python']}")
-    if "torchfix" in wanted:
-        log(f"Note: TorchFix only parses files whose text contains 'torch' "
-            f"({torch_files} of {len(files)} here); its files/s counts all corpus files.")
-    log(f"Load average before {load0}, after {loadavg()}.")
-    for g in goals:
-        log("Goal " + g)
+    for t in tables:
+        log(t)
+        log()
+    for label, version in report["tools"].items():
+        log(f"{label:12} {version}")
+    log(f"Load average before {load0}, after {report['load_after']}.")
     return 0
 
 

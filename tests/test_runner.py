@@ -66,3 +66,21 @@ def test_a_new_git_base_invalidates_the_cache_for_tl401(tmp_path):
     assert "TL401" in cli("t.py", cwd=tmp_path).stdout
     git("commit", "-qam", "two")  # the shrink is now the base: nothing to report, though the file is unchanged
     assert cli("t.py", cwd=tmp_path).returncode == 0
+
+
+def test_auto_goes_parallel_only_for_enough_files_and_bytes_and_keeps_the_order(tmp_path):
+    from trainlint.runner import PARALLEL_MIN_BYTES, PARALLEL_MIN_FILES, _workers
+
+    assert _workers(None, PARALLEL_MIN_FILES - 1, 10 * PARALLEL_MIN_BYTES) == 1
+    assert _workers(None, 10 * PARALLEL_MIN_FILES, PARALLEL_MIN_BYTES - 1) == 1
+    assert _workers(None, PARALLEL_MIN_FILES, PARALLEL_MIN_BYTES) >= 1
+    assert _workers(3, 2, 0) == 3 and _workers(3, 1, 10**9) == 1
+    padding = "# " + "x" * 78 + "\n"
+    for i in range(24):  # sizes out of order: the largest go first, the output stays in path order
+        (tmp_path / f"s{i:02d}.py").write_text(EAGER.format(n=2048 + i) + padding * (((i * 7) % 24) * 200))
+    auto = cli("--no-cache", cwd=tmp_path)
+    one = cli("--no-cache", "-j", "1", cwd=tmp_path)
+    assert auto.returncode == one.returncode == 1
+    assert auto.stdout == one.stdout
+    names = [line.split(":")[0] for line in auto.stdout.splitlines() if line.startswith("s")]
+    assert names == sorted(names) and len(names) == 24

@@ -18,7 +18,14 @@ from trainlint.diagnostics import Diagnostic, Span
 from trainlint.lint import lint_file
 
 CACHE_DIR = ".trainlint_cache"
-PARALLEL_MIN_FILES = 16  # below this, starting worker processes costs more than it saves
+# `-j auto` goes parallel only past both: each worker imports LibCST and warms up anew (~0.2 s of CPU),
+# which pays off once the serial run would take ~0.7 s. Measured on the 2-core dev machine (load ~1.5
+# from other work), `check --no-cache -j 1` vs `-j 2`, best of 3-4: 64 training scripts (137 KB) 0.70 s
+# vs 0.81 s, 128 (274 KB) 1.22 s vs 0.87 s; 12 trl modules (325 KB) 0.53 s vs 0.62 s, 16 (459 KB)
+# 0.66 s vs 0.54 s. So the crossover follows bytes (~200-400 KB) more than files (64-128 scripts, but
+# 12-16 modules); below 16 files one big file would keep one core busy alone anyway. See bench/README.md.
+PARALLEL_MIN_FILES = 16
+PARALLEL_MIN_BYTES = 256 * 1024
 
 
 @dataclass
@@ -128,10 +135,11 @@ def run(files: list[Path], settings: Settings, codes: set[str], jobs: int | None
             except (OSError, ValueError, TypeError, KeyError):
                 pass
         todo.append((i, path, key))
-    workers = _workers(jobs, len(todo))
     tasks = [(path, settings, frozen, verbose) for _, path, _ in todo]
+    sizes = _sizes(tasks) if (jobs is None and len(tasks) >= PARALLEL_MIN_FILES) or (jobs or 1) > 1 else []
+    workers = _workers(jobs, len(tasks), sum(sizes))
     if workers > 1:
-        results = _in_parallel(tasks, workers)
+        results = _in_parallel(tasks, sizes, workers)
     else:
         results = [_lint_one(t) for t in tasks]
     for (i, path, key), outcome in zip(todo, results):
@@ -143,30 +151,35 @@ def run(files: list[Path], settings: Settings, codes: set[str], jobs: int | None
     return [outcomes[i] for i in range(len(files))]
 
 
-def _workers(jobs: int | None, files: int) -> int:
+def _workers(jobs: int | None, files: int, size: int) -> int:
     """`-j N`: N processes. `-j auto` (None, the default): one per CPU once there are PARALLEL_MIN_FILES
-    files to lint, else none besides this one."""
+    files and PARALLEL_MIN_BYTES to lint, else none besides this one."""
     if jobs is not None:
         return jobs if files > 1 else 1
-    return (os.cpu_count() or 1) if files >= PARALLEL_MIN_FILES else 1
+    return (os.cpu_count() or 1) if files >= PARALLEL_MIN_FILES and size >= PARALLEL_MIN_BYTES else 1
 
 
-def _lint_many(batch: list[tuple[Path, Settings, frozenset[str], bool]]) -> list[Outcome]:
-    return [_lint_one(task) for task in batch]
-
-
-def _in_parallel(tasks: list[tuple[Path, Settings, frozenset[str], bool]], workers: int) -> list[Outcome]:
-    """Largest files first, so no big file starts last and keeps one core busy while the others idle;
-    small files travel in batches of about equal bytes (one round trip each, not one per file).
-    Results come back in the order of `tasks`."""
-    from concurrent.futures import ProcessPoolExecutor
-
+def _sizes(tasks: list[tuple[Path, Settings, frozenset[str], bool]]) -> list[int]:
     sizes = []
     for path, *_ in tasks:
         try:
             sizes.append(path.stat().st_size)
         except OSError:
             sizes.append(0)
+    return sizes
+
+
+def _lint_many(batch: list[tuple[Path, Settings, frozenset[str], bool]]) -> list[Outcome]:
+    return [_lint_one(task) for task in batch]
+
+
+def _in_parallel(tasks: list[tuple[Path, Settings, frozenset[str], bool]], sizes: list[int],
+                 workers: int) -> list[Outcome]:
+    """Largest files first, so no big file starts last and keeps one core busy while the others idle;
+    small files travel in batches of about equal bytes (one round trip each, not one per file).
+    Results come back in the order of `tasks`."""
+    from concurrent.futures import ProcessPoolExecutor
+
     order = sorted(range(len(tasks)), key=lambda k: -sizes[k])
     target = max(1, sum(sizes) // (workers * 16))
     batches: list[list[int]] = [[]]
