@@ -1,5 +1,6 @@
 """How much of a repository's runs trainlint can see, with and without launches: per model load, whether
-the model resolves to a known geometry; per script, whether the sequence length and the batch are known.
+its model id is known, and whether the model resolves to a known geometry (vocabulary and size); per script,
+whether the sequence length and the batch are known.
 
     python bench/launch_resolution.py [ROOT ...]   # default: the launch layouts in tests/fixtures
 
@@ -29,7 +30,7 @@ from trainlint.lint import enabled_codes, lint_file  # noqa: E402
 def measure(root: Path, launches: bool) -> dict[str, int]:
     settings = replace(Settings(root=root), discover_launches=launches)
     codes = enabled_codes(settings)
-    out = dict(scripts=0, loads=0, loads_known=0, seq_known=0, batch_known=0, launched=0, findings=0)
+    out = dict(scripts=0, loads=0, ids_known=0, loads_known=0, seq_known=0, batch_known=0, launched=0, findings=0)
     for path in discover([root], settings):
         if path.suffix not in (".py", ".ipynb"):
             continue
@@ -43,17 +44,25 @@ def measure(root: Path, launches: bool) -> dict[str, int]:
         n = len(contexts[0].facts.models)
         out["loads"] += n
         for i in range(n):
-            out["loads_known"] += any(i < len(c.facts.models) and c.spec(c.facts.models[i]) is not None
-                                      for c in contexts)
+            loads = [c.facts.models[i] for c in contexts if i < len(c.facts.models)]
+            out["ids_known"] += any(m.model_id.known and isinstance(m.model_id.value, str) for m in loads) or any(
+                m.config_class is not None for m in loads)
+            # a geometry: the vocabulary and the size are known (a class name alone does not count)
+            out["loads_known"] += any(_geometry(c, c.facts.models[i]) for c in contexts if i < len(c.facts.models))
         out["seq_known"] += any(c.seq_len.known for c in contexts)
         out["batch_known"] += any(c.batch.known for c in contexts)
     return out
 
 
+def _geometry(ctx, model) -> bool:
+    spec = ctx.spec(model)
+    return spec is not None and spec.vocab_size is not None and (spec.num_parameters or spec.hidden_size) is not None
+
+
 def main(argv: list[str]) -> None:
     roots = [Path(a).resolve() for a in argv] or sorted(
         p for p in (HERE.parent / "tests" / "fixtures" / "launch" / "layouts").iterdir() if p.is_dir())
-    cols = ("scripts", "launched", "loads", "loads_known", "seq_known", "batch_known", "findings")
+    cols = ("scripts", "launched", "loads", "ids_known", "loads_known", "seq_known", "batch_known", "findings")
     print(f"{'root':28} {'':8} " + " ".join(f"{c:>11}" for c in cols))
     totals = {False: dict.fromkeys(cols, 0), True: dict.fromkeys(cols, 0)}
     start = time.perf_counter()

@@ -288,3 +288,10 @@ def test_sarif_related_locations_are_valid_sarif(tmp_path):
     assert [(x["physicalLocation"]["artifactLocation"]["uri"], x["message"]["text"])
             for x in result["relatedLocations"]] == [("chatlora/train/train_lora.py", "the script this value reaches"),
                                                      ("scripts/train_lora.sh", "launched here")]
+
+
+def test_notebook_percent_run_launches_the_written_script(tmp_path):
+    line = "%run train.py --model_name_or_path meta-llama/Llama-3.1-8B --attn_implementation eager --max_length 16384\n"
+    notebook(tmp_path / "sft.ipynb", WRITTEN, [line])
+    (d,) = findings(run("check", "--output-format", "json", "sft.ipynb", cwd=tmp_path))
+    assert (d["code"], d["cell"], d["location"]) == ("TL101", 3, {"row": 1, "column": line.index("eager") + 1})

@@ -1,5 +1,6 @@
 """Notebooks as launchers: a `%%writefile train.py` cell is a script of its own, and the notebook's
-`!python train.py ...` / `!accelerate launch train.py ...` lines (and `%%bash` cells) launch it.
+`!python train.py ...` / `!accelerate launch train.py ...` lines, `%%bash` cells and `%run train.py ...`
+launch it.
 
 Shell lines are read from a text shaped like the notebook's combined source (same rows and columns,
 everything else blank), so every span a launch carries maps back to its cell like any other diagnostic."""
@@ -76,13 +77,47 @@ def launch_text(nb: Notebook) -> str:
     return "\n".join(lines)
 
 
+_RUN = re.compile(r"^(\s*)%run\s+(?!-m\b)(\S+\.py\b.*)$")
+
+
 def invocations(nb: Notebook, path: Path) -> list[Invocation]:
     from trainlint.launch.shell import read_shell
 
     text = launch_text(nb)
-    if not text.strip():
-        return []
-    return [_uninterpolated(inv) for inv in read_shell(text, path).invocations]
+    out = [_uninterpolated(inv) for inv in read_shell(text, path).invocations] if text.strip() else []
+    return out + _run_lines(nb, path)
+
+
+def _run_lines(nb: Notebook, path: Path) -> list[Invocation]:
+    """`%run train.py --lr 1e-4`: IPython runs the script with those arguments, as `python train.py ...` would.
+    Each line is read as `python <rest>` on its own and its spans moved back onto the `%run` line."""
+    from trainlint.launch.shell import read_shell
+
+    rows = _first_rows(nb)
+    out: list[Invocation] = []
+    for index in nb.code_cells:
+        for n, line in enumerate(_cell_text(nb.data["cells"][index]).split("\n")):
+            m = _RUN.match(line)
+            row = rows.get(index, 0) + n
+            if m is None or row <= 0:
+                continue
+            start = len(line) - len(m.group(2))  # 0-based column of the script word
+            shift = start - len("python ")
+            text = "\n" * (row - 1) + "python " + m.group(2) + "\n"
+            for inv in read_shell(text, path).invocations:
+                out.append(_uninterpolated(_shifted(inv, shift)))
+    return out
+
+
+def _shifted(inv: Invocation, cols: int) -> Invocation:
+    def span(s: Span) -> Span:
+        return Span(s.line, s.col + cols, s.end_line, s.end_col + cols)
+
+    def word(w: Word) -> Word:
+        return replace(w, span=span(w.span), origin=span(w.origin) if w.origin is not None else None)
+
+    return replace(inv, span=span(inv.span), script=word(inv.script) if inv.script else None,
+                   args=tuple(word(w) for w in inv.args), launcher="%run")
 
 
 def _uninterpolated(inv: Invocation) -> Invocation:
