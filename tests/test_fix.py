@@ -181,3 +181,35 @@ def test_value_from_an_argparse_default_is_edited_at_the_default(tmp_path):
     r = run("--fix", "--show-fixes", "t.py", cwd=tmp_path)
     assert r.returncode == 0 and "(argparse default)" in r.stdout
     assert (tmp_path / "t.py").read_text() == src.replace('default="eager"', 'default="sdpa"')
+
+
+LLAMA_LONG = '''from transformers import AutoModelForCausalLM
+model = AutoModelForCausalLM.from_pretrained("meta-llama/Llama-3.1-8B", attn_implementation='eager')
+MAX_SEQ_LENGTH = 8192
+'''
+GEMMA2_LONG = '''from transformers import AutoModelForCausalLM
+model = AutoModelForCausalLM.from_pretrained("google/gemma-2-9b", attn_implementation="eager")
+MAX_SEQ_LENGTH = 8192
+'''
+
+
+@pytest.mark.parametrize("pin, script, fixed, message", [
+    # attn_implementation does not exist before 4.36 (4.35.2 modeling_utils.py has no such keyword)
+    ("transformers==4.34.0", LLAMA_LONG, None, "attn_implementation needs transformers >= 4.36 and this file "
+                                               "targets 4.34.0"),
+    ("transformers==4.36.0", LLAMA_LONG, "attn_implementation='sdpa'", ""),  # the literal's own quotes
+    # Gemma 2's softcap: flex_attention, accepted from 4.47.0
+    ("transformers==4.43.0", GEMMA2_LONG, None, "flex_attention needs transformers >= 4.47; this file targets "
+                                                "4.43.0, so no fix is offered"),
+    ("transformers==4.47.0", GEMMA2_LONG, 'attn_implementation="flex_attention"', ""),
+])
+def test_fixes_are_offered_only_for_the_versions_the_file_targets(tmp_path, pin, script, fixed, message):
+    (tmp_path / "requirements.txt").write_text(pin + "\n")
+    (tmp_path / "train.py").write_text(script)
+    r = run("--no-cache", "--fix", "--unsafe-fixes", "train.py", cwd=tmp_path)
+    text = (tmp_path / "train.py").read_text()
+    if fixed is None:
+        assert message in r.stdout
+        assert text == script and r.returncode == 1
+    else:
+        assert fixed in text and r.returncode == 0, (r.stdout, text)

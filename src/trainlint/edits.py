@@ -23,6 +23,21 @@ def replace(span: Span, content: str) -> dict:
     return edit((span.line, span.col), (span.end_line, span.end_col), content)
 
 
+def quote_of(text: str, span: Span | None = None) -> str:
+    """The quote a string literal written at `span` uses; else the file's prevailing one (Ruff's
+    convention: a fix follows the code it edits). Double quotes when there is no string at all."""
+    if span is not None:
+        lines = source_lines(text)
+        if 0 < span.line <= len(lines):
+            segment = lines[span.line - 1][span.col - 1:] if span.line == span.end_line else lines[span.line - 1]
+            m = re.search(r"(?<![\w])[rRbBuUfF]?(['\"])", segment[: span.end_col - span.col] if span.line == span.end_line
+                          else segment)
+            if m:
+                return m.group(1)
+    singles, doubles = len(re.findall(r"'[^'\n]*'", text)), len(re.findall(r'"[^"\n]*"', text))
+    return "'" if singles > doubles else '"'
+
+
 def launch_value_fix(applicability: str, message: str, origin: Span, value: str) -> dict | None:
     """A fix that rewrites a value where a launch writes it: a launcher's word, a YAML or JSON value (`origin`
     carries that file). The value keeps its quoting; a value in a notebook's launch line is not edited here."""

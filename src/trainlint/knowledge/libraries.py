@@ -22,6 +22,12 @@ SOFTCAPPED = frozenset({"gemma2"})
 # SDPA became the default attention in transformers 4.36 (`_autoset_attn_implementation`); before it,
 # eager was used unless the script chose flash-attention (`use_flash_attention_2=True`).
 SDPA_DEFAULT_SINCE = (4, 36)
+# `from_pretrained(attn_implementation=...)`: transformers 4.36.0 modeling_utils.py l.1235 pops it (4.35.2 has no
+# such keyword: an unknown keyword reaches the model's __init__ and the load fails), accepting "eager", "sdpa"
+# and "flash_attention_2" (l.1284); "flex_attention" is accepted from 4.47.0 (modeling_utils.py l.1548; not in
+# 4.46.0).
+ATTN_IMPLEMENTATION_SINCE = {"eager": (4, 36), "sdpa": (4, 36), "flash_attention_2": (4, 36),
+                             "flex_attention": (4, 47)}
 
 # Values `attn_implementation` accepts in 5.24.0 that never materialise the S x S scores
 # (AttentionInterface._global_mapping, modeling_utils.py l.5243), plus hub kernels ("org/repo").

@@ -6,7 +6,7 @@ Docs: rules/TL101.md. Library facts: trainlint/knowledge/libraries.py (default_a
 from __future__ import annotations
 
 from trainlint.context import FileContext
-from trainlint.edits import launch_value_fix, make_fix, replace, set_keyword
+from trainlint.edits import launch_value_fix, make_fix, quote_of, replace, set_keyword
 from trainlint.facts import ModelLoad
 from trainlint.knowledge import libraries
 from trainlint.knowledge.models import ModelSpec
@@ -75,10 +75,24 @@ def check(self: Rule, ctx: FileContext):
         diag = self.diagnostic(
             ctx, model.anchor,
             f"eager attention at sequence length {seq.value:,} ({why}): {cost}; "
-            f"set attn_implementation={instead}",
+            f"{_what_to_do(ctx, instead, softcapped)}",
             model.attn_implementation, seq,
         )
         yield diag.with_fix(_fix(ctx, model, softcapped))
+
+
+def _what_to_do(ctx: FileContext, instead: str, softcapped: bool) -> str:
+    """What the message advises: a keyword the targeted transformers accepts, else what would be needed."""
+    target = "flex_attention" if softcapped and ctx.settings.fix_attention == "sdpa" else ctx.settings.fix_attention
+    since = libraries.ATTN_IMPLEMENTATION_SINCE.get(target, libraries.SDPA_DEFAULT_SINCE)
+    tv = ctx.versions.transformers
+    if not tv.at_least(*libraries.SDPA_DEFAULT_SINCE):
+        return (f"attn_implementation needs transformers >= 4.36 and this file targets {tv.version}: upgrade it, or "
+                f"load with use_flash_attention_2=True (needs the flash-attn package and a CUDA GPU); no fix offered")
+    if not tv.at_least(*since):
+        return (f"set attn_implementation={instead} ({target} needs transformers >= {'.'.join(map(str, since))}; "
+                f"this file targets {tv.version}, so no fix is offered)")
+    return f"set attn_implementation={instead}"
 
 
 def _fix(ctx: FileContext, model: ModelLoad, softcapped: bool) -> dict | None:
@@ -88,8 +102,12 @@ def _fix(ctx: FileContext, model: ModelLoad, softcapped: bool) -> dict | None:
     target = ctx.settings.fix_attention
     if softcapped and target == "sdpa":
         target = "flex_attention"
+    since = libraries.ATTN_IMPLEMENTATION_SINCE.get(target)
+    if since is not None and not ctx.versions.transformers.at_least(*since):
+        return None  # the keyword (or that value) does not exist in the targeted version: see _no_fix_why
     safe = target == "sdpa" and not softcapped
-    value = f'"{target}"'
+    q = quote_of(ctx.text, model.call.kw_span("attn_implementation"))  # the literal's own quotes, else the file's
+    value = f"{q}{target}{q}"
     applicability = "safe" if safe else "unsafe"
     message = f"Set attn_implementation={value}"
     impl = model.attn_implementation
