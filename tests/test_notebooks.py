@@ -16,7 +16,7 @@ CELLS = [
      "outputs": [{"output_type": "stream", "name": "stdout", "text": ["loaded \u00e9\n"]}],
      "source": ["from peft import LoraConfig, get_peft_model\n", "from transformers import AutoModelForCausalLM\n",
                 "model = AutoModelForCausalLM.from_pretrained(\"meta-llama/Llama-3.2-1B\")"]},
-    {"cell_type": "code", "execution_count": 3, "metadata": {}, "outputs": [], "source": ["%%time\n", "x = 1 +"]},
+    {"cell_type": "code", "execution_count": 3, "metadata": {}, "outputs": [], "source": ["%%bash\n", "x = 1 +"]},
     {"cell_type": "code", "execution_count": 4, "metadata": {}, "outputs": [],
      "source": ["lora = LoraConfig(r=8)\n", "model = get_peft_model(model, lora)\n",
                 "model.gradient_checkpointing_enable()\n"]},
@@ -40,8 +40,8 @@ def test_diagnostic_points_at_the_cell_and_the_row_inside_it(tmp_path):
     (tmp_path / "ft.ipynb").write_text(notebook(), encoding="utf-8")
     r = run(cwd=tmp_path)
     assert r.returncode == 1
-    # the %%time cell holds a syntax error that IPython would never run as Python: it is skipped, and the
-    # `!pip install transformers==4.57.6` line pins the version that makes this a trap
+    # the %%bash cell is not Python: it is skipped, and the `!pip install transformers==4.57.6` line pins the
+    # version that makes this a trap
     assert r.stdout.splitlines()[0].startswith("ft.ipynb:cell 5:3:1: TL201 LoRA with reentrant checkpointing")
     data = json.loads(run("--output-format", "json", cwd=tmp_path).stdout)
     assert (data[0]["cell"], data[0]["location"], data[0]["filename"]) == (5, {"row": 3, "column": 1}, "ft.ipynb")
@@ -99,3 +99,43 @@ def test_estimate_reads_a_notebook(tmp_path):
     assert r.returncode == 0, r.stderr
     data = json.loads(r.stdout)
     assert data["unknown"] == [] and data["consumers"]["logits"] == 2 * 4096 * 128256 * 12
+
+
+def test_a_python_cell_magic_is_read_and_a_cell_that_is_not_python_is_skipped_alone(tmp_path):
+    cells = [dict(c) for c in CELLS]
+    cells[3] = {**cells[3], "source": ["%%time\n", "x = 1 +"]}  # %%time runs its body as Python: here, broken
+    (tmp_path / "ft.ipynb").write_text(notebook(cells), encoding="utf-8")
+    lines = run(cwd=tmp_path).stdout.splitlines()
+    assert lines[0] == ("ft.ipynb:cell 4:2:8: TL001 this cell is not Python (syntax error: invalid syntax); "
+                        "only this cell was skipped")
+    assert lines[1].startswith("ft.ipynb:cell 5:3:1: TL201 LoRA with reentrant checkpointing")  # still linted
+
+
+def test_magics_inside_blocks_and_python_cell_magics(tmp_path):
+    cells = [
+        {"cell_type": "code", "execution_count": 1, "metadata": {}, "outputs": [], "source": [
+            "import os\n", "if \"COLAB_\" not in \"\".join(os.environ.keys()):\n", "    !pip install unsloth\n",
+            "else:\n", "    !pip install --no-deps unsloth \\\n", "        trl\n", "for i in range(2):\n",
+            "    %env X=1\n"]},
+        {"cell_type": "code", "execution_count": 2, "metadata": {}, "outputs": [], "source": [
+            "%%time\n", "from transformers import AutoModelForCausalLM\n",
+            "model = AutoModelForCausalLM.from_pretrained('meta-llama/Llama-3.1-8B', attn_implementation='eager')\n",
+            "MAX_SEQ_LENGTH = 8192\n"]},
+    ]
+    (tmp_path / "nb.ipynb").write_text(notebook(cells), encoding="utf-8")
+    r = run(cwd=tmp_path)
+    assert r.stdout.splitlines()[0].startswith("nb.ipynb:cell 2:3:73: TL101 eager attention at sequence length 8,192")
+    original = (tmp_path / "nb.ipynb").read_text(encoding="utf-8")
+    assert run("--fix", cwd=tmp_path).returncode == 0
+    fixed = json.loads((tmp_path / "nb.ipynb").read_text(encoding="utf-8"))
+    assert fixed["cells"][1]["source"][2].endswith("attn_implementation='sdpa')\n")
+    assert fixed["cells"][0] == json.loads(original)["cells"][0]  # the shell lines come back as they were
+
+
+def test_newer_syntax_is_not_a_syntax_error(tmp_path):
+    (tmp_path / "t.py").write_text(
+        'from transformers import AutoModelForCausalLM\nrow = {"user": 1}\nprint(f"{row["user"]}")\n'
+        'model = AutoModelForCausalLM.from_pretrained("meta-llama/Llama-3.1-8B", attn_implementation="eager")\n'
+        'MAX_SEQ_LENGTH = 8192\n')
+    r = run("t.py", cwd=tmp_path)  # PEP 701 (Python 3.12): ast on 3.10/3.11 rejects it, LibCST reads it
+    assert r.stdout.splitlines()[0].startswith("t.py:4:73: TL101") and "TL001" not in r.stdout

@@ -20,7 +20,7 @@ from trainlint.config import Settings
 from trainlint.diagnostics import Diagnostic
 from trainlint.edits import line_starts
 from trainlint.lint import _display, lint_text, to_cell
-from trainlint.notebook import NotebookError, read_notebook, write_back
+from trainlint.notebook import NotebookError, bad_cells, read_notebook, without_cells, write_back
 from trainlint.source import Source, read_source
 
 
@@ -80,6 +80,9 @@ def plan_fixes(path: Path, settings: Settings, codes: set[str], unsafe: bool) ->
         except NotebookError as exc:
             outcome.error = str(exc)
             return outcome
+        bad = bad_cells(nb)  # linted without its cells that are not Python, as lint_notebook does
+        if bad:
+            nb = without_cells(nb, set(bad))
     text = nb.source if nb is not None else source.text
     first = lint_text(path, text, settings, codes, None if nb is not None else source.raw).diagnostics
     here = _display(path)

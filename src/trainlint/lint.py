@@ -219,11 +219,19 @@ def lint_notebook(path: Path, settings: Settings, codes: set[str]) -> FileResult
         return _finish(result, settings, codes, None)
     if not nb.code_cells:
         return FileResult(path, display, skipped="notebook has no code cells")
+    from trainlint.notebook import bad_cells, without_cells
+
+    bad = bad_cells(nb)  # cells that are not Python: each reported once, the rest linted without them
+    if bad:
+        nb = without_cells(nb, set(bad))
     result = lint_text(path, nb.source, settings, codes)
     from trainlint.launch.notebook import lint_written_scripts
 
     written = lint_written_scripts(path, nb, settings, codes)  # `%%writefile train.py` cells, as launched
     result.diagnostics = [to_cell(d, nb) for d in result.diagnostics]
+    for cell, (row, col, why) in sorted(bad.items()):  # already in the cell's own rows
+        result.diagnostics.append(replace(_meta("TL001", display, f"this cell is not Python ({why}); only this "
+                                                                  f"cell was skipped", row, col), cell=cell + 1))
     for diag in written:
         if diag not in result.diagnostics:
             result.diagnostics.append(diag)
@@ -253,20 +261,24 @@ def lint_text(path: Path, text: str, settings: Settings, codes: set[str], raw: b
     if not _RELEVANT_BYTES.search(raw if raw is not None else text.encode("utf-8", "surrogatepass")):
         result.skipped = "mentions none of the APIs trainlint checks"
         return result
+    tree: ast.Module | None = None
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # invalid escape sequences in user code are not our business
             tree = ast.parse(text, filename=display)
     except SyntaxError as exc:
-        result.diagnostics.append(_meta("TL001", display, f"syntax error: {exc.msg}", exc.lineno or 1,
-                                        exc.offset or 1))
-        result.skipped = "syntax error"
-        return _finish(result, settings, codes, text)
+        # Newer syntax than this interpreter's `ast` reads (PEP 701 f-strings on 3.11) may still be valid:
+        # LibCST's parser reads Python 3.12/3.13; only when it fails too is this a syntax error.
+        if "nested" in str(exc.msg) or not _newer_syntax(text):  # (a nesting limit is not newer syntax)
+            result.diagnostics.append(_meta("TL001", display, f"syntax error: {exc.msg}", exc.lineno or 1,
+                                            exc.offset or 1))
+            result.skipped = "syntax error"
+            return _finish(result, settings, codes, text)
     except (ValueError, RecursionError, MemoryError) as exc:
         result.diagnostics.append(_meta("TL001", display, f"could not be parsed: {type(exc).__name__}: {exc}"))
         result.skipped = "could not be parsed"
         return _finish(result, settings, codes, text)
-    if not _is_relevant(tree):
+    if tree is not None and not _is_relevant(tree):
         result.skipped = "calls none of the APIs trainlint checks"
         return result
     import libcst as cst  # only now: most files never get here
@@ -285,7 +297,7 @@ def lint_text(path: Path, text: str, settings: Settings, codes: set[str], raw: b
     try:
         from trainlint.facts.walk import statement_starts  # (positions are placed with the ast already parsed)
 
-        facts = extract_facts(module, display, text, statement_starts(tree))
+        facts = extract_facts(module, display, text, statement_starts(tree) if tree is not None else None)
         versions = decide_versions(path, facts.pip_pins, settings.version_overrides())
         if launches is not None:
             launches = launches(facts, versions)
@@ -334,6 +346,17 @@ def _under_launches(display: str, diag: Diagnostic, launch: Launch, others: list
                     f"{', '.join(dict.fromkeys(names))}")
     related = diag.related + tuple((o.file, o.span, "also launched here") for o in others if o.file and o.span)
     return replace(diag, message=f"{diag.message} ({'; '.join(said)})", related=related)
+
+
+def _newer_syntax(text: str) -> bool:
+    """`ast` rejected the text; LibCST's parser (which reads newer grammar) accepts it."""
+    import libcst as cst
+
+    try:
+        cst.parse_module(text)
+    except Exception:  # noqa: BLE001 - any failure means: not parsable here either
+        return False
+    return True
 
 
 def _finish(result: FileResult, settings: Settings, codes: set[str], text: str | None) -> FileResult:

@@ -12,6 +12,12 @@ SEPARATOR = "# trainlint: cell {index}"
 _SEPARATOR_RE = re.compile(r"^# trainlint: cell (\d+)$")
 _MAGIC_RE = re.compile(r"^(\s*)([%!].*)$")
 _PLACEHOLDER = "# trainlint-magic: "
+# A shell line or line magic that starts a statement becomes `pass` + the placeholder comment: a block whose
+# only statement it is (`if "COLAB_" not in ...:` then an indented `!pip install ...`) stays valid Python, and
+# every other line keeps its row and column.
+_STATEMENT = "pass  " + _PLACEHOLDER
+# Cell magics whose body is Python (IPython's own list): only their first line is blanked.
+PYTHON_CELL_MAGICS = {"time", "timeit", "capture", "prun", "python", "python3", "debug", "pypy"}
 
 
 class NotebookError(Exception):
@@ -41,19 +47,25 @@ def _cell_text(cell: dict) -> str:
 
 
 def _blank_magics(text: str) -> str:
-    """IPython-only lines become comments that keep their text (so `!pip install x==1` still pins)."""
+    """IPython-only lines become comments that keep their text (so `!pip install x==1` still pins); a
+    Python cell magic (`%%time`) keeps its body, any other cell magic is blanked whole."""
     lines = text.split("\n")
     if lines and lines[0].lstrip().startswith("%%"):
-        return "\n".join(_PLACEHOLDER + line for line in lines)
+        name = lines[0].lstrip()[2:].split(None, 1)[0] if lines[0].strip() != "%%" else ""
+        if name not in PYTHON_CELL_MAGICS:
+            return "\n".join(_PLACEHOLDER + line for line in lines)
+        return "\n".join([_PLACEHOLDER + lines[0]] + lines[1:])  # the body is Python, in its own rows
     out = []
     continued = False
     for line in lines:
         m = _MAGIC_RE.match(line)
-        if continued or m:
-            out.append((m.group(1) if m else "") + _PLACEHOLDER + (m.group(2) if m else line))
-            continued = line.rstrip().endswith("\\")
+        if continued:
+            out.append(_PLACEHOLDER + line)  # a continuation line: a comment, whatever its indentation
+        elif m:
+            out.append(m.group(1) + _STATEMENT + m.group(2))
         else:
             out.append(line)
+        continued = (continued or m is not None) and line.rstrip().endswith("\\")
     return "\n".join(out)
 
 
@@ -86,11 +98,61 @@ def read_notebook(raw: str) -> Notebook:
     return Notebook(data, raw, code, "\n".join(parts) + "\n", tuple(line_map))
 
 
+def bad_cells(nb: Notebook) -> dict[int, tuple[int, int, str]]:
+    """Code cells (0-based index) that do not parse, even with their magics blanked, by `ast` or LibCST's
+    newer grammar: index -> (row, column in the cell, why). Empty when the whole notebook parses."""
+    import ast
+    import warnings
+
+    def parses(text: str) -> tuple[int, int, str] | None:
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                ast.parse(text)
+            return None
+        except SyntaxError as exc:
+            found = (exc.lineno or 1, exc.offset or 1, f"syntax error: {exc.msg}")
+        except (ValueError, RecursionError, MemoryError) as exc:
+            return 1, 1, type(exc).__name__
+        try:
+            import libcst as cst
+
+            cst.parse_module(text)
+            return None
+        except Exception:  # noqa: BLE001 - not Python by any grammar read here
+            return found
+
+    if parses(nb.source) is None:
+        return {}
+    out = {}
+    for index in nb.code_cells:
+        where = parses(_blank_magics(_cell_text(nb.data["cells"][index])))
+        if where is not None:
+            out[index] = where
+    return out
+
+
+def without_cells(nb: Notebook, cells: set[int]) -> Notebook:
+    """The same notebook with these code cells blanked (every line a placeholder comment: no row moves, and a
+    fix writes them back unchanged)."""
+    lines = nb.source.split("\n")
+    for row, (cell, _) in enumerate(nb.line_map):
+        if cell in cells and not lines[row].lstrip().startswith((_STATEMENT, _PLACEHOLDER)):
+            lines[row] = _PLACEHOLDER + lines[row]
+    return Notebook(nb.data, nb.raw, nb.code_cells, "\n".join(lines), nb.line_map)
+
+
 def _restore(text: str) -> str:
-    return "\n".join(
-        (line[: line.index(_PLACEHOLDER)] + line[line.index(_PLACEHOLDER) + len(_PLACEHOLDER):])
-        if _PLACEHOLDER in line and line.lstrip().startswith(_PLACEHOLDER) else line
-        for line in text.split("\n"))
+    out = []
+    for line in text.split("\n"):
+        stripped = line.lstrip()
+        for mark in (_STATEMENT, _PLACEHOLDER):
+            if stripped.startswith(mark):
+                at = line.index(mark)
+                line = line[:at] + line[at + len(mark):]
+                break
+        out.append(line)
+    return "\n".join(out)
 
 
 def _dump_styles():
