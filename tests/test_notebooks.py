@@ -139,3 +139,13 @@ def test_newer_syntax_is_not_a_syntax_error(tmp_path):
         'MAX_SEQ_LENGTH = 8192\n')
     r = run("t.py", cwd=tmp_path)  # PEP 701 (Python 3.12): ast on 3.10/3.11 rejects it, LibCST reads it
     assert r.stdout.splitlines()[0].startswith("t.py:4:73: TL101") and "TL001" not in r.stdout
+
+
+def test_a_notebook_in_another_language_is_skipped_with_a_reason(tmp_path):
+    cells = [{"cell_type": "code", "execution_count": 1, "metadata": {}, "outputs": [],
+              "source": ["library(keras)\n", "model <- keras_model_sequential() %>% layer_dense(units = 1)\n"]}]
+    nb = {"cells": cells, "metadata": {"kernelspec": {"name": "ir", "language": "R", "display_name": "R"},
+                                       "language_info": {"name": "R"}}, "nbformat": 4, "nbformat_minor": 5}
+    (tmp_path / "r.ipynb").write_text(json.dumps(nb), encoding="utf-8")
+    r = run("-v", "--no-cache", cwd=tmp_path)
+    assert r.returncode == 0 and "r.ipynb: skipped: a r notebook, not Python" in r.stderr

@@ -60,3 +60,35 @@ def test_check_never_raises_and_fixes_reparse_to_a_fixed_point(env, src, with_ta
     ast.parse(fixed)
     again = [d for d in lint_text(path, fixed, s, codes).diagnostics if d.fix]
     assert again == [], "fixing a second time would change the file again"
+
+
+_BLOCKS = [  # (indent, text, is a plain statement a magic may stand in for)
+    ("", "import os", True), ("", "if os.environ.get('COLAB_'):", False), ("    ", "x = 1", True),
+    ("    ", "y = 2", True), ("", "else:", False), ("    ", "x = 3", True), ("", "for i in range(2):", False),
+    ("    ", "z = i", True), ("    ", "if i:", False), ("        ", "w = i", True), ("", "def f():", False),
+    ("    ", "return 1", True), ("", "done = True", True),
+]
+_MAGICS = ["!pip install -q unsloth", "%env TOKENIZERS_PARALLELISM=false", "!nvidia-smi", "%matplotlib inline",
+           "%cd /content", "!echo 'a b' | tee log.txt"]
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(replace=st.lists(st.booleans(), min_size=len(_BLOCKS), max_size=len(_BLOCKS)),
+       magics=st.lists(st.sampled_from(_MAGICS), min_size=len(_BLOCKS), max_size=len(_BLOCKS)))
+def test_shell_lines_and_magics_anywhere_in_blocks_keep_the_notebook_python(tmp_path, replace, magics):
+    import json
+
+    from trainlint.config import Settings
+    from trainlint.lint import enabled_codes, lint_file
+
+    lines = [f"{indent}{magic if swap and plain else text}\n"
+             for (indent, text, plain), swap, magic in zip(_BLOCKS, replace, magics)]
+    cells = [{"cell_type": "code", "execution_count": 1, "metadata": {}, "outputs": [], "source": lines},
+             {"cell_type": "code", "execution_count": 2, "metadata": {}, "outputs": [], "source": [
+                 "from transformers import AutoModelForCausalLM\n", "MAX_SEQ_LENGTH = 8192\n",
+                 "model = AutoModelForCausalLM.from_pretrained('meta-llama/Llama-3.1-8B', attn_implementation='eager')\n"]}]
+    path = tmp_path / "nb.ipynb"
+    path.write_text(json.dumps({"cells": cells, "metadata": {}, "nbformat": 4, "nbformat_minor": 5}))
+    settings_ = Settings(root=tmp_path)
+    found = lint_file(path, settings_, enabled_codes(settings_)).diagnostics
+    assert [(d.code, d.cell, d.span.line, d.span.col) for d in found] == [("TL101", 2, 3, 73)], found

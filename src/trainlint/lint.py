@@ -219,7 +219,10 @@ def lint_notebook(path: Path, settings: Settings, codes: set[str]) -> FileResult
         return _finish(result, settings, codes, None)
     if not nb.code_cells:
         return FileResult(path, display, skipped="notebook has no code cells")
-    from trainlint.notebook import bad_cells, without_cells
+    from trainlint.notebook import bad_cells, language, without_cells
+
+    if language(nb) not in (None, "python", "python3", "ipython", "ipython3"):
+        return FileResult(path, display, skipped=f"a {language(nb)} notebook, not Python")
 
     bad = bad_cells(nb)  # cells that are not Python: each reported once, the rest linted without them
     if bad:

@@ -69,6 +69,15 @@ def _blank_magics(text: str) -> str:
     return "\n".join(out)
 
 
+def language(nb: Notebook) -> str | None:
+    """The notebook's language (metadata.language_info.name, else kernelspec.language); None when it says none."""
+    meta = nb.data.get("metadata") if isinstance(nb.data.get("metadata"), dict) else {}
+    for holder, key in ((meta.get("language_info"), "name"), (meta.get("kernelspec"), "language")):
+        if isinstance(holder, dict) and isinstance(holder.get(key), str) and holder[key].strip():
+            return holder[key].strip().lower()
+    return None
+
+
 def read_notebook(raw: str) -> Notebook:
     try:
         data = json.loads(raw)
