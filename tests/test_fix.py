@@ -213,3 +213,43 @@ def test_fixes_are_offered_only_for_the_versions_the_file_targets(tmp_path, pin,
         assert text == script and r.returncode == 1
     else:
         assert fixed in text and r.returncode == 0, (r.stdout, text)
+
+
+TRAINER_QWEN = '''from transformers import AutoModelForCausalLM, Trainer, TrainingArguments
+model = AutoModelForCausalLM.from_pretrained("Qwen/Qwen2.5-7B", dtype="bfloat16")
+args = TrainingArguments(output_dir="o", per_device_train_batch_size=2)
+Trainer(model=model, args=args).train()
+MAX_SEQ_LENGTH = 4096
+'''
+
+
+def test_the_liger_fix_needs_a_transformers_with_the_field(tmp_path):
+    (tmp_path / "train.py").write_text(TRAINER_QWEN)
+    (tmp_path / "requirements.txt").write_text("transformers==4.44.2\n")  # use_liger_kernel arrived in 4.45.0
+    r = run("--no-cache", "--fix", "--unsafe-fixes", "train.py", cwd=tmp_path)
+    assert "use_liger_kernel needs transformers >= 4.45 and this file targets 4.44.2" in r.stdout
+    assert (tmp_path / "train.py").read_text() == TRAINER_QWEN
+    (tmp_path / "requirements.txt").write_text("transformers==4.45.0\n")
+    assert run("--no-cache", "--fix", "--unsafe-fixes", "train.py", cwd=tmp_path).returncode == 0
+    assert "use_liger_kernel=True" in (tmp_path / "train.py").read_text()
+
+
+LORA_TRAINER = '''from peft import LoraConfig, get_peft_model
+from transformers import AutoModelForCausalLM, Trainer, TrainingArguments
+model = AutoModelForCausalLM.from_pretrained("meta-llama/Llama-3.2-1B")
+args = TrainingArguments(output_dir="o", gradient_checkpointing=True)
+Trainer(model=get_peft_model(model, LoraConfig(r=8)), args=args).train()
+'''
+
+
+@pytest.mark.parametrize("pin, fixed", [
+    ("transformers==4.34.1", False),  # no gradient_checkpointing_kwargs before 4.35.0
+    ("transformers==4.46.3", True),
+])
+def test_the_non_reentrant_kwargs_fix_needs_transformers_4_35(tmp_path, pin, fixed):
+    (tmp_path / "train.py").write_text(LORA_TRAINER)
+    (tmp_path / "requirements.txt").write_text(pin + "\npeft==0.13.2\n")
+    r = run("--no-cache", "--select", "TL201", "--fix", "train.py", cwd=tmp_path)
+    text = (tmp_path / "train.py").read_text()
+    assert ('gradient_checkpointing_kwargs={"use_reentrant": False}' in text) is fixed, r.stdout
+    assert (r.returncode == 0) is fixed

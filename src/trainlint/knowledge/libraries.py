@@ -26,6 +26,11 @@ SDPA_DEFAULT_SINCE = (4, 36)
 # such keyword: an unknown keyword reaches the model's __init__ and the load fails), accepting "eager", "sdpa"
 # and "flash_attention_2" (l.1284); "flex_attention" is accepted from 4.47.0 (modeling_utils.py l.1548; not in
 # 4.46.0).
+# `gradient_checkpointing_kwargs`: a TrainingArguments field and a `gradient_checkpointing_enable()` parameter
+# from transformers 4.35.0 (training_args.py l.1137, modeling_utils.py l.1850); 4.34.1 has neither.
+GC_KWARGS_SINCE = (4, 35)
+# `use_liger_kernel`: a TrainingArguments field from transformers 4.45.0 (training_args.py l.1507; knowledge/arguments.json).
+LIGER_FIELD_SINCE = (4, 45)
 ATTN_IMPLEMENTATION_SINCE = {"eager": (4, 36), "sdpa": (4, 36), "flash_attention_2": (4, 36),
                              "flex_attention": (4, 47)}
 

@@ -13,6 +13,7 @@ from trainlint.edits import insert_line_after, make_fix, set_keyword
 from trainlint.diagnostics import Span
 from trainlint.facts import Call, TrainerCall, Value
 from trainlint.facts.values import UNSET
+from trainlint.knowledge import libraries
 from trainlint.rules.base import Rule, rule
 
 GC_ENABLE = ("gradient_checkpointing_enable", "activation_checkpointing_enable")
@@ -234,6 +235,8 @@ def _fix(ctx: FileContext, wraps: list[PeftWrap], span: Span) -> dict | None:
         return make_fix("safe", f"Call {wrap.variable}.enable_input_require_grads() after get_peft_model",
                         insert_line_after(wrap.call.span.end_line, f"{wrap.variable}.enable_input_require_grads()",
                                           ctx.text))
+    if not ctx.versions.transformers.at_least(*libraries.GC_KWARGS_SINCE):
+        return None  # gradient_checkpointing_kwargs does not exist in the targeted transformers
     for call in ctx.facts.calls:
         if call.span == span and call.short in GC_ENABLE:
             kw = next((k for k in GC_KWARGS if call.has_kw(k)), GC_KWARGS[0])

@@ -21,6 +21,13 @@ _CCE_CALL = {"cce_patch", "linear_cross_entropy", "LinearCrossEntropy"}
 _LIGER_FIX = "set use_liger_kernel=True (needs the liger-kernel package and a CUDA GPU)"
 
 
+def _liger_fix(ctx: FileContext) -> str:
+    if ctx.versions.transformers.at_least(*libraries.LIGER_FIELD_SINCE):
+        return _LIGER_FIX
+    return (f"use_liger_kernel needs transformers >= 4.45 and this file targets {ctx.versions.transformers.version}: "
+            f"upgrade it, or patch the model with liger-kernel's apply_liger_kernel_to_*() (needs a CUDA GPU)")
+
+
 def fused_loss_applied(ctx: FileContext) -> bool:
     """Liger's fused linear cross-entropy or cut-cross-entropy is switched on somewhere in the script."""
     for call in ctx.facts.calls:
@@ -74,10 +81,12 @@ def _trainer_diagnostic(self: Rule, ctx: FileContext, trainer: TrainerCall):
     model = ctx.model_for(trainer.model_variable)
     if trainer.class_name in ("Trainer", "Seq2SeqTrainer"):
         diag = _diagnose(self, ctx, model, trainer.call.span, f"{trainer.class_name} computes an unfused cross-entropy",
-                         _LIGER_FIX)
+                         _liger_fix(ctx))
         if diag is None or args is None:
             return diag
         # Unsafe: Liger needs the liger-kernel package and a CUDA GPU, and its kernels are not bit-identical.
+        if not ctx.versions.transformers.at_least(*libraries.LIGER_FIELD_SINCE):
+            return diag  # no use_liger_kernel field before transformers 4.45: no fix
         edits = set_keyword(args.call, "use_liger_kernel", "True", ctx.text)
         return diag.with_fix(make_fix("unsafe", "Set use_liger_kernel=True (needs liger-kernel and a CUDA GPU)",
                                       *edits) if edits else None)
@@ -93,7 +102,7 @@ def _trainer_diagnostic(self: Rule, ctx: FileContext, trainer: TrainerCall):
         return _diagnose(self, ctx, model, trainer.call.span,
                          f"SFTTrainer builds the full logits because of {forced_by}", "drop it to keep TRL's chunked loss")
     fix = ('set loss_type="chunked_nll"' if trl.at_least(1, 4) else "upgrade TRL to >= 1.15 (chunked loss by default)"
-           ) + " or " + _LIGER_FIX
+           ) + " or " + _liger_fix(ctx)
     return _diagnose(self, ctx, model, trainer.call.span,
                      f"SFTTrainer in TRL {trl.version} computes an unfused cross-entropy", fix)
 
