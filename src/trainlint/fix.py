@@ -152,6 +152,14 @@ def plan_launch_fixes(file: str, diagnostics: list[Diagnostic], scripts: list[Pa
         return outcome
 
     def problems(t: str) -> int:
+        if path.suffix == ".py":  # a default written in one of the repository's modules
+            import libcst as cst
+
+            try:
+                cst.parse_module(t)
+            except Exception:  # noqa: BLE001 - the edit would break the module
+                return 1
+            return 0
         if path.suffix in (".json", ".yaml", ".yml"):
             r = read_config(path, t)
             return len(r.problems or ((r.problem,) if r.problem else ()))

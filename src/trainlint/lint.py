@@ -301,6 +301,11 @@ def lint_text(path: Path, text: str, settings: Settings, codes: set[str], raw: b
         from trainlint.facts.walk import statement_starts  # (positions are placed with the ast already parsed)
 
         facts = extract_facts(module, display, text, statement_starts(tree) if tree is not None else None)
+        if facts.parsed:  # argument dataclasses it imports from the repository's own modules
+            from trainlint.facts.modules import with_imported_classes
+            from trainlint.launch.discover import repo_root
+
+            facts = with_imported_classes(facts, path, repo_root(path, settings), _display)
         versions = decide_versions(path, facts.pip_pins, settings.version_overrides())
         if launches is not None:
             launches = launches(facts, versions)

@@ -164,6 +164,7 @@ class ClassDef:
     name: str
     bases: tuple[str, ...]  # qualified through imports: "transformers.TrainingArguments", or a local name
     fields: tuple[FieldDef, ...]
+    module: str | None = None  # the repository module it was read from ("fastchat.train.train"); None: the script
 
 
 @dataclass(frozen=True)
@@ -221,14 +222,22 @@ class ScriptFacts:
     def mro(self, name: str, depth: int = 0) -> Iterator[ClassDef | str]:
         """The script's class, its script-defined bases, then the first library base by name
         (`class TrainingArguments(transformers.TrainingArguments)`: the base is the library's)."""
-        own = self.class_def(name) if depth == 0 or "." not in name else None
+        if "." in name:  # imported: a class of one of the repository's own modules, else a library's
+            module, _, short = name.rpartition(".")
+            own = next((c for c in self.classes if c.name == short and c.module == module), None)
+        else:
+            own = self.class_def(name)
         if own is None or depth > 8:
-            yield name.split(".")[-1]
+            library = name.split(".")[0] in ("transformers", "trl", "peft") or "." not in name
+            # a class of the repository that could not be read stays that (unknown), never a library class
+            yield name.split(".")[-1] if library else name
             return
         yield own
         for base in own.bases:
             if base.split(".")[-1] == own.name and "." not in base:
                 continue
+            if own.module is not None and "." not in base:  # a base named inside that module
+                base = f"{own.module}.{base}"
             yield from self.mro(base, depth + 1)
 
     def calls_named(self, *shorts: str) -> Iterator[Call]:

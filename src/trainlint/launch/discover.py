@@ -134,8 +134,11 @@ def index(root: Path, recursive: bool = True) -> tuple[tuple[Path, Indexed], ...
 
 def clear_caches() -> None:
     """Forget what was read (for a process that lints a tree more than once while it changes: tests, a server)."""
+    from trainlint.facts.modules import clear_cache
+
     for cached in (_root, launcher_files, index, index_stamp, _raw, read_launcher):
         cached.cache_clear()
+    clear_cache()
 
 
 def index_for(path: Path, settings: Settings) -> tuple[tuple[Path, Indexed], ...]:
