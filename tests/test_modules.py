@@ -86,3 +86,16 @@ def test_without_the_module_the_classes_stay_unknown(tmp_path):
     # the classes are the repository's (unreadable here), not transformers' TrainingArguments: nothing is
     # claimed about them, and the Trainer's arguments are not read as the library defaults
     assert "model unknown" in r.stderr and "batch per device: unknown" in r.stderr
+
+
+def test_an_unreadable_repository_config_class_is_not_taken_for_trls_defaults(tmp_path):
+    (tmp_path / "sft.py").write_text(
+        "from trl import ModelConfig, SFTTrainer, TrlParser\n"
+        "from mypkg.configs import SFTConfig, ScriptArguments\n"  # the repository's own subclass, not readable here
+        "script_args, training_args, model_args = TrlParser((ScriptArguments, SFTConfig, ModelConfig))"
+        ".parse_args_and_config()\n"
+        "SFTTrainer(model='meta-llama/Llama-3.1-8B', args=training_args).train()\n")
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    r = check(tmp_path, "-v", "sft.py")
+    assert "sequence length: unknown; batch per device: unknown" in r.stderr
+    assert r.returncode == 0, r.stdout  # no SFTConfig default (1024 tokens, batch 8) is assumed for it

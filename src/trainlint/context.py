@@ -108,9 +108,22 @@ class FileContext:
             return UNKNOWN
         uses_sft = any(a.class_name == "SFTConfig" for a in self.facts.args_objects) or any(
             t.class_name == "SFTTrainer" for t in self.facts.trainers)
+        if uses_sft and self.unreadable_arguments:
+            return UNKNOWN  # the repository's own config class may set its length
         if uses_sft:
             return Value("known", libraries.SFT_MAX_LENGTH_DEFAULT, None, "SFTConfig.max_length default")
         return UNSET
+
+    @cached_property
+    def unreadable_arguments(self) -> bool:
+        """A parsed dataclass is the repository's own and could not be read: its fields (and what a launch sets
+        in them) are unknown, so no library default stands in for them."""
+        for parsed in self.facts.parsed:
+            if parsed.parser != "argparse" and parsed.class_name:
+                last = list(self.facts.mro(parsed.class_name))[-1]
+                if isinstance(last, str) and "." in last:
+                    return True
+        return False
 
     @cached_property
     def batch(self) -> Value:
