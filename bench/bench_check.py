@@ -22,7 +22,6 @@ import json
 import os
 import platform
 import re
-import shlex
 import shutil
 import statistics
 import subprocess
@@ -184,7 +183,9 @@ def py_files(root: Path) -> list[Path]:
 
 
 def stage_one_file() -> tuple[Path, Path]:
-    """A typical training script: the first of examples/*.py, preferring a name with "train"."""
+    """A typical training script (the first of examples/*.py, preferring a name with "train"), as
+    pre-commit meets it: in a git repository of its own, committed, then edited (a comment appended), so
+    TL401 reads the version at HEAD from git, as it does in a real hook run."""
     ex = sorted((REPO / "examples").glob("*.py"))
     src = ([p for p in ex if "train" in p.name.lower()] or ex)[0]
     if ONEFILE.exists():
@@ -192,6 +193,12 @@ def stage_one_file() -> tuple[Path, Path]:
     ONEFILE.mkdir(parents=True)
     shutil.copy2(src, ONEFILE / src.name)
     (ONEFILE / "pyproject.toml").write_text(MARKER_PYPROJECT)
+    (ONEFILE / ".gitignore").write_text(".trainlint_cache/\n")
+    git = ["git", "-c", "user.name=bench", "-c", "user.email=bench@localhost", "-c", "commit.gpgsign=false"]
+    for cmd in (["init", "-q"], ["add", "-A"], ["commit", "-qm", "script"]):
+        run_capture(git + cmd, timeout=60, cwd=ONEFILE)
+    with open(ONEFILE / src.name, "a") as fh:
+        fh.write("# edited\n")
     return src, ONEFILE / src.name
 
 

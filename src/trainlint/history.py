@@ -35,12 +35,15 @@ def _repo_root(directory: Path) -> Path | None:
     # git finds the repository by walking up from the folder; a folder with no .git of its own, that is not
     # itself a git directory, on the parent's file system, has its parent's answer. One `git rev-parse` per
     # repository instead of one per folder (a library tree has a thousand folders).
+    # And where the walk ends with no .git at all (the file system's root, or a mount point, where git
+    # stops too), git would answer "not a git repository": no need to start it.
     parent = directory.parent
-    if parent != directory and not any(v in os.environ for v in _DISCOVERY_ENV) and \
+    if not any(v in os.environ for v in _DISCOVERY_ENV) and \
             not (directory / ".git").exists() and not (directory / "HEAD").exists():
         try:
-            if os.stat(directory).st_dev == os.stat(parent).st_dev:
-                return _repo_root(parent)
+            if parent == directory or os.stat(directory).st_dev != os.stat(parent).st_dev:
+                return None
+            return _repo_root(parent)
         except OSError:
             pass
     r = _git(["rev-parse", "--show-toplevel"], directory)

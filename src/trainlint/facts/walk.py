@@ -252,10 +252,20 @@ def _info(visitor_class: type, node: cst.CSTNode) -> tuple[int, Callable | None,
     return kind, v, le, inert
 
 
+_PLAIN: dict[type, bool] = {}  # per visitor class: plain_visitor's answer (dir() of a visitor is ~1,000 names)
+
+
 def plain_visitor(visitor: cst.CSTVisitor) -> bool:
     """walk() reproduces a visitor that needs no metadata, no attribute callbacks and no own on_visit/on_leave."""
     cls = type(visitor)
-    if visitor.METADATA_DEPENDENCIES or getattr(cls, "on_visit") is not cst.CSTVisitor.on_visit or \
+    plain = _PLAIN.get(cls)
+    if plain is None:
+        plain = _PLAIN[cls] = _plain(cls)
+    return plain
+
+
+def _plain(cls: type) -> bool:
+    if cls.METADATA_DEPENDENCIES or getattr(cls, "on_visit") is not cst.CSTVisitor.on_visit or \
             getattr(cls, "on_leave") is not cst.CSTVisitor.on_leave or \
             getattr(cls, "on_visit_attribute") is not cst.CSTVisitor.on_visit_attribute or \
             getattr(cls, "on_leave_attribute") is not cst.CSTVisitor.on_leave_attribute:
