@@ -195,8 +195,10 @@ def read_versions(lib: str) -> tuple[str, ...]:
     return tuple(_data()["libraries"][lib]["stored"])
 
 
+@lru_cache(maxsize=256)
 def snapshot_version(lib: str, version: str) -> str | None:
-    """The version read that answers for `version`: the nearest one at or below it; None below the oldest."""
+    """The version read that answers for `version`: the nearest one at or below it; None below the oldest.
+    (Cached: every field's option strings ask it, and it scans every release read.)"""
     want = parse_version(version)
     best = None
     for v in _data()["libraries"][lib]["stored"]:
