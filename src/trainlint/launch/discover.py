@@ -126,17 +126,11 @@ def _origin():
     return Span.point(1)
 
 
-@lru_cache(maxsize=64)
-def index(root: Path, recursive: bool = True) -> tuple[tuple[Path, Indexed], ...]:
-    """Every launcher under root, read once per run."""
-    return tuple((path, read_launcher(path)) for path in launcher_files(root, recursive))
-
-
 def clear_caches() -> None:
     """Forget what was read (for a process that lints a tree more than once while it changes: tests, a server)."""
     from trainlint.facts.modules import clear_cache
 
-    for cached in (_root, launcher_files, index, index_stamp, _raw, read_launcher):
+    for cached in (_root, launcher_files, index_stamp, _raw, read_launcher):
         cached.cache_clear()
     clear_cache()
 
@@ -227,11 +221,11 @@ def launch_of(inv: Invocation, launcher: Path, root: Path, facts: ScriptFacts, v
 
 
 def _accelerate_settings(inv: Invocation, read):
-    from trainlint.launch.configs import accelerate_settings
-
     config = inv.option("config_file")
     if not inv.launcher.endswith("accelerate launch") or config is None or not config.text:
         return None, None
+    from trainlint.launch.configs import accelerate_settings  # (only an accelerate launch reads its config)
+
     reading = read(config.text)
     if reading is None or reading.problem is not None:
         return None, None
