@@ -18,6 +18,14 @@ class MissingPath(Exception):
     pass
 
 
+def display(path: Path) -> str:
+    """How a path is shown in output: relative to the working directory when it is absolute."""
+    try:
+        return os.path.relpath(path, Path.cwd()).replace(os.sep, "/") if path.is_absolute() else path.as_posix()
+    except ValueError:
+        return path.as_posix()
+
+
 def relative(path: Path, root: Path) -> str:
     try:
         return path.resolve().relative_to(root).as_posix()

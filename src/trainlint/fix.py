@@ -19,7 +19,8 @@ from trainlint.atomic import write_bytes_atomic
 from trainlint.config import Settings
 from trainlint.diagnostics import Diagnostic
 from trainlint.edits import line_starts
-from trainlint.lint import _display, lint_text, to_cell
+from trainlint.discovery import display as _display
+from trainlint.lint import lint_text, to_cell
 from trainlint.notebook import NotebookError, bad_cells, read_notebook, without_cells, write_back
 from trainlint.source import Source, read_source
 

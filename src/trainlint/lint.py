@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import ast
-import os
 import re
 import signal
 import threading
@@ -17,6 +16,7 @@ from trainlint.config import Settings
 from trainlint.context import FileContext
 from trainlint.diagnostics import Diagnostic, Span
 from trainlint.discovery import LAUNCHERS, relative
+from trainlint.discovery import display as _display
 from trainlint.edits import source_lines
 from trainlint.facts import extract_facts
 from trainlint.facts.resolve import resolve_facts
@@ -66,13 +66,6 @@ def enabled_codes(settings: Settings, select=None, ignore=None, extend_select=No
         if best_sel > best_ign:
             out.add(code)
     return out
-
-
-def _display(path: Path) -> str:
-    try:
-        return os.path.relpath(path, Path.cwd()).replace(os.sep, "/") if path.is_absolute() else path.as_posix()
-    except ValueError:
-        return path.as_posix()
 
 
 def _meta(code: str, display: str, message: str, line: int = 1, col: int = 1) -> Diagnostic:

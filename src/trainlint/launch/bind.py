@@ -11,13 +11,12 @@ from pathlib import Path
 from typing import Any
 
 from trainlint.diagnostics import Span
+from trainlint.discovery import display as _display
 from trainlint.facts.model import ArgparseParam, ClassDef, ScriptFacts
 from trainlint.facts.values import Value
 from trainlint.knowledge.versions import Versions
 from trainlint.launch.model import ConfigReading, Launch, Word
 
-_TRUE = {"yes", "true", "t", "y", "1"}  # transformers hf_argparser.py string_to_bool
-_FALSE = {"no", "false", "f", "n", "0"}
 
 
 def surface(facts: ScriptFacts, versions: Versions) -> dict[str, Any]:
@@ -257,12 +256,10 @@ def convert(kind: str, words: list[Word]) -> tuple[bool, Any, str]:
     if kind in ("bool", "optional_bool"):
         if not texts:
             return True, True, ""  # a bare bool flag: nargs="?", const=True
-        low = texts[0].lower()
-        if low in _TRUE:
-            return True, True, ""
-        if low in _FALSE:
-            return True, False, ""
-        return False, None, f"{texts[0]!r} is not a boolean"
+        from trainlint.knowledge.arguments import string_to_bool
+
+        flag = string_to_bool(texts[0])  # transformers hf_argparser.py string_to_bool's spellings
+        return (True, flag, "") if flag is not None else (False, None, f"{texts[0]!r} is not a boolean")
     if not texts:
         return False, None, "flag without a value"
     if kind == "list":
@@ -286,15 +283,6 @@ def convert(kind: str, words: list[Word]) -> tuple[bool, Any, str]:
         except ValueError:
             return False, None, f"{text!r} is not JSON"
     return True, text, ""
-
-
-def _display(path: Path) -> str:
-    import os
-
-    try:
-        return os.path.relpath(path, Path.cwd()).replace(os.sep, "/") if path.is_absolute() else path.as_posix()
-    except ValueError:
-        return path.as_posix()
 
 
 def bind_words(facts: ScriptFacts, versions: Versions, words: list[Word], file: str, label: str, base_dir: Path,

@@ -11,6 +11,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from trainlint.config import Settings
+from trainlint.discovery import display
 from trainlint.facts.model import ScriptFacts
 from trainlint.facts.values import Value
 from trainlint.knowledge.versions import Versions
@@ -182,13 +183,6 @@ def target_of(inv: Invocation, launcher: Path, root: Path) -> Path | None:
         if candidate.is_file():
             return candidate.resolve()
     return None
-
-
-def display(path: Path) -> str:
-    try:
-        return os.path.relpath(path, Path.cwd()).replace(os.sep, "/") if path.is_absolute() else path.as_posix()
-    except ValueError:
-        return path.as_posix()
 
 
 def config_reader(bases: list[Path]):
