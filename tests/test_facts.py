@@ -187,3 +187,13 @@ def test_slicing_token_ids_to_a_constant_sets_the_sequence_length():
     other = rows[:10]
     ''')
     assert [(e.source, e.value.value) for e in f.seq_evidence] == [("slice to a constant", 4096)]
+
+
+def test_a_library_default_that_is_not_a_literal_is_unknown_not_a_value():
+    from trainlint.facts.resolve import library_field_default
+
+    versions = decide_versions(Path("t.py"), (), {})
+    # TrainingArguments.optim depends on the installed torch (knowledge.arguments EnvDependent): unknown, never
+    # the marker object presented as a value
+    assert library_field_default("TrainingArguments", "optim", versions).unknown
+    assert library_field_default("TrainingArguments", "per_device_train_batch_size", versions).value == 8

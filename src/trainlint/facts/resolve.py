@@ -190,16 +190,15 @@ def _runs(call: Call) -> bool:
 
 def library_field_default(class_name: str, name: str, versions: Versions) -> Value:
     """A library argument class's default for `name` in the version the file targets; UNKNOWN when the
-    field or the class is not in trainlint's knowledge (knowledge/arguments.py)."""
-    try:
-        from trainlint.knowledge.arguments import REQUIRED, library_fields
-    except ImportError:
-        return UNKNOWN
+    field or the class is not in trainlint's knowledge (knowledge/arguments.py), or when the default is not a
+    literal there (an expression, or one that depends on the installed torch, like `optim`)."""
+    from trainlint.knowledge.arguments import REQUIRED, is_literal, library_fields
+
     table = library_fields(class_name, versions)
     if table is None or name not in table:
         return UNKNOWN
     info = table[name]
-    if info.default is REQUIRED:
+    if info.default is REQUIRED or not is_literal(info.default):
         return UNKNOWN
     return Value("known", info.default, None, f"{class_name} default ({info.source})")
 

@@ -645,6 +645,11 @@ _TRUE = ("yes", "true", "t", "y", "1")
 _FALSE = ("no", "false", "f", "n", "0")
 
 
+def is_literal(value: object) -> bool:
+    """A value the data states (not an Unresolved expression or an EnvDependent choice)."""
+    return not isinstance(value, (Unresolved, EnvDependent))
+
+
 def string_to_bool(word: str) -> bool | None:
     """transformers hf_argparser.py:36 `string_to_bool` (unchanged 4.36.0-5.24.0); None where it raises."""
     if word.lower() in _TRUE:

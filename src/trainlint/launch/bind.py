@@ -74,9 +74,9 @@ def _older(class_name: str, versions: Versions) -> dict[str, Any]:
 
 
 def _known(value: Any) -> bool:
-    from trainlint.knowledge.arguments import EnvDependent, Unresolved
+    from trainlint.knowledge.arguments import is_literal
 
-    return not isinstance(value, (Unresolved, EnvDependent))
+    return is_literal(value)
 
 
 class Binder:
