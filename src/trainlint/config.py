@@ -42,6 +42,8 @@ class Settings:
     launch_files: tuple[str, ...] = ()
     launch_configs: tuple[str, ...] = ()  # `check recipe.yaml`: only the launches that pass one of these
     discover_launches: bool = True
+    # How many calls deep the repository's own functions and classes are followed (0: the file alone)
+    follow_hops: int = 3
 
     def version_overrides(self) -> dict[str, str]:
         return dict(self.versions)
@@ -71,7 +73,7 @@ def from_table(table: dict, root: Path, source: str) -> Settings:
     s = Settings(root=root, source=source)
     known = {"select", "ignore", "extend-select", "per-file-ignores", "exclude", "long-context", "large-vocab", "gpu",
              "versions", "diff-base", "fix-attention",
-             "per-file-timeout"}
+             "per-file-timeout", "follow-hops"}
     for key in table:
         if key not in known:
             raise ConfigError(f"{source}: unknown key `{key}` in [tool.trainlint]; known keys: "
@@ -112,6 +114,11 @@ def from_table(table: dict, root: Path, source: str) -> Settings:
         if isinstance(t, bool) or not isinstance(t, (int, float)) or t <= 0:
             raise ConfigError("`per-file-timeout` must be a positive number of seconds")
         changes["per_file_timeout"] = float(t)
+    if "follow-hops" in table:
+        hops = table["follow-hops"]
+        if isinstance(hops, bool) or not isinstance(hops, int) or not 0 <= hops <= 10:
+            raise ConfigError(f"`follow-hops` must be an integer from 0 (the file alone) to 10, got {hops!r}")
+        changes["follow_hops"] = hops
     if "fix-attention" in table:
         allowed = ("sdpa", "flash_attention_2", "flash_attention_3", "flex_attention")
         if table["fix-attention"] not in allowed:

@@ -27,6 +27,7 @@ class FileContext:
     text: str = ""
     launch: Launch = field(default_factory=Launch.defaults)  # the facts are resolved under this launch
     raw_facts: ScriptFacts | None = None  # the facts before resolution (parameters still symbolic)
+    follow_notes: list[str] = field(default_factory=list)  # repository code that could not be followed
 
     # -- models ---------------------------------------------------------------------------------------
     @cached_property
@@ -66,6 +67,16 @@ class FileContext:
         return any(c.short in ("get_peft_model", "inject_adapter_in_model", "add_adapter") or is_peft_from_pretrained(c)
                    for c in self.facts.calls) or any(t.call.has_kw("peft_config") and not t.call.kw("peft_config").is_(None)
                                                      for t in self.facts.trainers)
+
+    def call_path(self, span: Span) -> tuple[Span, ...]:
+        """The call sites (outermost first) through which a fact at `span` was reached in the repository's own
+        functions (facts/inline.py); () for a fact of the script itself."""
+        best: tuple[Span, ...] = ()
+        for call_span, sites in self.facts.chains:
+            if call_span.file == span.file and call_span.line <= span.line <= call_span.end_line and \
+                    (not best or len(sites) >= len(best)):
+                best = sites
+        return best
 
     # -- training objects -----------------------------------------------------------------------------
     def trainer_args(self, trainer: TrainerCall) -> ArgsObject | None:
@@ -225,9 +236,13 @@ class FileContext:
                 shown = repr(value.value) if value.known else "unknown"
                 lines.append(f"  {name} {shown}{where}")
             lines.extend(f"  note: {n}" for n in self.launch.notes)
+        if self.facts.modules:
+            lines.append(f"modules followed: {', '.join(self.facts.modules)}")
+        lines.extend(f"  {n}" for n in dict.fromkeys(self.follow_notes))
         for i, model in enumerate(self.facts.models):
             spec = self._specs[i]
-            where = f"line {model.call.span.line}"
+            where = f"{model.call.span.file}:{model.call.span.line}" if model.call.span.file else \
+                f"line {model.call.span.line}"
             if spec is None:
                 ident = model.model_id.value if model.model_id.known else "<unresolved>"
                 lines.append(f"model at {where}: {ident}: model unknown (rules that need its size say less)")

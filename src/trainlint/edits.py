@@ -38,6 +38,19 @@ def quote_of(text: str, span: Span | None = None) -> str:
     return "'" if singles > doubles else '"'
 
 
+def literal_in(text: str, span: Span) -> Span | None:
+    """The one string literal written inside `span` on one line (`attn_implementation="eager"` -> `"eager"`)."""
+    lines = source_lines(text)
+    if span.line != span.end_line or not 0 < span.line <= len(lines):
+        return None
+    segment = lines[span.line - 1][span.col - 1: span.end_col - 1]
+    found = list(re.finditer(r"""(?<![\w'"])(['"])[^'"\\\n]*\1""", segment))
+    if len(found) != 1:
+        return None
+    m = found[0]
+    return Span(span.line, span.col + m.start(), span.line, span.col + m.end())
+
+
 def launch_value_fix(applicability: str, message: str, origin: Span, value: str) -> dict | None:
     """A fix that rewrites a value where a launch writes it: a launcher's word, a YAML or JSON value (`origin`
     carries that file). The value keeps its quoting; a value in a notebook's launch line is not edited here."""

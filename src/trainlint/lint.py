@@ -21,7 +21,7 @@ from trainlint.edits import source_lines
 from trainlint.facts import extract_facts
 from trainlint.facts.resolve import resolve_facts
 from trainlint.launch.model import Launch
-from trainlint.facts.names import INTERESTING_SHORTS, LIGER_APPLY_RE, MODEL_CLASS_RE
+from trainlint.facts.names import INTERESTING_SHORTS, LIGER_APPLY_RE, MODEL_CLASS_RE, NOT_REPOSITORY_MODULES
 from trainlint.knowledge.versions import decide_versions
 from trainlint.notebook import Notebook, NotebookError, read_notebook
 from trainlint.rules import META_RULES, REGISTRY
@@ -47,6 +47,7 @@ class FileResult:
     skipped: str | None = None  # why the file was not analysed (verbose)
     context: FileContext | None = None  # the first launch's (or the defaults')
     contexts: list[FileContext] = field(default_factory=list)  # one per launch the script was checked under
+    reached: list[Path] = field(default_factory=list)  # repository modules followed (facts/inline.py)
 
     def verbose_lines(self) -> list[str]:
         lines: list[str] = []
@@ -254,7 +255,8 @@ def lint_text(path: Path, text: str, settings: Settings, codes: set[str], raw: b
     `launches(facts, versions)` returns (None: the launches found for it in its repository)."""
     display = _display(path)
     result = FileResult(path, display)
-    if not _RELEVANT_BYTES.search(raw if raw is not None else text.encode("utf-8", "surrogatepass")):
+    if not _RELEVANT_BYTES.search(raw if raw is not None else text.encode("utf-8", "surrogatepass")) and \
+            not _reaches_relevant(text, path, settings):
         result.skipped = "mentions none of the APIs trainlint checks"
         return result
     tree: ast.Module | None = None
@@ -274,7 +276,7 @@ def lint_text(path: Path, text: str, settings: Settings, codes: set[str], raw: b
         result.diagnostics.append(_meta("TL001", display, f"could not be parsed: {type(exc).__name__}: {exc}"))
         result.skipped = "could not be parsed"
         return _finish(result, settings, codes, text)
-    if tree is not None and not _is_relevant(tree):
+    if tree is not None and not _is_relevant(tree) and not _reaches_relevant(text, path, settings):
         result.skipped = "calls none of the APIs trainlint checks"
         return result
     import libcst as cst  # only now: most files never get here
@@ -294,6 +296,13 @@ def lint_text(path: Path, text: str, settings: Settings, codes: set[str], raw: b
         from trainlint.facts.walk import statement_starts  # (positions are placed with the ast already parsed)
 
         facts = extract_facts(module, display, text, statement_starts(tree) if tree is not None else None)
+        notes: list[str] = []
+        if facts.hops and settings.follow_hops > 0:  # the repository's own functions and classes it calls
+            from trainlint.facts.inline import follow_calls
+            from trainlint.launch.discover import repo_root
+
+            facts, notes, result.reached = follow_calls(facts, path, repo_root(path, settings), _display,
+                                                        settings.follow_hops)
         if facts.parsed:  # argument dataclasses it imports from the repository's own modules
             from trainlint.facts.modules import with_imported_classes
             from trainlint.launch.discover import repo_root
@@ -311,7 +320,7 @@ def lint_text(path: Path, text: str, settings: Settings, codes: set[str], raw: b
         found: dict[tuple, tuple[Diagnostic, Launch, list[Launch]]] = {}
         for launch in launches or [Launch.defaults()]:
             ctx = FileContext(path, display, resolve_facts(facts, launch, versions), versions, settings, text, launch,
-                              facts)
+                              facts, notes)
             result.contexts.append(ctx)
             for code in sorted(codes & REGISTRY.keys()):
                 for diag in REGISTRY[code].run(ctx):
@@ -325,6 +334,40 @@ def lint_text(path: Path, text: str, settings: Settings, codes: set[str], raw: b
     except RecursionError:
         result.diagnostics = [_meta("TL001", display, "could not be analysed: expressions nested too deeply")]
     return _finish(result, settings, codes, text)
+
+
+_IMPORT_LINE = re.compile(r"^[ \t]*(?:from[ \t]+([.\w]+)[ \t]+import|import[ \t]+([\w.]+))", re.M)
+
+
+def _reaches_relevant(text: str, path: Path, settings: Settings) -> bool:
+    """A thin entry point (`from pkg.finetuning import main; main()`) that calls none of the APIs itself is
+    still checked when a module of the repository it imports does (read as bytes, a few modules at most)."""
+    if settings.follow_hops <= 0 or path.suffix != ".py":
+        return False
+    from trainlint.facts.modules import find_module
+    from trainlint.launch.discover import repo_root
+
+    root = repo_root(path, settings)
+    todo, seen = [(path, text, 0)], {path.resolve()}
+    while todo and len(seen) < 16:
+        here, source, depth = todo.pop()
+        for m in _IMPORT_LINE.finditer(source):
+            module = m.group(1) or m.group(2)
+            if module.split(".")[0] in NOT_REPOSITORY_MODULES:
+                continue
+            found = find_module(module, here, root)
+            if found is None or found.resolve() in seen:
+                continue
+            seen.add(found.resolve())
+            try:
+                data = found.read_bytes()[:1_000_000]
+            except OSError:
+                continue
+            if _RELEVANT_BYTES.search(data):
+                return True
+            if depth < 1:  # a package's __init__.py that re-exports from its modules
+                todo.append((found, data.decode("utf-8", "replace"), depth + 1))
+    return False
 
 
 def _fix_file(diag: Diagnostic, display: str) -> Diagnostic:

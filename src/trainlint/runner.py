@@ -7,7 +7,7 @@ import hashlib
 import json
 import os
 import re
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from functools import lru_cache
 from pathlib import Path
 
@@ -36,13 +36,15 @@ class Outcome:
     skipped: str | None
     verbose: list[str]
     cached: bool = False
+    reached: tuple[str, ...] = ()  # the repository modules its facts came from (the cache checks them)
 
 
 def _lint_one(args: tuple[Path, Settings, frozenset[str], bool]) -> Outcome:
     path, settings, codes, verbose = args
     result = lint_file(path, settings, set(codes))
     lines = result.verbose_lines() if verbose else []
-    return Outcome(path, result.display, result.diagnostics, result.skipped, lines)
+    return Outcome(path, result.display, result.diagnostics, result.skipped, lines,
+                   reached=tuple(str(p) for p in result.reached))
 
 
 @lru_cache(maxsize=1)
@@ -130,6 +132,8 @@ def run(files: list[Path], settings: Settings, codes: set[str], jobs: int | None
             try:
                 record = json.loads(entry.read_text(encoding="utf-8"))
                 display = record.get("display", str(path))
+                if _reached_changed(record.get("reached", {})):
+                    raise ValueError("a module it follows changed")
                 outcomes[i] = _from_record(path, display, record)
                 continue
             except (OSError, ValueError, TypeError, KeyError):
@@ -148,7 +152,45 @@ def run(files: list[Path], settings: Settings, codes: set[str], jobs: int | None
             # a file that hit the time limit is cached too (the limit is part of the key): a pathological
             # file should not cost its full limit on every pre-commit run
             _store(cache_root, key, outcome)
-    return [outcomes[i] for i in range(len(files))]
+    return merge_reached([outcomes[i] for i in range(len(files))])
+
+
+def merge_reached(outcomes: list[Outcome]) -> list[Outcome]:
+    """A finding in a repository module reached from several scripts (the same helper, the same outcome) is
+    reported once: at the first script's outcome, naming the others; a different outcome stays separate."""
+    first: dict[tuple, tuple[Outcome, int, list[str]]] = {}
+    drop: set[tuple[int, int]] = set()
+    for o in outcomes:
+        for k, d in enumerate(o.diagnostics):
+            if d.filename == o.display or not d.message.startswith(f"{o.display}: "):
+                continue
+            key = (d.code, d.filename, d.cell, d.span, d.message[len(o.display) + 2:])
+            if key in first:
+                first[key][2].append(o.display)
+                drop.add((id(o), k))
+            else:
+                first[key] = (o, k, [])
+    for (_, _, _, _, text), (o, k, others) in first.items():
+        if others:
+            d = o.diagnostics[k]
+            names = ", ".join(dict.fromkeys(others))
+            o.diagnostics[k] = replace(d, message=f"{o.display} (and {names}): {text}")
+    for o in outcomes:
+        if any(oid == id(o) for oid, _ in drop):
+            o.diagnostics = [d for k, d in enumerate(o.diagnostics) if (id(o), k) not in drop]
+    return outcomes
+
+
+def _stamp(path: str) -> str:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return "missing"
+    return f"{st.st_size}:{st.st_mtime_ns}"
+
+
+def _reached_changed(reached: dict[str, str]) -> bool:
+    return any(_stamp(path) != stamp for path, stamp in reached.items())
 
 
 def _workers(jobs: int | None, files: int, size: int) -> int:
@@ -207,6 +249,8 @@ def _store(cache_root: Path, key: str, outcome: Outcome) -> None:
         gitignore = cache_root.parent / ".gitignore"
         if not gitignore.exists():
             gitignore.write_text("*\n")
-        write_bytes_atomic(entry, json.dumps({**_to_record(outcome), "display": outcome.display}).encode("utf-8"))
+        record = {**_to_record(outcome), "display": outcome.display,
+                  "reached": {path: _stamp(path) for path in outcome.reached}}
+        write_bytes_atomic(entry, json.dumps(record).encode("utf-8"))
     except OSError:
         pass  # a read-only tree simply runs without a cache

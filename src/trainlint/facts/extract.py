@@ -10,9 +10,12 @@ import libcst as cst
 
 from trainlint.diagnostics import Span
 from trainlint.facts.model import (
+    Arg,
     ArgsObject,
     Call,
+    Cond,
     Evidence,
+    FunctionDef,
     ModelLoad,
     Param,
     ScriptFacts,
@@ -20,9 +23,11 @@ from trainlint.facts.model import (
 )
 from trainlint.facts import params as P
 from trainlint.facts.values import UNKNOWN, UNSET, Value, known
+from trainlint.facts.trainers import LOSS_CALLS, with_local_trainers
 from trainlint.facts.walk import Misaligned, Positions, parse_starts, plain_visitor, walk
 
 MODULE_SCOPE = "<module>"
+RETURNED = "<return>"  # the target of a call a function returns directly (its caller's variable, once inlined)
 
 from trainlint.facts.names import (  # noqa: E402  (the tables live apart so lint.py can use them without LibCST)
     ACCUM_NAMES,
@@ -33,6 +38,7 @@ from trainlint.facts.names import (  # noqa: E402  (the tables live apart so lin
     INTERESTING_SHORTS,
     LIGER_APPLY_RE,
     MODEL_CLASS_RE,
+    NOT_REPOSITORY_MODULES,
     PIN_RE,
     PIP_RE,
     SEQ_NAMES,
@@ -40,6 +46,7 @@ from trainlint.facts.names import (  # noqa: E402  (the tables live apart so lin
 )
 
 _MAX_DEPTH = 24
+_BUILTINS = frozenset(dir(__import__("builtins")))
 TORCH_DTYPES = {"float32", "float", "bfloat16", "float16", "half", "float64", "double", "int8", "uint8"}
 
 
@@ -80,6 +87,13 @@ class _Collector(cst.CSTVisitor):
         self._keyword_spans: dict[int, Span] = {}
         self.literal_spans: dict[int, Span] = {}  # where a bound literal is written (fixes edit it there)
         self.call_layout: dict[int, tuple[Span | None, bool, Span]] = {}  # last arg end, trailing comma, ")"
+        # the repository's own code: function definitions, their parameters, and calls that may reach them
+        self.function_nodes: list[tuple[str, cst.FunctionDef]] = []
+        self.func_params: set[tuple[str, str]] = set()  # (function scope, parameter name)
+        self.func_kwstar: dict[str, str] = {}  # function scope -> its **kwargs name
+        self.returns: dict[str, list[str]] = {}  # function scope -> names it returns
+        self.hop_calls: list[_RawCall] = []  # calls to plain or imported names that are not library calls
+        self.marks: dict[str, set[str]] = {}  # scope -> "logits" read / loss calls made there (facts/trainers.py)
 
     # -- helpers -------------------------------------------------------------------------------------
     def _span(self, node: cst.CSTNode) -> Span:
@@ -121,7 +135,17 @@ class _Collector(cst.CSTVisitor):
                 self.imports[root] = root
 
     def visit_ImportFrom(self, node: cst.ImportFrom) -> None:
-        if node.relative or node.module is None:
+        if node.relative:  # `from .actor import Actor`: ".actor.Actor", resolved against the file's package
+            if isinstance(node.names, cst.ImportStar):
+                return
+            prefix = "." * len(node.relative) + (_dotted(node.module) if node.module is not None else "")
+            for alias in node.names:
+                name = _dotted(alias.name)
+                local = alias.asname.name.value if alias.asname is not None and \
+                    isinstance(alias.asname.name, cst.Name) else name
+                self.imports[local] = f"{prefix}.{name}" if not prefix.endswith(".") else f"{prefix}{name}"
+            return
+        if node.module is None:
             return
         module = _dotted(node.module)
         if isinstance(node.names, cst.ImportStar):
@@ -136,11 +160,15 @@ class _Collector(cst.CSTVisitor):
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
         self._bind(node.name.value, None)
         self._scopes.append(f"{self.scope}.{node.name.value}" if self.scope != MODULE_SCOPE else node.name.value)
+        self.function_nodes.append((self.scope, node))
         for param in (*node.params.posonly_params, *node.params.params, *node.params.kwonly_params):
             self._bind(param.name.value, None)
+            self.func_params.add((self.scope, param.name.value))
         for star in (node.params.star_arg, node.params.star_kwarg):
             if isinstance(star, cst.Param):
                 self._bind(star.name.value, None)
+        if isinstance(node.params.star_kwarg, cst.Param):
+            self.func_kwstar[self.scope] = node.params.star_kwarg.name.value
 
     def leave_FunctionDef(self, original_node: cst.FunctionDef) -> None:
         self._scopes.pop()
@@ -187,6 +215,14 @@ class _Collector(cst.CSTVisitor):
         parse = P.parse_call(node.value) if node.value is not None else None
         if parse is not None and self.scope != MODULE_SCOPE:
             self.params.parse_functions[self.scope.split(".")[-1]] = parse
+        if self.scope != MODULE_SCOPE:
+            if isinstance(node.value, cst.Name):
+                self.returns.setdefault(self.scope, []).append(node.value.value)
+            elif isinstance(node.value, cst.Tuple):
+                self.returns.setdefault(self.scope, []).extend(
+                    e.value.value for e in node.value.elements if isinstance(e.value, cst.Name))
+            elif isinstance(node.value, cst.Call):
+                self._targets.setdefault(id(node.value), RETURNED)  # `return X.from_pretrained(...)`
 
     def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
         if self.scope.startswith("class "):
@@ -289,10 +325,12 @@ class _Collector(cst.CSTVisitor):
     def visit_Attribute(self, node: cst.Attribute) -> None:
         if node.attr.value == "logits":
             self.logits_accessed = True
+            self.marks.setdefault(self.scope, set()).add("logits")
 
     def visit_SimpleString(self, node: cst.SimpleString) -> None:
         if node.value.strip("'\"") == "logits":  # outputs["logits"]
             self.logits_accessed = True
+            self.marks.setdefault(self.scope, set()).add("logits")
 
     # -- calls ---------------------------------------------------------------------------------------
     def visit_Call(self, node: cst.Call) -> None:
@@ -306,6 +344,8 @@ class _Collector(cst.CSTVisitor):
         else:
             return
         keywords = {a.keyword.value for a in node.args if a.keyword is not None}
+        if short in LOSS_CALLS:
+            self.marks.setdefault(self.scope, set()).add(short)
         if short == "add_argument":
             self._record_argparse(node)
         if short == "endswith" and P.is_argv_suffix_test(node):
@@ -318,13 +358,21 @@ class _Collector(cst.CSTVisitor):
             or bool(keywords & INTERESTING_KWARGS)
         )
         if not interesting:
+            root = func.value if isinstance(func, cst.Name) else func.value.value \
+                if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) else None
+            if root is not None and root not in _BUILTINS and (isinstance(func, cst.Name) or root in self.imports) \
+                    and self.imports.get(root, ".").split(".")[0] not in NOT_REPOSITORY_MODULES:
+                # `get_model(model_args)`, `utils.load(...)`: followed when it is the repository's own code
+                self._keep_call(node, self.qualname(func) or short, short, None, self.hop_calls)
             return
         qualname = self.qualname(func) or short
         if receiver is not None and receiver not in self.imports:
             qualname = f"{receiver}.{short}"
-        self.raw_calls.append(_RawCall(node, qualname, short, receiver if receiver not in self.imports else None,
-                                       self._targets.get(id(node)), self.scope, self._span(node),
-                                       len(self.raw_calls), tuple(self._guards)))
+        self._keep_call(node, qualname, short, receiver if receiver not in self.imports else None, self.raw_calls)
+
+    def _keep_call(self, node: cst.Call, qualname: str, short: str, receiver: str | None, into: list) -> None:
+        into.append(_RawCall(node, qualname, short, receiver, self._targets.get(id(node)), self.scope,
+                             self._span(node), len(self.raw_calls) + len(self.hop_calls), tuple(self._guards)))
         for arg in node.args:
             if arg.keyword is not None:
                 self._keyword_spans[id(arg)] = self._span(arg)
@@ -411,6 +459,8 @@ class _Resolver:
         value, via, origin = raw
         if isinstance(value, Param):
             return Value("param", value, value.span, "param")
+        if isinstance(value, (Arg, Cond)):
+            return Value("param", value, origin or span, "param")
         return known(value, origin or span, via)
 
     def _eval(self, node: cst.BaseExpression, scope: str, depth: int):
@@ -467,7 +517,28 @@ class _Resolver:
             return self._call(node, scope, depth)
         if isinstance(node, cst.Subscript):
             return self._subscript(node, scope, depth)
+        if isinstance(node, cst.IfExp):
+            return self._ifexp(node, scope, depth)
         return _NOPE
+
+    def _ifexp(self, node: cst.IfExp, scope: str, depth: int):
+        """`"flash_attention_2" if args.flash_attn else "eager"`: one branch when the test is a constant, a Cond
+        when it is a parameter or an argument (a launch or a caller decides it), else unknown."""
+        test, negate = node.test, False
+        if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+            test, negate = test.expression, True
+        condition = self._eval(test, scope, depth + 1)
+        if condition is _NOPE:
+            return _NOPE
+        branches = (self.value(node.body, scope, self.c._span(node.body), depth + 1),
+                    self.value(node.orelse, scope, self.c._span(node.orelse), depth + 1))
+        if isinstance(condition[0], (Param, Arg, Cond)):
+            test_value = self.value(test, scope, None, depth + 1)
+            return Cond(test_value, *branches, negate=negate), "param", None
+        chosen = branches[0] if bool(condition[0]) != negate else branches[1]
+        if not chosen.known:
+            return _NOPE if chosen.unknown else (chosen.value, "param", chosen.origin)
+        return chosen.value, chosen.via, chosen.origin
 
     def _lookup(self, name: str, scope: str, depth: int):
         if name in self.c.imports:
@@ -476,6 +547,8 @@ class _Resolver:
             bound = self.c.bindings.get((candidate, name))
             if bound is None:
                 continue
+            if len(bound) == 1 and bound[0] is None and (candidate, name) in self.c.func_params:
+                return Arg(candidate, name), "param", None  # the caller decides it
             if len(bound) != 1 or bound[0] is None:
                 return _NOPE
             inner = self._eval(bound[0], candidate, depth + 1)
@@ -497,6 +570,9 @@ class _Resolver:
         if node.value.value in self.c.parsed_names:
             # read from the command line: symbolic until a launch (or the defaults) decides it
             return Param(node.value.value, attr), "param", None
+        owner = self._parameter_scope(node.value.value, scope)
+        if owner is not None:  # `model_args.model_name_or_path` where model_args is a parameter
+            return Arg(owner, node.value.value, attr), "param", None
         candidates = []
         for table, via in ((self.c.argparse_defaults, "argparse default"), (self.c.dataclass_fields,
                                                                            "dataclass default")):
@@ -517,6 +593,16 @@ class _Resolver:
         if len(results) != 1:
             return _NOPE
         return results.pop(), via, origin
+
+    def _parameter_scope(self, name: str, scope: str) -> str | None:
+        """The function whose (never rebound) parameter `name` is, seen from `scope`."""
+        for candidate in _enclosing_scopes(scope):
+            bound = self.c.bindings.get((candidate, name))
+            if bound is None:
+                continue
+            return candidate if len(bound) == 1 and bound[0] is None and (candidate, name) in self.c.func_params \
+                else None
+        return None
 
     def _dict(self, elements, scope: str, depth: int):
         out: dict = {}
@@ -643,7 +729,7 @@ def _enclosing_scopes(scope: str) -> list[str]:
         return [MODULE_SCOPE]
     parts = scope.split(".")
     out = [".".join(parts[:i]) for i in range(len(parts), 0, -1)]
-    return [s for s in out if not s.startswith("class ")] + [MODULE_SCOPE]
+    return [s for s in out if not s.split(".")[-1].startswith("class ")] + [MODULE_SCOPE]  # (not class bodies)
 
 
 def _library_of(qualname: str, short: str, star_imports: set[str], table: dict[str, str]) -> str | None:
@@ -694,7 +780,9 @@ def extract_facts(module: cst.Module, path: str, text: str,
 
     seq_evidence, batch_evidence, accum_evidence = _evidence(calls, args_objects, trainers, collector, resolver)
     pins = tuple(_pip_pins(text))
-    return ScriptFacts(
+    functions = tuple(_functions(collector, resolver))
+    hops = tuple(_hops(collector, resolver, calls, {f.scope for f in functions}))
+    return with_local_trainers(ScriptFacts(
         path=path,
         imports=tuple(sorted(collector.imports.items())),
         calls=tuple(calls),
@@ -707,9 +795,12 @@ def extract_facts(module: cst.Module, path: str, text: str,
         pip_pins=pins,
         logits_accessed=collector.logits_accessed,
         parsed_args_objects=tuple(sorted(collector.parsed_names)),
+        functions=functions,
+        hops=hops,
+        marks=tuple(sorted((scope, tuple(sorted(m))) for scope, m in collector.marks.items())),
         **collector.params.build(lambda node: resolver.value(node, MODULE_SCOPE) if node is not None else UNKNOWN,
                                  collector.literal_spans),
-    )
+    ))
 
 
 def _collect(module: cst.Module, text: str, starts: list[tuple[int, int]] | None) -> _Collector:
@@ -737,9 +828,15 @@ def _build_call(raw: _RawCall, resolver: _Resolver, c: _Collector) -> Call:
     kw_spans: list[tuple[str, Span]] = []
     kw_names: list[tuple[str, str | None]] = []
     opaque = False
+    splat = None
     for arg in raw.node.args:
         if arg.star == "*":
             opaque = True  # positional splat: positions after it are unknown
+            continue
+        if arg.star == "**" and isinstance(arg.value, cst.Name) and \
+                c.func_kwstar.get(raw.scope) == arg.value.value and splat is None:
+            splat = arg.value.value  # the function's own **kwargs: what its caller passes (facts/inline.py);
+            opaque = True  # until a caller is followed, any keyword may be set
             continue
         if arg.star == "**":
             unpacked = resolver.value(arg.value, raw.scope)
@@ -771,6 +868,7 @@ def _build_call(raw: _RawCall, resolver: _Resolver, c: _Collector) -> Call:
         if condition.state == "param" or condition.known:
             guards.append((condition, branch != negate))
     return Call(
+        kw_splat=splat,
         guards=tuple(guards),
         last_arg=last_end,
         trailing_comma=trailing_comma,
@@ -966,3 +1064,42 @@ def _pip_pins(text: str):
     for line in PIP_RE.findall(text):
         for name, spec in PIN_RE.findall(line):
             yield name, re.sub(r"\s+", "", spec)
+
+
+def _functions(c: _Collector, resolver: _Resolver):
+    """Each function (and method) the file defines, with its parameters' defaults, for the calls that bind them."""
+    for scope, node in c.function_nodes:
+        outer = scope.rpartition(".")[0] if "." in scope else MODULE_SCOPE
+        params = [*node.params.posonly_params, *node.params.params]
+        is_method = scope.split(".")[-2:-1] and scope.split(".")[-2].startswith("class ")
+        static = any(_dotted(d.decorator) == "staticmethod" for d in node.decorators)
+        if is_method and not static and params:
+            params = params[1:]  # self / cls
+        out = []
+        for param in (*params, *node.params.kwonly_params):
+            default = UNSET if param.default is None else resolver.value(param.default, outer or MODULE_SCOPE)
+            out.append((param.name.value, default))
+        star = node.params.star_arg.name.value if isinstance(node.params.star_arg, cst.Param) else None
+        kwstar = node.params.star_kwarg.name.value if isinstance(node.params.star_kwarg, cst.Param) else None
+        yield FunctionDef(scope, tuple(out), len(params), star, kwstar, tuple(c.returns.get(scope, ())),
+                          c._span(node))
+
+
+def _hops(c: _Collector, resolver: _Resolver, calls: list[Call], defined: set[str]):
+    """Calls that may reach the repository's own functions or classes: a function or class defined in this
+    file, or a name imported from a module that is not a library's (followed later, if it is found)."""
+    classes = {f"class {name}" for name in c.params.class_names()}
+    for raw in (*c.raw_calls, *c.hop_calls):
+        root = raw.qualname.split(".")[0]
+        own = (raw.qualname in defined and raw.qualname != raw.scope) or f"class {raw.qualname}" in classes
+        imported = raw.qualname != raw.short or raw.short in c.imports
+        if not own and not (imported and root not in NOT_REPOSITORY_MODULES and "(" not in raw.qualname):
+            continue
+        if raw.receiver is not None and raw.receiver not in c.imports:
+            continue
+        for call in calls:  # an interesting call that is also a local one (`train(...)`) is built already
+            if call.span == raw.span and call.qualname == raw.qualname:
+                yield call
+                break
+        else:
+            yield _build_call(raw, resolver, c)

@@ -30,6 +30,7 @@ class Call:
     last_arg: Span | None = None  # the last argument (without its comma)
     trailing_comma: bool = False
     close_paren: Span | None = None  # the closing parenthesis
+    kw_splat: str | None = None  # `**kwargs` of the enclosing function's own `**kwargs` (a caller fills it)
     # `if training_args.gradient_checkpointing:` around the call: (condition, the branch it is in) pairs; a
     # condition that resolves, under a launch, to the other branch removes the call from the run.
     guards: tuple[tuple[Value, bool], ...] = ()
@@ -119,6 +120,10 @@ class TrainerCall:
     args_variable: str | None
     model_variable: str | None
     variable: str | None
+    # The repository's own subclass (`class MyTrainer(Trainer)`): its name, and how an overridden loss method
+    # treats the logits ("full" | "fused" | "other", the method, where it is); class_name is the library base.
+    subclass: str | None = None
+    loss_override: tuple[str, str, Span] | None = None
 
 
 @dataclass(frozen=True)
@@ -146,6 +151,46 @@ class Param:
 
     def __repr__(self) -> str:
         return f"<{self.obj}.{self.attr}>"
+
+
+@dataclass(frozen=True)
+class Arg:
+    """A value a function receives from its caller: parameter `name` of the function at `scope` (read whole,
+    or its attribute `attr`: `model_args.model_name_or_path`). Bound at each call site the facts can follow
+    (facts/inline.py); one that stays unbound is unknown."""
+
+    scope: str  # the function's scope: "get_model", "class Actor.__init__"
+    name: str
+    attr: str | None = None
+
+    def __repr__(self) -> str:
+        return f"<arg {self.scope}:{self.name}{'.' + self.attr if self.attr else ''}>"
+
+
+@dataclass(frozen=True)
+class Cond:
+    """`a if test else b` whose test is symbolic (a parameter or an argument): decided when the test is."""
+
+    test: "Value"
+    then: "Value"
+    orelse: "Value"
+    negate: bool = False  # `a if not test else b`
+
+    def __repr__(self) -> str:
+        return f"<{self.then!r} if {'not ' if self.negate else ''}{self.test!r} else {self.orelse!r}>"
+
+
+@dataclass(frozen=True)
+class FunctionDef:
+    """A function (or a class's `__init__`) the file defines: what a call to it binds."""
+
+    scope: str  # "get_model", "class Actor.__init__", "Outer.inner"
+    params: tuple[tuple[str, "Value"], ...]  # name, default (UNSET: none), in order, `self` excluded
+    positional: int  # how many of `params` may be passed by position
+    star: str | None = None  # *args
+    kwstar: str | None = None  # **kwargs
+    returns: tuple[str, ...] = ()  # the plain names it returns (`return model`)
+    span: Span | None = None  # the whole definition (evidence inside it goes with it)
 
 
 @dataclass(frozen=True)
@@ -208,6 +253,18 @@ class ScriptFacts:
     argparse_params: tuple[ArgparseParam, ...] = field(default=())
     parsed: tuple[ParsedObject, ...] = field(default=())
     json_argv_branch: bool = False  # `if len(sys.argv) == 2 and sys.argv[1].endswith(".json")`
+    # Following the repository's own code (facts/inline.py): the functions this file defines, the calls to
+    # functions and classes that may be defined in it or in a module of the repository, and, once followed,
+    # the modules reached and the call sites an inlined fact came through.
+    functions: tuple[FunctionDef, ...] = field(default=())
+    hops: tuple[Call, ...] = field(default=())
+    modules: tuple[str, ...] = field(default=())  # files followed (paths as given to the follower)
+    chains: tuple[tuple[Span, tuple[Span, ...]], ...] = field(default=())  # inlined call span -> call sites
+    # per function scope, what it does with logits: "logits" (reads `.logits`) and the loss calls it makes
+    marks: tuple[tuple[str, tuple[str, ...]], ...] = field(default=())
+
+    def function(self, scope: str) -> FunctionDef | None:
+        return next((f for f in self.functions if f.scope == scope), None)
 
     @property
     def declares_parameters(self) -> bool:

@@ -5,41 +5,156 @@ unknown, as before."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 from functools import lru_cache
 from pathlib import Path
 
 from trainlint.diagnostics import Span
 from trainlint.facts.model import ClassDef, Evidence, Param, ScriptFacts
-from trainlint.facts.names import ACCUM_NAMES, BATCH_NAMES, SEQ_NAMES
+from trainlint.facts.names import ACCUM_NAMES, BATCH_NAMES, NOT_REPOSITORY_MODULES, SEQ_NAMES
 from trainlint.facts.values import Value
 
 
+
 def module_file(module: str, script: Path, root: Path) -> Path | None:
-    """The file of a dotted module: beside the script (a sibling import), under the root, or root/src."""
+    """The file of a dotted module of the repository (see find_module)."""
+    return find_module(module, script, root)
+
+
+def find_module(module: str, script: Path, root: Path) -> Path | None:
+    """The file of a dotted module, never a library's: relative to the script's package (`.actor`), beside
+    the script, under the repository root or its src/ layout, under the package folders pyproject.toml /
+    setup.py declare, or under a folder the script adds with `sys.path.insert/append`."""
+    if module.startswith("."):
+        level = len(module) - len(module.lstrip("."))
+        base = script.parent
+        for _ in range(level - 1):
+            base = base.parent
+        rest = module.lstrip(".")
+        return _in(base, Path(*rest.split(".")) if rest else None)
+    if not module or module.split(".")[0] in NOT_REPOSITORY_MODULES:
+        return None
     rel = Path(*module.split("."))
-    for base in (script.parent, root, root / "src"):
-        for candidate in (base / rel.with_suffix(".py"), base / rel / "__init__.py"):
-            if candidate.is_file():
-                return candidate
+    for base in (script.parent, *_search_path(script), root, *_package_roots(root)):
+        found = _in(base, rel)
+        if found is not None:
+            return found
     return None
 
 
+def _in(base: Path, rel: Path | None) -> Path | None:
+    candidates = (base / "__init__.py",) if rel is None else (base / rel.with_suffix(".py"), base / rel / "__init__.py")
+    for candidate in candidates:
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+_SYS_PATH = re.compile(r"sys\.path\.(?:insert\(\s*-?\d+\s*,|append\()\s*(.+)\)\s*$", re.M)
+
+
 @lru_cache(maxsize=256)
-def _module_classes(path: Path) -> tuple[ClassDef, ...]:
+def _search_path(script: Path) -> tuple[Path, ...]:
+    """Folders `sys.path.insert(0, ...)` / `.append(...)` adds: a literal path (relative to the script's
+    folder, as it is usually run from there), or one built from `__file__` (os.path / pathlib)."""
+    try:
+        text = script.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return ()
+    out = []
+    for match in _SYS_PATH.finditer(text):
+        folder = _path_expr(match.group(1).strip(), script)
+        if folder is not None and folder.is_dir():
+            out.append(folder)
+    return tuple(out)
+
+
+def _path_expr(expr: str, script: Path) -> Path | None:
+    import ast
+
+    try:
+        node = ast.parse(expr, mode="eval").body
+    except SyntaxError:
+        return None
+
+    def ev(n) -> Path | None:
+        if isinstance(n, ast.Constant) and isinstance(n.value, str):
+            return (script.parent / n.value).resolve() if not Path(n.value).is_absolute() else Path(n.value)
+        if isinstance(n, ast.Name) and n.id == "__file__":
+            return script.resolve()
+        if isinstance(n, ast.Call):
+            name = ast.unparse(n.func)
+            inner = [ev(a) for a in n.args]
+            if name in ("os.path.dirname", "dirname") and len(inner) == 1 and inner[0] is not None:
+                return inner[0].parent
+            if name in ("os.path.abspath", "os.path.realpath", "abspath", "realpath", "str", "Path",
+                        "pathlib.Path", "os.fspath") and len(inner) == 1 and inner[0] is not None:
+                return inner[0]
+            if name in ("os.path.join", "join") and inner and all(x is not None for x in inner[:1]):
+                parts = [a.value for a in n.args[1:] if isinstance(a, ast.Constant) and isinstance(a.value, str)]
+                if len(parts) != len(n.args) - 1:
+                    return None
+                return (inner[0].joinpath(*parts)).resolve()
+            if isinstance(n.func, ast.Attribute) and n.func.attr in ("resolve", "absolute") and not n.args:
+                return ev(n.func.value)
+        if isinstance(n, ast.Attribute) and n.attr == "parent":
+            inner = ev(n.value)
+            return inner.parent if inner is not None else None
+        if isinstance(n, ast.BinOp) and isinstance(n.op, ast.Div):
+            left = ev(n.left)
+            if left is not None and isinstance(n.right, ast.Constant) and isinstance(n.right.value, str):
+                return (left / n.right.value).resolve()
+        return None
+
+    return ev(node)
+
+
+@lru_cache(maxsize=64)
+def _package_roots(root: Path) -> tuple[Path, ...]:
+    """root/src, and the folders pyproject.toml (setuptools `where` / `package-dir`, poetry `from`) or setup.py
+    (`package_dir={"": "lib"}`, `find_packages("lib")`) declare the packages in."""
+    found = [root / "src"]
+    texts = []
+    for name in ("pyproject.toml", "setup.py", "setup.cfg"):
+        try:
+            texts.append((root / name).read_text(encoding="utf-8", errors="replace"))
+        except OSError:
+            continue
+    for text in texts:
+        for pattern in (r"where\s*=\s*\[?\s*[\"']([^\"']+)[\"']", r"package[-_]dir\s*=\s*\{\s*[\"']{2}\s*[:=]\s*[\"']([^\"']+)",
+                        r"find_packages\(\s*[\"']([^\"']+)[\"']", r"from\s*=\s*[\"']([^\"']+)[\"']"):
+            for m in re.finditer(pattern, text):
+                folder = root / m.group(1)
+                if folder.is_dir() and folder not in found:
+                    found.append(folder)
+    return tuple(f for f in found if f.is_dir())
+
+
+@lru_cache(maxsize=256)
+def module_facts(path: Path) -> ScriptFacts | None:
+    """The facts of one repository module, read once per run; None when it cannot be read or parsed
+    (a C extension, a binary, a syntax error: its names stay unknown)."""
     from trainlint.facts import extract_facts
     from trainlint.source import Source, read_source
 
+    if path.suffix != ".py":
+        return None
     source = read_source(path)
     if not isinstance(source, Source):
-        return ()
+        return None
     import libcst as cst
 
     try:
         module = cst.parse_module(source.text)
-        return extract_facts(module, str(path), source.text).classes
-    except Exception:  # noqa: BLE001 - a module we cannot read leaves its classes unknown
-        return ()
+        return extract_facts(module, str(path), source.text)
+    except Exception:  # noqa: BLE001 - a module we cannot read stays unknown, never an error
+        return None
+
+
+def _module_classes(path: Path) -> tuple[ClassDef, ...]:
+    facts = module_facts(path)
+    return facts.classes if facts is not None else ()
 
 
 def with_imported_classes(facts: ScriptFacts, script: Path, root: Path, display) -> ScriptFacts:
@@ -104,4 +219,6 @@ def _located(value: Value, file: str) -> Value:
 
 
 def clear_cache() -> None:
-    _module_classes.cache_clear()
+    module_facts.cache_clear()
+    _search_path.cache_clear()
+    _package_roots.cache_clear()

@@ -48,3 +48,11 @@ ACCUM_NAMES = {"gradient_accumulation_steps", "accumulation_steps", "grad_accum_
 PIP_RE = re.compile(r"pip3?\s+install\s+([^\n#]*)")
 PIN_RE = re.compile(r"""['"]?(transformers|trl|peft|torch|accelerate)\s*((?:[=<>!~]=?|===)\s*[\w.*]+(?:\s*,\s*(?:[=<>!~]=?)\s*[\w.*]+)*)""")
 
+
+
+# Imports that are never the repository's own code: the standard library and the libraries trainlint models
+NOT_REPOSITORY_MODULES = frozenset(getattr(__import__("sys"), "stdlib_module_names", ())) | {
+    "transformers", "trl", "peft", "torch", "accelerate", "datasets", "deepspeed", "numpy", "bitsandbytes",
+    "liger_kernel", "unsloth", "wandb", "tqdm", "fire", "yaml", "evaluate", "sklearn", "pandas", "safetensors",
+    "huggingface_hub", "tokenizers", "sentencepiece", "einops", "flash_attn", "vllm", "ray", "omegaconf",
+    "hydra", "lightning", "pytorch_lightning", "torchvision", "torchaudio", "scipy", "requests", "jsonlines"}

@@ -114,6 +114,9 @@ class ParamCollector:
     def class_started(self, name: str, bases: list[str]) -> None:
         self._classes[name] = (bases, [])
 
+    def class_names(self) -> list[str]:
+        return list(self._classes)
+
     def field(self, cls: str, name: str, annotation, default, has_value: bool) -> None:
         if cls in self._classes:
             self._classes[cls][1].append((name, annotation, default, has_value))

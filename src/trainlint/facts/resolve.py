@@ -5,13 +5,14 @@ ArgsObjects the rules read like a `TrainingArguments(...)` call."""
 
 from __future__ import annotations
 
-from dataclasses import fields, is_dataclass, replace
+from dataclasses import is_dataclass, replace
 from typing import Any
 
 from trainlint.diagnostics import Span
-from trainlint.facts.model import PEFT_CONFIG, ArgsObject, Call, ClassDef, Evidence, Param, ParsedObject, ScriptFacts
+from trainlint.facts.model import (PEFT_CONFIG, Arg, ArgsObject, Call, ClassDef, Cond, Evidence, Param,
+                                    ParsedObject, ScriptFacts)
 from trainlint.facts.names import ARGS_CLASSES
-from trainlint.facts.values import UNKNOWN, Value
+from trainlint.facts.values import UNKNOWN, Value, map_fields
 from trainlint.knowledge.versions import Versions
 from trainlint.launch.model import Launch
 
@@ -78,14 +79,28 @@ class Resolver:
     # -- whole facts ----------------------------------------------------------------------------------
     def value(self, v: Value) -> Value:
         if v.state == "param":
+            if isinstance(v.value, Cond):
+                return self._cond(v.value)
+            if not isinstance(v.value, Param):
+                return UNKNOWN  # an argument no followed caller passes (facts/inline.py)
             resolved = self.param(v.value)
             return self.value(resolved) if resolved.state == "param" else resolved
         if v.known and isinstance(v.value, (dict, list)) and _has_param(v.value):
             return Value(v.state, self._inner(v.value), v.origin, v.via)
         return v
 
+    def _cond(self, cond: Cond) -> Value:
+        """`a if test else b`: the branch the resolved test picks; unknown while the test is."""
+        test = self.value(cond.test)
+        then, orelse = self.value(cond.then), self.value(cond.orelse)
+        if test.known:
+            return then if bool(test.value) != cond.negate else orelse
+        if then.known and orelse.known and then.value == orelse.value and type(then.value) is type(orelse.value):
+            return then
+        return UNKNOWN
+
     def _inner(self, item):
-        if isinstance(item, Param):
+        if isinstance(item, (Param, Arg, Cond)):
             value = self.value(Value("param", item))
             return value.value if value.known else UNKNOWN
         if isinstance(item, dict):
@@ -102,13 +117,7 @@ class Resolver:
         if is_dataclass(obj) and not isinstance(obj, (type, Span, ScriptFacts)):
             key = id(obj)
             if key not in self._memo:
-                changes = {}
-                for f in fields(obj):
-                    old = getattr(obj, f.name)
-                    new = self.walk(old)
-                    if new is not old:
-                        changes[f.name] = new
-                self._memo[key] = replace(obj, **changes) if changes else obj
+                self._memo[key] = map_fields(obj, self.walk)
             return self._memo[key]
         return obj
 
@@ -171,7 +180,7 @@ class Resolver:
 
 
 def _has_param(item) -> bool:
-    if isinstance(item, Param):
+    if isinstance(item, (Param, Arg, Cond)):
         return True
     if isinstance(item, dict):
         return any(_has_param(x) for x in item.values())

@@ -54,3 +54,16 @@ def known(value: Any, origin: Span | None = None, via: str = "literal") -> Value
 
 def library_default(value: Any) -> Value:
     return Value("known", value, None, "library default")
+
+
+def map_fields(obj, walk):
+    """`obj` (a frozen dataclass) with `walk` applied to each field; `obj` itself when nothing changed."""
+    from dataclasses import fields, replace
+
+    changes = {}
+    for f in fields(obj):
+        old = getattr(obj, f.name)
+        new = walk(old)
+        if new is not old:
+            changes[f.name] = new
+    return replace(obj, **changes) if changes else obj

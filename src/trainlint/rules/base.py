@@ -32,12 +32,22 @@ class Rule:
             where = span
         launched = ((ctx.launch.file, ctx.launch.span, "launched here"),) if ctx.launch.file and ctx.launch.span \
             else ()
+        calls = ctx.call_path(span)  # reached through the repository's own functions: the call sites
+        hops = tuple((s.file or ctx.display, s.local(), "reached through this call") for s in calls)
+        first = next((v.origin for v in deciding if v is not None and v.origin is not None), None)
+        if first is not None and not first.file and span.file in ctx.facts.modules and calls and \
+                not calls[0].file and calls[0].line <= first.line <= calls[0].end_line:
+            # a fact of a followed module decided by a value the script passes it (`train(attn="eager")`)
+            return Diagnostic(self.code, self.name, message, ctx.display, first.local(), url,
+                              related=((span.file, span.local(), "where the value is used"),) + hops + launched)
         if where is not None and where.file != ctx.display:
-            script_span = span if not span.file else ctx.launch_anchor
-            related = ((ctx.display, script_span.local(), "the script this value reaches"),) + launched
+            script_span = span if not span.file else calls[0] if calls and not calls[0].file else ctx.launch_anchor
+            related = ((ctx.display, script_span.local(), "the script this value reaches"),) + hops[1 if calls and
+                                                                                                 not calls[0].file
+                                                                                                 else 0:] + launched
             return Diagnostic(self.code, self.name, f"{ctx.display}: {message}", where.file, where.local(), url,
                               related=tuple(r for r in related if r[0] != where.file or r[1] != where.local()))
-        return Diagnostic(self.code, self.name, message, ctx.display, span.local(), url, related=launched)
+        return Diagnostic(self.code, self.name, message, ctx.display, span.local(), url, related=hops + launched)
 
 
 REGISTRY: dict[str, Rule] = {}

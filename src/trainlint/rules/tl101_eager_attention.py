@@ -6,7 +6,7 @@ Docs: rules/TL101.md. Library facts: trainlint/knowledge/libraries.py (default_a
 from __future__ import annotations
 
 from trainlint.context import FileContext
-from trainlint.edits import launch_value_fix, make_fix, quote_of, replace, set_keyword
+from trainlint.edits import literal_in, launch_value_fix, make_fix, quote_of, replace, set_keyword
 from trainlint.facts import ModelLoad
 from trainlint.knowledge import libraries
 from trainlint.knowledge.models import ModelSpec
@@ -118,6 +118,10 @@ def _fix(ctx: FileContext, model: ModelLoad, softcapped: bool) -> dict | None:
     if impl.known:
         if impl.via == "literal":
             span = model.call.kw_span("attn_implementation")
+            if span is not None and span.file and impl.origin is not None and not impl.origin.file:
+                # the load is in a followed module; the literal is what this script passes it
+                literal = literal_in(ctx.text, impl.origin)
+                return make_fix(applicability, message, replace(literal, value)) if literal else None
             return make_fix(applicability, message, replace(span, f"attn_implementation={value}")) if span else None
         if impl.via in ("constant", "argparse default", "dataclass default") and impl.origin is not None:
             return make_fix(applicability, f"{message} where the value is defined ({impl.via})",

@@ -70,7 +70,20 @@ def _diagnose(self: Rule, ctx: FileContext, model: ModelLoad | None, span: Span,
                            model.model_id if model is not None else None)
 
 
+def _override_diagnostic(self: Rule, ctx: FileContext, trainer: TrainerCall):
+    """The repository's own trainer overrides the loss: it decides, whatever the base class would do."""
+    kind, method, span = trainer.loss_override
+    if kind != "full":
+        return None  # fused (Liger / cut-cross-entropy), or an override that is not read: say nothing
+    return _diagnose(self, ctx, ctx.model_for(trainer.model_variable), span,
+                     f"{trainer.subclass}.{method} computes a cross-entropy over the model's full logits",
+                     "compute the loss with a fused linear cross-entropy (Liger's LigerFusedLinearCrossEntropyLoss or "
+                     "cut-cross-entropy's linear_cross_entropy) on the hidden states, or in chunks")
+
+
 def _trainer_diagnostic(self: Rule, ctx: FileContext, trainer: TrainerCall):
+    if trainer.loss_override is not None:
+        return _override_diagnostic(self, ctx, trainer)
     args = ctx.trainer_args(trainer)
     if args is None and ctx.trainer_args_opaque(trainer):
         return None  # arguments come from the command line or elsewhere: use_liger_kernel may be set there
