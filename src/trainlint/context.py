@@ -41,7 +41,8 @@ class FileContext:
             return spec_from_inline(model.config_class, {k: v.value for k, v in model.inline_config if v.known},
                                     model.class_name)
         if model.model_id.known and isinstance(model.model_id.value, str):
-            spec = lookup_model(model.model_id.value, self.path.parent, model.class_name)
+            spec = lookup_model(model.model_id.value, self.path.parent, model.class_name, self.settings.models,
+                                self.settings.root)
             if spec is not None:
                 return spec
         if model.kind != "trainer_string" and not model.class_name.startswith("Auto"):
@@ -232,6 +233,8 @@ class FileContext:
                 ident = model.model_id.value if model.model_id.known else "<unresolved>"
                 lines.append(f"model at {where}: {ident}: model unknown (rules that need its size say less)")
             else:
+                if spec.assumed_from:
+                    lines.append(f"model at {where}: {model.model_id.value}: {spec.assumed_from}")
                 lines.append(f"model at {where}: {spec.describe()}")
         lines.append(f"sequence length: {_describe(self.seq_len)}; batch per device: {_describe(self.batch)}")
         if "base" in self.__dict__:
