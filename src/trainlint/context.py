@@ -12,7 +12,7 @@ from trainlint.facts import ArgsObject, Call, ModelLoad, ScriptFacts, TrainerCal
 from trainlint.diagnostics import Span
 from trainlint.facts.values import UNKNOWN, UNSET, library_default
 from trainlint.knowledge import libraries
-from trainlint.knowledge.models import ModelSpec, class_only_spec, lookup_model, spec_from_inline
+from trainlint.knowledge.models import ModelSpec, class_only_spec, lookup_model, main_input_for, spec_from_inline
 from trainlint.knowledge.versions import Versions
 from trainlint.launch.model import Launch
 
@@ -47,6 +47,8 @@ class FileContext:
                 return spec
         if model.kind != "trainer_string" and not model.class_name.startswith("Auto"):
             return class_only_spec(model.class_name)
+        if model.class_name.startswith("Auto") and main_input_for(None, model.class_name) != "input_ids":
+            return class_only_spec(model.class_name)  # AutoModelForImageClassification: pixel_values all the same
         return None
 
     def spec(self, model: ModelLoad) -> ModelSpec | None:
