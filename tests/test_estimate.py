@@ -85,7 +85,7 @@ def test_estimate_command_text_json_and_verdict():
     assert "SDPA / flash attention" in r.stdout
     data = json.loads(run("examples/sft_llama3_long_context.py", "--gpu", "24GB", "--format", "json").stdout)
     assert set(data["consumers"]) == {"weights", "gradients", "optimizer", "activations", "logits", "attention"}
-    assert data["gpu"] == {"name": "24GB", "bytes": 24 * 1024**3} and data["fits"] is False
+    assert data["gpu"] == {"name": "24 GiB", "bytes": 24 * 1024**3, "gib": 24.0} and data["fits"] is False
     assert data["levers"][0]["saves"] >= data["levers"][-1]["saves"]
     c = data["consumers"]
     # checkpointing: the recomputed layer's eager backward holds about twice its saved scores

@@ -31,6 +31,7 @@ class Settings:
     large_vocab: int = 100_000
     gpu: str | None = None
     versions: tuple[tuple[str, str], ...] = ()
+    models: tuple[tuple[str, str], ...] = ()  # [tool.trainlint.models]: private id or path -> catalog id or config
     fix_attention: str = "sdpa"  # what TL101's fix sets
     per_file_timeout: float = 10.0  # seconds; a pathological file cannot stall a pre-commit hook
     diff_base: str = "HEAD"  # TL401 compares each file with its version at this git ref
@@ -73,7 +74,7 @@ def from_table(table: dict, root: Path, source: str) -> Settings:
     s = Settings(root=root, source=source)
     known = {"select", "ignore", "extend-select", "per-file-ignores", "exclude", "long-context", "large-vocab", "gpu",
              "versions", "diff-base", "fix-attention",
-             "per-file-timeout", "follow-hops"}
+             "per-file-timeout", "follow-hops", "models"}
     for key in table:
         if key not in known:
             raise ConfigError(f"{source}: unknown key `{key}` in [tool.trainlint]; known keys: "
@@ -138,7 +139,24 @@ def from_table(table: dict, root: Path, source: str) -> Settings:
             if not isinstance(ver, str) or not re.fullmatch(r"\d+(\.\d+){0,2}", ver):
                 raise ConfigError(f"`versions.{lib}` must be a version such as \"4.57.6\", got {ver!r}")
         changes["versions"] = tuple(sorted(versions.items()))
+    if "models" in table:
+        changes["models"] = _models(table["models"], root)
     return replace(s, **changes)
+
+
+def _models(value: object, root: Path) -> tuple[tuple[str, str], ...]:
+    """`models = { "my-org/private-7b" = "meta-llama/Llama-3.1-8B", "./ckpt" = "configs/ckpt.json" }`."""
+    from trainlint.knowledge.models import declared_target_problem
+
+    if not isinstance(value, dict):
+        raise ConfigError("`models` must be a table of model id or path = catalog id or config.json path")
+    for key, target in value.items():
+        if not isinstance(target, str) or not target.strip():
+            raise ConfigError(f"`models.{key}` must be a catalog id or a config.json path, got {target!r}")
+        problem = declared_target_problem(target, root)
+        if problem:
+            raise ConfigError(f"`models.{key}`: {problem}")
+    return tuple(value.items())
 
 
 def load_file(path: Path) -> Settings:

@@ -12,7 +12,7 @@ from trainlint.facts import ArgsObject, Call, ModelLoad, ScriptFacts, TrainerCal
 from trainlint.diagnostics import Span
 from trainlint.facts.values import UNKNOWN, UNSET, library_default
 from trainlint.knowledge import libraries
-from trainlint.knowledge.models import ModelSpec, class_only_spec, lookup_model, spec_from_inline
+from trainlint.knowledge.models import ModelSpec, class_only_spec, lookup_model, main_input_for, spec_from_inline
 from trainlint.knowledge.versions import Versions
 from trainlint.launch.model import Launch
 
@@ -42,11 +42,14 @@ class FileContext:
             return spec_from_inline(model.config_class, {k: v.value for k, v in model.inline_config if v.known},
                                     model.class_name)
         if model.model_id.known and isinstance(model.model_id.value, str):
-            spec = lookup_model(model.model_id.value, self.path.parent, model.class_name)
+            spec = lookup_model(model.model_id.value, self.path.parent, model.class_name, self.settings.models,
+                                self.settings.root)
             if spec is not None:
                 return spec
         if model.kind != "trainer_string" and not model.class_name.startswith("Auto"):
             return class_only_spec(model.class_name)
+        if model.class_name.startswith("Auto") and main_input_for(None, model.class_name) != "input_ids":
+            return class_only_spec(model.class_name)  # AutoModelForImageClassification: pixel_values all the same
         return None
 
     def spec(self, model: ModelLoad) -> ModelSpec | None:
@@ -247,6 +250,8 @@ class FileContext:
                 ident = model.model_id.value if model.model_id.known else "<unresolved>"
                 lines.append(f"model at {where}: {ident}: model unknown (rules that need its size say less)")
             else:
+                if spec.assumed_from:
+                    lines.append(f"model at {where}: {model.model_id.value}: {spec.assumed_from}")
                 lines.append(f"model at {where}: {spec.describe()}")
         lines.append(f"sequence length: {_describe(self.seq_len)}; batch per device: {_describe(self.batch)}")
         if "base" in self.__dict__:

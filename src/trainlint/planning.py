@@ -11,6 +11,7 @@ from pathlib import Path
 from trainlint.context import FileContext
 from trainlint.facts import ModelLoad, Value, known
 from trainlint.facts.values import UNSET
+from trainlint.knowledge.heads import DEFAULT_NUM_LABELS, head_for
 from trainlint.knowledge.libraries import SOFTCAPPED
 from trainlint.memory import dtype_bytes
 from trainlint.memory.estimate import Geometry, Plan
@@ -72,7 +73,26 @@ def geometry(ctx: FileContext, model: ModelLoad, assumptions: list[str] | None =
     missing = [k for k, v in needed.items() if v is None]
     if missing:
         raise PlanError(f"model {spec.id}: its {', '.join(missing)} are not known ({spec.source})")
-    return Geometry(**needed, tied=bool(spec.tie_word_embeddings), softcap=spec.model_type in SOFTCAPPED)
+    width, per_token = head_logits(model, spec, assumptions)
+    return Geometry(**needed, tied=bool(spec.tie_word_embeddings), softcap=spec.model_type in SOFTCAPPED,
+                    head_width=width, head_per_token=per_token)
+
+
+def head_logits(model: ModelLoad, spec, assumptions: list[str]) -> tuple[int | None, bool]:
+    """(logits per row, a row per token?) for a non-LM head; (None, True) for the vocabulary."""
+    head = head_for(model.class_name, model.kind)
+    if head is None or head.kind == "vocab":
+        return None, True
+    if head.kind == "none":
+        return 0, False
+    labels = model.call.kw("num_labels")
+    if labels.known and isinstance(labels.value, int) and not isinstance(labels.value, bool) and labels.value > 0:
+        return labels.value, head.per_token
+    if spec.num_labels:
+        return spec.num_labels, head.per_token
+    assumptions.append(f"{model.class_name}: num_labels {DEFAULT_NUM_LABELS} (transformers' PretrainedConfig default; "
+                       f"neither the call nor the config sets it)")
+    return DEFAULT_NUM_LABELS, head.per_token
 
 
 def _dtype(ctx: FileContext, model: ModelLoad, notes: list[str]) -> tuple[int, int]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import os
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -48,6 +48,9 @@ class ModelSpec:
     source: str
     attn_logit_softcapping: float | None = None
     dtype: str | None = None  # the checkpoint's dtype from config.json ("bfloat16"), what dtype="auto" loads
+    architecture: str | None = None  # config.json `architectures[0]` (the class the checkpoint was saved from)
+    num_labels: int | None = None  # from config.json's id2label / num_labels, when it states them
+    assumed_from: str | None = None  # why this geometry was taken from another checkpoint (--verbose says it)
 
     def describe(self) -> str:
         def n(v: Any) -> str:
@@ -97,6 +100,11 @@ def spec_from_config(config: dict, model_id: str, source: str, class_name: str |
                              heads=heads, kv=kv, head_dim=head_dim, inter=inter,
                              params=config.get("num_parameters")).items()}
     tie = config.get("tie_word_embeddings", text.get("tie_word_embeddings"))
+    arch = config.get("architectures")
+    arch = arch[0] if isinstance(arch, list) and arch and isinstance(arch[0], str) else config.get("architecture")
+    labels = config.get("num_labels")
+    if not isinstance(labels, int) and isinstance(config.get("id2label"), dict):
+        labels = len(config["id2label"])
     return ModelSpec(
         id=model_id,
         model_type=outer_type,
@@ -113,6 +121,8 @@ def spec_from_config(config: dict, model_id: str, source: str, class_name: str |
         source=source,
         attn_logit_softcapping=_first(text, "attn_logit_softcapping"),
         dtype=_first(config, "dtype", "torch_dtype") if isinstance(_first(config, "dtype", "torch_dtype"), str) else None,
+        architecture=arch if isinstance(arch, str) else None,
+        num_labels=labels if isinstance(labels, int) and not isinstance(labels, bool) else None,
     )
 
 
@@ -155,15 +165,20 @@ def _read_config(path: Path) -> dict | None:
 _HUB_ID_RE = re.compile(r"^[\w.-]+(/[\w.-]+)?$")
 
 
-def lookup_model(model_id: str, script_dir: Path, class_name: str | None = None) -> ModelSpec | None:
-    """Geometry for a hub id or local path, from local files or the catalog only."""
+def lookup_model(model_id: str, script_dir: Path, class_name: str | None = None,
+                 declared: tuple[tuple[str, str], ...] = (), root: Path | None = None) -> ModelSpec | None:
+    """Geometry for a hub id or local path, from local files, the user's declarations or the catalog only.
+
+    Order: a local model directory; `[tool.trainlint.models]` (a private id or path mapped to a catalog id or a
+    config.json); the Hugging Face cache; the catalog; a derivative's name that embeds one catalog name."""
     if not model_id or len(model_id) > 300:
         return None
-    for base in (script_dir, Path.cwd()):
-        candidate = (base / model_id) if not os.path.isabs(model_id) else Path(model_id)
-        config = _read_config(candidate / "config.json") if candidate.is_dir() else None
-        if config is not None:
-            return spec_from_config(config, model_id, f"local {candidate / 'config.json'}", class_name)
+    spec = _local(model_id, script_dir, class_name)
+    if spec is not None:
+        return spec
+    target = _declared_target(model_id, script_dir, declared, root or Path.cwd())
+    if target is not None:
+        return _declared_spec(model_id, target, root or Path.cwd(), class_name)
     if _HUB_ID_RE.match(model_id) and "/" in model_id:
         for cache in _hf_cache_dirs():
             snapshots = cache / f"models--{model_id.replace('/', '--')}" / "snapshots"
@@ -172,13 +187,71 @@ def lookup_model(model_id: str, script_dir: Path, class_name: str | None = None)
                     config = _read_config(snap / "config.json")
                     if config is not None:
                         return spec_from_config(config, model_id, f"Hugging Face cache {snap}", class_name)
-    entry = _catalog().get(model_id.lower())
-    if entry is not None:
-        config = dict(entry)
-        config.setdefault("num_key_value_heads", entry.get("num_key_value_heads"))
-        return spec_from_config(config, model_id, f"bundled catalog ({entry.get('source', 'public config.json')})",
-                                class_name)
+    spec = _from_catalog(model_id, model_id, class_name)
+    if spec is not None or not _HUB_ID_RE.match(model_id):
+        return spec
+    from trainlint.knowledge.names import derive
+
+    derivation = derive(model_id, _catalog())
+    if derivation is None:
+        return None
+    spec = _from_catalog(derivation.base_id, model_id, class_name)
+    return replace(spec, assumed_from=derivation.reason) if spec is not None else None
+
+
+def _local(model_id: str, script_dir: Path, class_name: str | None) -> ModelSpec | None:
+    for base in (script_dir, Path.cwd()):
+        candidate = (base / model_id) if not os.path.isabs(model_id) else Path(model_id)
+        config = _read_config(candidate / "config.json") if candidate.is_dir() else None
+        if config is not None:
+            return spec_from_config(config, model_id, f"local {candidate / 'config.json'}", class_name)
     return None
+
+
+def _from_catalog(catalog_id: str, shown_id: str, class_name: str | None) -> ModelSpec | None:
+    entry = _catalog().get(catalog_id.lower())
+    if entry is None:
+        return None
+    return spec_from_config(dict(entry), shown_id, f"bundled catalog ({entry.get('source', 'public config.json')})",
+                            class_name)
+
+
+def _declared_target(model_id: str, script_dir: Path, declared: tuple[tuple[str, str], ...], root: Path) -> str | None:
+    for key, target in declared:
+        if key == model_id:
+            return target
+        if not _HUB_ID_RE.match(key) or key.startswith("."):  # a path: the same place, however it is spelled
+            try:
+                if (root / key).resolve() == (script_dir / model_id).resolve():
+                    return target
+            except (OSError, ValueError):
+                continue
+    return None
+
+
+def _declared_spec(model_id: str, target: str, root: Path, class_name: str | None) -> ModelSpec | None:
+    """A declared target: a catalog id, or a config.json (or a folder holding one) relative to the settings."""
+    spec = _from_catalog(target, model_id, class_name)
+    if spec is not None:
+        return replace(spec, assumed_from=f"declared in [tool.trainlint.models] as {target}")
+    path = root / target
+    path = path / "config.json" if path.is_dir() else path
+    config = _read_config(path)
+    if config is None:
+        return None
+    return replace(spec_from_config(config, model_id, f"declared config {path}", class_name),
+                   assumed_from=f"declared in [tool.trainlint.models] as {target}")
+
+
+def declared_target_problem(target: str, root: Path) -> str | None:
+    """Why a `[tool.trainlint.models]` target cannot be used (None when it can)."""
+    if target.lower() in _catalog():
+        return None
+    path = root / target
+    path = path / "config.json" if path.is_dir() else path
+    if _read_config(path) is not None:
+        return None
+    return f"{target!r} is neither a catalog id (`trainlint` knows {len(catalog_ids())}) nor a readable config.json"
 
 
 def spec_from_inline(config_class: str, kwargs: dict[str, Any], class_name: str) -> ModelSpec:

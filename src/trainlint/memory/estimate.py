@@ -46,6 +46,8 @@ class Geometry:
     params: int
     tied: bool = False
     softcap: bool = False  # attention and final-logit softcapping (Gemma 2)
+    head_width: int | None = None  # logits per row when the head is not the LM head (num_labels; 0: no head)
+    head_per_token: bool = True  # a row per token (False: one per example, e.g. sequence classification)
 
 
 @dataclass(frozen=True)
@@ -208,6 +210,9 @@ def logits_bytes(p: Plan) -> int:
     TRL's chunked loss is nearly constant; Liger's fused kernel keeps ~54 KB per token at h=4096."""
     g = p.geometry
     tokens = p.batch * p.seq
+    if g.head_width is not None:  # a classifier's num_labels-wide logits (knowledge/heads.py)
+        return loss_peak_bytes(p.batch, p.seq if g.head_per_token else 1, g.head_width, p.act_bytes,
+                               trainable_head=True, softcap=False) if g.head_width else 0
     full = loss_peak_bytes(p.batch, p.seq, g.vocab, p.act_bytes, trainable_head=not p.lora_r, softcap=g.softcap)
     if p.loss == "chunked":
         return int(min(CHUNKED_LOSS_BYTES, full))

@@ -7,6 +7,7 @@ import html
 import json
 from dataclasses import dataclass
 
+from trainlint.knowledge.gpus import GIB, describe_gpu, fmt_gib
 from trainlint.memory import fmt_bytes
 from trainlint.memory.estimate import CONSUMERS, Estimate
 
@@ -72,15 +73,16 @@ def describe_plan(r: Report) -> str:
 
 def _verdict(r: Report) -> str:
     if r.gpu is None:
-        return "no GPU given: pass --gpu (e.g. --gpu A100-80GB or --gpu 24GB) for a verdict"
+        return "no GPU given: pass --gpu (e.g. --gpu A100-80GB or --gpu 24GB, read as GiB) for a verdict"
     name, capacity = r.gpu
     need = r.estimate.peak + CUDA_OVERHEAD
+    gpu = describe_gpu(name, capacity)  # device memory in GiB, as the driver counts it (knowledge/gpus.py)
     if r.fits is None:
-        return (f"{name} ({fmt_bytes(capacity)}): cannot say: {', '.join(r.unknown)} unknown (pass --batch / --seq); "
-                f"without those it needs {fmt_bytes(need)}")
+        return (f"{gpu}: cannot say: {', '.join(r.unknown)} unknown (pass --batch / --seq); "
+                f"without those it needs {fmt_gib(need)}")
     if r.fits:
-        return f"{name} ({fmt_bytes(capacity)}): fits, with {fmt_bytes(capacity - need)} of headroom"
-    return f"{name} ({fmt_bytes(capacity)}): does NOT fit: needs {fmt_bytes(need - capacity)} more"
+        return f"{gpu}: fits, with {fmt_gib(capacity - need)} of headroom"
+    return f"{gpu}: does NOT fit: needs {fmt_gib(need - capacity)} more"
 
 
 def text(r: Report) -> str:
@@ -127,7 +129,7 @@ def as_json(r: Report) -> str:
         "peak_is_lower_bound": bool(r.unknown),
         "cuda_overhead": CUDA_OVERHEAD,
         "paged_optimizer": r.estimate.paged_optimizer,
-        "gpu": {"name": r.gpu[0], "bytes": r.gpu[1]} if r.gpu else None,
+        "gpu": {"name": r.gpu[0], "bytes": r.gpu[1], "gib": round(r.gpu[1] / GIB, 2)} if r.gpu else None,
         "fits": r.fits,
         "levers": [{"name": lv.name, "saves": lv.saves, "cost": lv.cost} for lv in r.estimate.levers],
         "assumptions": list(r.assumptions),

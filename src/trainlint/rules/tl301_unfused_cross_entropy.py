@@ -12,6 +12,7 @@ from trainlint.edits import make_fix, set_keyword
 from trainlint.diagnostics import Span
 from trainlint.facts import Call, ModelLoad, TrainerCall
 from trainlint.knowledge import libraries
+from trainlint.knowledge.heads import computes_vocab_logits
 from trainlint.memory import dtype_bytes, fmt_bytes, logits_bytes, loss_peak_bytes
 from trainlint.rules.base import Rule, rule
 
@@ -62,6 +63,8 @@ def _cost(ctx: FileContext, model: ModelLoad, vocab: int) -> str:
 
 
 def _diagnose(self: Rule, ctx: FileContext, model: ModelLoad | None, span: Span, what: str, fix: str):
+    if model is not None and not computes_vocab_logits(model.class_name, model.kind):
+        return None  # a classification / QA head (or none): its logits are num_labels wide, not the vocabulary
     spec = ctx.spec(model) if model is not None else None
     vocab = spec.vocab_size if spec is not None else None
     if vocab is None or vocab < ctx.settings.large_vocab:
