@@ -389,3 +389,37 @@ def test_framework_pin_chooses_the_release_and_its_transformers(tmp_path):
     assert ctx.mapped.release == "0.18.0"
     assert ctx.versions.transformers.version == "5.14.1"
     assert "axolotl 0.18.0 requires transformers==5.14.1" in ctx.versions.transformers.source
+
+
+def _page_yaml_examples():
+    import re
+
+    root = Path(__file__).resolve().parents[1] / "rules"
+    for page in sorted(root.glob("TL*.md")):
+        section = re.search(r"^## Framework configs\n(.*?)(?=^## )", page.read_text(), re.S | re.M)
+        assert section, f"{page.name}: no '## Framework configs' section"
+        for i, block in enumerate(re.findall(r"```yaml\n(.*?)```", section.group(1), re.S)):
+            m = re.match(r"# (TL\d+): (fires|does not fire)\n", block)
+            assert m, f"{page.name} block {i}: first line must say `# TLxxx: fires` or `# TLxxx: does not fire`"
+            yield pytest.param(m.group(1), block, m.group(2) == "fires", id=f"{page.stem}-yaml-{i}")
+
+
+@pytest.mark.parametrize(("code", "block", "fires"), list(_page_yaml_examples()))
+def test_rule_page_framework_examples_run(tmp_path, code, block, fires):
+    found = {d.code for d in _lint(_write(tmp_path, "config.yml", block))}
+    assert (code in found) is fires, f"{code} {'should' if fires else 'should not'} fire on:\n{block}\nfound {found}"
+    assert not found - {code}, f"other findings on a page example: {found}"
+
+
+def test_axolotl_gemma2_with_no_attention_key_follows_the_pinned_transformers(tmp_path):
+    """axolotl 0.19.0 pins transformers 5.16.1, where gemma2 still supports SDPA (its default); 5.21.0 dropped it."""
+    text = "base_model: google/gemma-2-2b\nsequence_len: 8192\nmicro_batch_size: 1\nbf16: auto\nplugins:\n" \
+           "  - axolotl.integrations.cut_cross_entropy.CutCrossEntropyPlugin\n"
+    path = _write(tmp_path, "ax.yml", text)
+    assert _lint(path) == []
+    (tmp_path / "requirements.txt").write_text("transformers==5.21.0\n")
+    diags = _lint(path)
+    assert [(d.code, d.span.line) for d in diags] == [("TL101", 1)]
+    assert "gemma2 falls back to eager in transformers 5.21.0" in diags[0].message
+    assert diags[0].fix["applicability"] == "unsafe" and "attn_implementation: flex_attention" in \
+        diags[0].fix["edits"][0]["content"]

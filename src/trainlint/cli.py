@@ -68,9 +68,9 @@ _JOBS = _Jobs()
 
 def _framework_config(path: Path) -> bool:
     """An axolotl / LLaMA-Factory config: estimated as the run it describes (frameworks/)."""
-    from trainlint.frameworks.check import looks_like_config
+    from trainlint.frameworks.check import is_framework_config
 
-    return looks_like_config(path)
+    return is_framework_config(path)
 
 
 def _settings(config: str | None) -> Settings:

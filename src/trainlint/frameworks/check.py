@@ -16,7 +16,7 @@ from trainlint.context import FileContext
 from trainlint.diagnostics import Diagnostic
 from trainlint.discovery import display as _display
 from trainlint.frameworks import knowledge as K
-from trainlint.frameworks.detect import LOOKS_LIKE, framework_of
+from trainlint.frameworks.detect import framework_of, looks_like
 from trainlint.frameworks.synth import Keys, Mapped
 from trainlint.knowledge.versions import PIN_FILES, Versions, decide_versions, installed_version
 from trainlint.launch.configs import read_config
@@ -124,7 +124,16 @@ def looks_like_config(path: Path, head: bytes | None = None) -> bool:
                 head = f.read(256 * 1024)
         except OSError:
             return False
-    return LOOKS_LIKE.search(head) is not None
+    return looks_like(head)
+
+
+def is_framework_config(path: Path) -> bool:
+    """A file given by name: it looks like one, and it loads as one (or does not load at all: then it is linted
+    for its TL005)."""
+    if not looks_like_config(path):
+        return False
+    reading = read_config(path)
+    return framework_of(reading) is not None or not reading.entries
 
 
 def _meta(code: str, display: str, message: str, line: int, col: int) -> Diagnostic:
@@ -153,7 +162,7 @@ def lint_config(path: Path, settings: Settings, codes: set[str], text: str | Non
     framework = framework_of(reading)
     result = FileResult(path, display)
     if framework is None:
-        if reading.entries or not LOOKS_LIKE.search(text.encode("utf-8", "surrogatepass")):
+        if reading.entries or not looks_like(text.encode("utf-8", "surrogatepass")):
             return None
         for problem in reading.problems[:1]:  # it looks like one and does not load
             result.diagnostics.append(_meta("TL005", display, f"cannot read this config: {problem.message}",

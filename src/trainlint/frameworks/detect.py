@@ -21,8 +21,15 @@ _AXOLOTL_MARKERS = frozenset({"sequence_len", "micro_batch_size", "datasets", "a
 _LUDWIG = frozenset({"input_features", "output_features"})
 _LF_MARKERS = frozenset({"stage", "finetuning_type", "template", "cutoff_len"})
 _LF_NOT_TRAINING = frozenset({"export_dir", "infer_backend"})
-# Cheap first look at the bytes (discovery reads only files that pass it): a top-level key of either.
+# Cheap first look at the bytes (discovery reads only files that pass both): the model key of either, and a
+# top-level key only their training configs have (a TRL recipe or an accelerate config has neither).
 LOOKS_LIKE = re.compile(rb"(?m)^(?:base_model|model_name_or_path)\s*:")
+MARKER = re.compile(rb"(?m)^(?:sequence_len|micro_batch_size|adapter|sample_packing|plugins|lora_r|stage"
+                    rb"|finetuning_type|template|cutoff_len)\s*:")
+
+
+def looks_like(head: bytes) -> bool:
+    return LOOKS_LIKE.search(head) is not None and MARKER.search(head) is not None
 
 
 def framework_of(reading: ConfigReading) -> str | None:

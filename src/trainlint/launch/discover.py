@@ -343,9 +343,9 @@ def expand_explicit(files: list[Path], settings: Settings) -> tuple[list[Path], 
 
 def _framework_config(path: Path) -> bool:
     """An axolotl / LLaMA-Factory config is linted as a file of its own (frameworks/), not only as what a launch reads."""
-    from trainlint.frameworks.check import looks_like_config
+    from trainlint.frameworks.check import is_framework_config
 
-    return looks_like_config(path)
+    return is_framework_config(path)
 
 
 def _launchers_naming(config: Path, settings: Settings) -> list[Path]:
