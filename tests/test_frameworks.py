@@ -423,3 +423,15 @@ def test_axolotl_gemma2_with_no_attention_key_follows_the_pinned_transformers(tm
     assert "gemma2 falls back to eager in transformers 5.21.0" in diags[0].message
     assert diags[0].fix["applicability"] == "unsafe" and "attn_implementation: flex_attention" in \
         diags[0].fix["edits"][0]["content"]
+
+
+def test_the_cache_follows_a_changed_framework_pin(tmp_path):
+    """dataset_num_proc is an axolotl 0.19.0 key that 0.12.0 does not have: the cached result must not survive
+    a pin that changes the release."""
+    _write(tmp_path, "ax.yml", AX_EAGER.replace("attn_implementation: eager", "attn_implementation: sdpa")
+           + "dataset_num_proc: 4\n")
+    assert _cli("check", "ax.yml", cwd=tmp_path).returncode == 0
+    assert _cli("check", "ax.yml", cwd=tmp_path).returncode == 0  # cached
+    (tmp_path / "requirements.txt").write_text("axolotl==0.12.0\n")
+    out = _cli("check", "ax.yml", cwd=tmp_path)
+    assert "TL007 dataset_num_proc is not an axolotl 0.12.0 config key" in out.stdout
