@@ -435,3 +435,31 @@ def test_the_cache_follows_a_changed_framework_pin(tmp_path):
     (tmp_path / "requirements.txt").write_text("axolotl==0.12.0\n")
     out = _cli("check", "ax.yml", cwd=tmp_path)
     assert "TL007 dataset_num_proc is not an axolotl 0.12.0 config key" in out.stdout
+
+
+@pytest.mark.parametrize("extra", [
+    "sequence_len: abc\n", "micro_batch_size: 0\n", "micro_batch_size: x\nbatch_size: 8\n", "plugins: liger\n",
+    "plugins:\n  - 3\n  - {a: 1}\n", "fsdp_config: [1, 2]\n", "lora_target_modules: 5\nadapter: lora\n",
+    "gradient_checkpointing: offload\n", "attn_implementation: 7\n", "attn_implementation:\n", "bf16: maybe\n",
+    "base: &b {x: 1}\nother: *b\n", "deepspeed: {zero_optimization: {stage: 3}}\n", "rl: ebft\n",
+    "adapter: [lora]\n", "1: 2\n", "model_type: 5\n",
+])
+def test_odd_axolotl_values_never_crash(tmp_path, extra):
+    text = "base_model: meta-llama/Llama-3.2-1B\nsequence_len: 4096\nmicro_batch_size: 2\n" + extra
+    diags = _lint(_write(tmp_path, "ax.yml", text))
+    assert "TL004" not in {d.code for d in diags}
+    out = _cli("estimate", "ax.yml", cwd=tmp_path)
+    assert "Traceback" not in out.stderr
+
+
+@pytest.mark.parametrize("extra", [
+    "cutoff_len: abc\n", "lora_target: [q_proj, v_proj]\n", "lora_target: 5\n", "flash_attn: 3\n",
+    "quantization_bit: '4'\n", "stage: unknown\n", "finetuning_type: [lora]\n", "per_device_train_batch_size: -1\n",
+    "use_unsloth: true\n", "disable_gradient_checkpointing: true\n",
+])
+def test_odd_llamafactory_values_never_crash(tmp_path, extra):
+    text = "model_name_or_path: meta-llama/Meta-Llama-3-8B-Instruct\nstage: sft\ntemplate: llama3\n" + extra
+    diags = _lint(_write(tmp_path, "lf.yaml", text))
+    assert "TL004" not in {d.code for d in diags}
+    out = _cli("estimate", "lf.yaml", cwd=tmp_path)
+    assert "Traceback" not in out.stderr

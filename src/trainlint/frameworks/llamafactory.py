@@ -105,7 +105,9 @@ def map_llamafactory(keys: Keys, path: Path, display: str, release: str, note: s
             calls.append(call("llamafactory.model.model_utils.checkpointing.enable_input_require_grads", {}, here, n,
                               receiver="model"))
         target = keys.raw("lora_target", K.LF_DEFAULTS["lora_target"])
-        targets = Value("known", "all-linear" if target == "all" else [t.strip() for t in str(target).split(",")],
+        # hparams/finetuning_args.py: a comma-separated string ("all": every linear layer); a YAML list is read as is
+        names = target if isinstance(target, list) else [t.strip() for t in str(target).split(",")]
+        targets = Value("known", "all-linear" if names == ["all"] else [str(t) for t in names],
                         keys.top["lora_target"].span if keys.has("lora_target") else None, ORIGIN)
         rank = keys.value("lora_rank")
         if rank.unset:
