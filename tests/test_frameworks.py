@@ -463,3 +463,12 @@ def test_odd_llamafactory_values_never_crash(tmp_path, extra):
     assert "TL004" not in {d.code for d in diags}
     out = _cli("estimate", "lf.yaml", cwd=tmp_path)
     assert "Traceback" not in out.stderr
+
+
+def test_axolotl_deepseek_v4_kernels_replace_the_eager_kernel(tmp_path):
+    text = AX_EAGER + "use_dsv4_kernels: true\n"
+    # without the KernelsPlugin listed its key has no effect: eager stays eager
+    assert [d.code for d in _lint(_write(tmp_path, "a.yml", text))] == ["TL101", "TL007"]
+    text = AX_EAGER.replace("  - axolotl.integrations.cut", "  - axolotl.integrations.kernels.KernelsPlugin\n"
+                            "      - axolotl.integrations.cut") + "use_dsv4_kernels: true\n"
+    assert _lint(_write(tmp_path, "b.yml", text)) == []

@@ -95,6 +95,11 @@ def map_axolotl(keys: Keys, path: Path, display: str, release: str, note: str) -
     if missing is not None:
         problems.append(missing)
     attention, attn_key = _attention(keys, release, problems)
+    if attention.is_("eager") and keys.raw("use_dsv4_kernels") is True and \
+            any(p.startswith(K.KERNELS_PLUGIN_PREFIX) for p in plugins):
+        # integrations/kernels/adapters/dsv4.py DSV4Adapter.pre_model_load -> patch_deepseek_v4_kernels(): the eager
+        # kernel is replaced by fused Triton ones that "never materialize the score matrix" (libs/dsv4/attention.py)
+        attention = Value("known", "deepseek_v4 fused kernels", attention.origin, "axolotl KernelsPlugin")
     anchor_key = attn_key if attn_key and keys.has(attn_key) else "base_model"
     anchor = keys.line_span(anchor_key) or Span.point(1)
     here = keys.line_span("base_model") or Span.point(1)

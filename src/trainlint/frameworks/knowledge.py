@@ -63,6 +63,7 @@ AXOLOTL_LOAD_TIME = {"fp8": "sdpa"}
 # --- axolotl: loss ---------------------------------------------------------------------------------------------------
 CCE_PLUGIN = "axolotl.integrations.cut_cross_entropy.CutCrossEntropyPlugin"
 LIGER_PLUGIN = "axolotl.integrations.liger.LigerPlugin"
+KERNELS_PLUGIN_PREFIX = "axolotl.integrations.kernels."  # use_dsv4_kernels: DeepSeek-V4's eager kernel replaced
 # 0.19.0 integrations/cut_cross_entropy/args.py CutCrossEntropyArgs: `cut_cross_entropy: Optional[bool] = True`,
 # so listing the plugin is enough; the plugin's pre_model_load calls `cce_patch(model_type)`.
 # 0.19.0 integrations/liger/args.py LigerArgs: `liger_fused_linear_cross_entropy: bool | None = None`: only an
