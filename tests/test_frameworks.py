@@ -100,6 +100,7 @@ def test_sample_tl301_lands_on_the_model_key_and_says_the_plugin():
     text = (SAMPLE / "axolotl/examples__gemma3__gemma-3-4b-qlora.yml").read_text().splitlines()
     assert text[d.span.line - 1].startswith("base_model:")
     assert "262,208-token vocabulary" in d.message and "CutCrossEntropyPlugin in plugins:" in d.message
+    assert d.message.startswith("axolotl's trainer (a transformers Trainer) computes an unfused cross-entropy")
     assert d.fix["applicability"] == "unsafe"
 
 
@@ -244,6 +245,7 @@ def test_llamafactory_liger_fuses_only_pt_and_sft(tmp_path):
     without = text.replace("enable_liger_kernel: true", "enable_liger_kernel: false")
     diags = _lint(_write(tmp_path, "lf.yaml", without))
     assert [d.code for d in diags] == ["TL301"] and "set enable_liger_kernel: true" in diags[0].message
+    assert diags[0].message.startswith("LLaMA-Factory's trainer (a Seq2SeqTrainer) computes an unfused")
     assert diags[0].fix["edits"][0]["content"] == "true"
     assert _lint(_write(tmp_path, "lf.yaml", without.replace("stage: sft", "stage: rm"))) == []
 
@@ -472,3 +474,14 @@ def test_axolotl_deepseek_v4_kernels_replace_the_eager_kernel(tmp_path):
     text = AX_EAGER.replace("  - axolotl.integrations.cut", "  - axolotl.integrations.kernels.KernelsPlugin\n"
                             "      - axolotl.integrations.cut") + "use_dsv4_kernels: true\n"
     assert _lint(_write(tmp_path, "b.yml", text)) == []
+
+
+def test_deepspeed_file_named_from_the_repository_root_counts_in_the_estimate(tmp_path):
+    (tmp_path / ".git").mkdir()
+    (tmp_path / "examples" / "deepspeed").mkdir(parents=True)
+    (tmp_path / "examples" / "deepspeed" / "ds_z3.json").write_text('{"zero_optimization": {"stage": 3}}')
+    (tmp_path / "configs").mkdir()
+    _write(tmp_path / "configs", "lf.yaml", LF.replace("disabled", "sdpa") + "deepspeed: examples/deepspeed/ds_z3.json\n")
+    out = _cli("estimate", "configs/lf.yaml", "--world-size", "8", cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert "zero3 over 8 GPU(s)" in out.stdout

@@ -13,7 +13,7 @@ from trainlint.diagnostics import Span
 from trainlint.facts.model import ArgsObject, Evidence, ModelLoad, ScriptFacts, TrainerCall
 from trainlint.facts.values import UNKNOWN, UNSET, Value
 from trainlint.frameworks import knowledge as K
-from trainlint.frameworks.synth import ORIGIN, Counter, Keys, Mapped, Problem, call, default
+from trainlint.frameworks.synth import ORIGIN, Counter, Keys, Mapped, Problem, call, default, local_file
 from trainlint.knowledge.versions import parse_version
 
 # axolotl 0.19.0 utils/schemas/enums.py RLType -> the TRL trainer core/builders/rl.py builds for it.
@@ -145,7 +145,7 @@ def map_axolotl(keys: Keys, path: Path, display: str, release: str, note: str) -
     if keys.raw("chunked_cross_entropy") is True:
         loss_chunked = True
 
-    args = _training_args(keys, here, n, adapter)
+    args = _training_args(keys, here, n, adapter, path)
     calls.append(args.call)
     rl = keys.raw("rl")
     trainer_name, library = ("Trainer", "transformers")
@@ -170,7 +170,7 @@ def map_axolotl(keys: Keys, path: Path, display: str, release: str, note: str) -
     return Mapped(K.AXOLOTL, release, note, facts, keys, problems, spelled, loss_chunked, "attn_implementation")
 
 
-def _training_args(keys: Keys, here: Span, n: Counter, adapter: object) -> ArgsObject:
+def _training_args(keys: Keys, here: Span, n: Counter, adapter: object, path: Path) -> ArgsObject:
     """The HF TrainingArguments axolotl builds (core/builders/causal.py), with the config's spans."""
     micro = keys.value("micro_batch_size")
     if micro.unset:
@@ -210,7 +210,7 @@ def _training_args(keys: Keys, here: Span, n: Counter, adapter: object) -> ArgsO
         "bf16": (bf16, keys.line_span("bf16")),
         "fp16": (keys.value("fp16"), keys.line_span("fp16")),
         "optim": (keys.value("optimizer"), keys.line_span("optimizer")),
-        "deepspeed": (keys.value("deepspeed"), keys.line_span("deepspeed")),
+        "deepspeed": (local_file(keys.value("deepspeed"), path), keys.line_span("deepspeed")),
         "fsdp": (fsdp, keys.line_span("fsdp_config")),
         "max_steps": (keys.value("max_steps"), keys.line_span("max_steps")),
     }

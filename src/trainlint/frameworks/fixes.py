@@ -111,6 +111,10 @@ def _tl101(diag: Diagnostic, mapped: Mapped, text: str, fix_attention: str, mode
 
 def _tl301(diag: Diagnostic, mapped: Mapped, text: str, model_type: str | None) -> Diagnostic:
     keys = mapped.keys
+    # the trainer the framework builds, named as the user knows it
+    trainer = "LLaMA-Factory's trainer (a Seq2SeqTrainer)" if mapped.framework == K.LLAMAFACTORY else \
+        "axolotl's trainer (a transformers Trainer)"
+    diag = dc_replace(diag, message=re.sub(r"^(Seq2SeqTrainer|Trainer) computes", f"{trainer} computes", diag.message))
     if mapped.framework == K.LLAMAFACTORY:
         supported = model_type in K.LF_LIGER_TYPES
         advice = ("set enable_liger_kernel: true (LLaMA-Factory then fuses the loss for stage pt/sft; needs the "

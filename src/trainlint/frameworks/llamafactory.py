@@ -15,7 +15,7 @@ from trainlint.facts.model import ArgsObject, Evidence, ModelLoad, ScriptFacts, 
 from trainlint.facts.values import UNKNOWN, UNSET, Value
 from trainlint.frameworks import knowledge as K
 from trainlint.frameworks.axolotl import model_path_problem
-from trainlint.frameworks.synth import ORIGIN, Counter, Keys, Mapped, Problem, call, default
+from trainlint.frameworks.synth import ORIGIN, Counter, Keys, Mapped, Problem, call, default, local_file
 
 
 def _model_type(model_id: object, path: Path) -> str | None:
@@ -117,7 +117,7 @@ def map_llamafactory(keys: Keys, path: Path, display: str, release: str, note: s
                                                   "target_modules": (targets, None)}, here, n, target="lora_config"))
         calls.append(call("peft.get_peft_model", {}, here, n, target="model"))
 
-    args = _training_args(keys, here, n, unsloth)
+    args = _training_args(keys, here, n, unsloth, path)
     calls.append(args.call)
     trainer_name, library = K.LF_TRAINERS.get(stage, (f"{stage}Trainer", "llamafactory"))
     trainer_call = call(f"{library}.{trainer_name}", {}, here, n, target="trainer")
@@ -133,7 +133,7 @@ def map_llamafactory(keys: Keys, path: Path, display: str, release: str, note: s
     return Mapped(K.LLAMAFACTORY, release, note, facts, keys, problems, {}, False, "flash_attn")
 
 
-def _training_args(keys: Keys, here: Span, n: Counter, unsloth: bool) -> ArgsObject:
+def _training_args(keys: Keys, here: Span, n: Counter, unsloth: bool, path: Path) -> ArgsObject:
     gc = Value("known", keys.raw("disable_gradient_checkpointing") is not True,
                keys.top["disable_gradient_checkpointing"].span if keys.has("disable_gradient_checkpointing") else None,
                ORIGIN if keys.has("disable_gradient_checkpointing") else "LLaMA-Factory default (checkpointing on)")
@@ -141,6 +141,7 @@ def _training_args(keys: Keys, here: Span, n: Counter, unsloth: bool) -> ArgsObj
     names = ("per_device_train_batch_size", "gradient_accumulation_steps", "auto_find_batch_size", "bf16", "fp16",
              "optim", "deepspeed", "fsdp", "max_steps", "use_liger_kernel")
     kwargs = {name: (keys.value(name), keys.line_span(name)) for name in names}
+    kwargs["deepspeed"] = (local_file(keys.value("deepspeed"), path), keys.line_span("deepspeed"))
     if unsloth:
         kwargs["use_liger_kernel"] = (UNKNOWN, None)
     kwargs["gradient_checkpointing"] = (gc, keys.line_span("disable_gradient_checkpointing"))

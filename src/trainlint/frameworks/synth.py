@@ -7,6 +7,7 @@ it builds, `enable_input_require_grads()`): `qualname` names the framework funct
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from trainlint.diagnostics import Span
@@ -54,6 +55,22 @@ class Keys:
         if entry.span.line == entry.key_span.line:
             return Span(entry.key_span.line, entry.key_span.col, entry.span.end_line, entry.span.end_col)
         return entry.key_span
+
+
+def local_file(value: Value, config: Path) -> Value:
+    """A relative file a config names (`deepspeed: examples/deepspeed/ds_z3_config.json`) is opened from the folder
+    the framework runs in, usually the repository root: found beside the config or in a folder above it (up to the
+    git top level), the value becomes that absolute path, keeping its span."""
+    if not value.known or not isinstance(value.value, str) or Path(value.value).is_absolute():
+        return value
+    folder = config.resolve().parent
+    while True:
+        candidate = folder / value.value
+        if candidate.is_file():
+            return Value("known", str(candidate), value.origin, value.via)
+        if (folder / ".git").exists() or folder.parent == folder:
+            return value
+        folder = folder.parent
 
 
 class Counter:
