@@ -485,3 +485,43 @@ def test_deepspeed_file_named_from_the_repository_root_counts_in_the_estimate(tm
     out = _cli("estimate", "configs/lf.yaml", "--world-size", "8", cwd=tmp_path)
     assert out.returncode == 0, out.stderr
     assert "zero3 over 8 GPU(s)" in out.stdout
+
+
+def test_checking_framework_configs_imports_no_training_library(tmp_path):
+    heavy = ("torch", "transformers", "peft", "trl", "accelerate", "datasets", "axolotl", "llamafactory")
+    _write(tmp_path, "ax.yml", AX_EAGER)
+    _write(tmp_path, "lf.yaml", LF)
+    probe = ("import sys\nfrom trainlint.cli import main\ntry:\n"
+             f"    main(['check', '--no-cache', {str(tmp_path)!r}])\nexcept SystemExit as e:\n    code = e.code\n"
+             f"print('HEAVY', sorted(m for m in sys.modules if m.split('.')[0] in {heavy!r}), 'EXIT', code)\n")
+    r = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert "HEAVY [] EXIT 1" in r.stdout, r.stdout + r.stderr[-2000:]
+
+
+def test_yaml_tags_are_never_constructed(tmp_path):
+    marker = tmp_path / "ran"
+    text = (f"base_model: !!python/object/apply:os.system ['touch {marker}']\nsequence_len: 4096\n"
+            "micro_batch_size: 1\n")
+    (tmp_path / "ax.yml").write_text(text)
+    out = _cli("check", "ax.yml", cwd=tmp_path)
+    assert not marker.exists()
+    assert "TL005" in out.stdout and out.returncode == 1
+
+
+def test_fix_keeps_crlf_line_endings_and_a_bom(tmp_path):
+    text = textwrap.dedent(LF).replace("\n", "\r\n")
+    path = tmp_path / "lf.yaml"
+    path.write_bytes(b"\xef\xbb\xbf" + text.encode())
+    out = _cli("check", "--fix", "lf.yaml", cwd=tmp_path)
+    assert out.returncode == 0, out.stdout + out.stderr
+    data = path.read_bytes()
+    assert data.startswith(b"\xef\xbb\xbf") and b"flash_attn: sdpa\r\n" in data and b"\n" not in data.replace(b"\r\n", b"")
+
+
+def test_json_fix_edits_point_at_the_yaml_value(tmp_path):
+    _write(tmp_path, "ax.yml", AX_EAGER)
+    (d,) = json.loads(_cli("check", "--output-format", "json", "ax.yml", cwd=tmp_path).stdout)
+    assert (d["code"], d["location"], d["end_location"]) == ("TL101", {"row": 9, "column": 1},
+                                                             {"row": 9, "column": 27})
+    assert d["fix"]["edits"] == [{"content": "sdpa", "location": {"row": 9, "column": 22},
+                                  "end_location": {"row": 9, "column": 27}}]

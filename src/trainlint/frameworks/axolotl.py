@@ -116,7 +116,7 @@ def map_axolotl(keys: Keys, path: Path, display: str, release: str, note: str) -
                    "dtype": (dtype, None),
                    "trust_remote_code": (keys.value("trust_remote_code") if keys.raw("trust_remote_code") is True
                                          else UNSET, keys.line_span("trust_remote_code"))}
-    load = call(f"transformers.{class_name}.from_pretrained", load_kwargs, anchor, n, target="model")
+    load = call(f"transformers.{class_name}.from_pretrained", load_kwargs, here, n, target="model")
     model = ModelLoad(load, "from_pretrained", class_name, keys.value("base_model") if missing is None else UNKNOWN,
                       attention, UNSET, UNSET, dtype,
                       Value("known", quant, None, ORIGIN), (), None, "model", anchor)

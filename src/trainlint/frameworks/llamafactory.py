@@ -89,7 +89,7 @@ def map_llamafactory(keys: Keys, path: Path, display: str, release: str, note: s
                    "trust_remote_code": (keys.value("trust_remote_code") if keys.raw("trust_remote_code") is True
                                          else UNSET, keys.line_span("trust_remote_code"))}
     class_name = "AutoModelForCausalLM"
-    load = call(f"transformers.{class_name}.from_pretrained", load_kwargs, anchor, n, target="model")
+    load = call(f"transformers.{class_name}.from_pretrained", load_kwargs, here, n, target="model")
     model = ModelLoad(load, "from_pretrained", class_name,
                       keys.value("model_name_or_path") if missing is None else UNKNOWN, attention, UNSET, UNSET,
                       dtype, Value("known", quant, None, ORIGIN), (), None, "model", anchor)
