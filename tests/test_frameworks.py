@@ -525,3 +525,11 @@ def test_json_fix_edits_point_at_the_yaml_value(tmp_path):
                                                              {"row": 9, "column": 27})
     assert d["fix"]["edits"] == [{"content": "sdpa", "location": {"row": 9, "column": 22},
                                   "end_location": {"row": 9, "column": 27}}]
+
+
+def test_axolotl_base_model_config_names_the_geometry(tmp_path):
+    text = AX_EAGER.replace("base_model: meta-llama/Llama-3.2-1B",
+                            "base_model: someone/llama-3.2-1b-finetune\n    base_model_config: meta-llama/Llama-3.2-1B")
+    diags = _lint(_write(tmp_path, "ax.yml", text))
+    assert [d.code for d in diags] == ["TL101"] and "32 heads" in diags[0].message
+    assert "model size unknown" in _lint(_write(tmp_path, "b.yml", text.replace("base_model_config:", "x_:")))[-1].message

@@ -117,7 +117,9 @@ def map_axolotl(keys: Keys, path: Path, display: str, release: str, note: str) -
                    "trust_remote_code": (keys.value("trust_remote_code") if keys.raw("trust_remote_code") is True
                                          else UNSET, keys.line_span("trust_remote_code"))}
     load = call(f"transformers.{class_name}.from_pretrained", load_kwargs, here, n, target="model")
-    model = ModelLoad(load, "from_pretrained", class_name, keys.value("base_model") if missing is None else UNKNOWN,
+    # loaders/utils.py load_model_config: `cfg.base_model_config or cfg.base_model` names the config read
+    config_key = "base_model_config" if isinstance(keys.raw("base_model_config"), str) else "base_model"
+    model = ModelLoad(load, "from_pretrained", class_name, keys.value(config_key) if missing is None else UNKNOWN,
                       attention, UNSET, UNSET, dtype,
                       Value("known", quant, None, ORIGIN), (), None, "model", anchor)
     calls = [load]
