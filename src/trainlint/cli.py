@@ -66,6 +66,13 @@ class _Jobs(click.ParamType):
 _JOBS = _Jobs()
 
 
+def _framework_config(path: Path) -> bool:
+    """An axolotl / LLaMA-Factory config: estimated as the run it describes (frameworks/)."""
+    from trainlint.frameworks.check import is_framework_config
+
+    return is_framework_config(path)
+
+
 def _settings(config: str | None) -> Settings:
     if config:
         return load_file(Path(config))
@@ -283,7 +290,7 @@ def estimate(click_ctx, script, gpu, batch, seq, world_size, fmt, output, config
         fail(f"{script}: no such file or directory")
     if "script_args" in click_ctx.meta:
         settings = replace(settings, launch_args=click_ctx.meta["script_args"])
-    elif script.suffix not in (".py", ".ipynb"):
+    elif script.suffix not in (".py", ".ipynb") and not _framework_config(script):
         from trainlint.launch.discover import expand_explicit
 
         targets, launch_files, configs = expand_explicit([script], settings)

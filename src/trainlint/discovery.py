@@ -72,7 +72,16 @@ def _walk(top: Path, settings: Settings):
             if d not in SKIP_DIRS and not (here / d / "pyvenv.cfg").exists() and not is_excluded(here / d, settings)
         )
         for name in sorted(filenames):
-            if name.endswith(EXTENSIONS + LAUNCHERS):
+            if name.endswith(EXTENSIONS + LAUNCHERS) or (name.endswith(FRAMEWORK_CONFIGS) and _framework_config(here / name)):
                 file = here / name
                 if not is_excluded(file, settings):
                     yield file
+
+
+FRAMEWORK_CONFIGS = (".yml", ".yaml")  # linted when they are an axolotl or LLaMA-Factory config (frameworks/)
+
+
+def _framework_config(path: Path) -> bool:
+    from trainlint.frameworks.check import looks_like_config
+
+    return looks_like_config(path)

@@ -69,6 +69,10 @@ def apply_edits(text: str, diagnostics: list[Diagnostic]) -> tuple[str, list[Dia
 
 
 def plan_fixes(path: Path, settings: Settings, codes: set[str], unsafe: bool) -> FixOutcome:
+    if path.suffix in (".yaml", ".yml"):  # an axolotl / LLaMA-Factory config: YAML edits (frameworks/)
+        from trainlint.frameworks.check import plan_config_fixes
+
+        return plan_config_fixes(path, settings, codes, unsafe)
     outcome = FixOutcome(path)
     source = read_source(path)
     if not isinstance(source, Source):

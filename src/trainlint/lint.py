@@ -132,6 +132,12 @@ def _lint_file(path: Path, settings: Settings, codes: set[str]) -> FileResult:
         return lint_notebook(path, settings, codes)
     if path.suffix in LAUNCHERS:
         return lint_launcher(path, settings, codes)
+    if path.suffix in (".yaml", ".yml"):  # an axolotl / LLaMA-Factory config is linted as a run of its own
+        from trainlint.frameworks.check import lint_config
+
+        framework_result = lint_config(path, settings, codes)
+        if framework_result is not None:
+            return framework_result
     if path.suffix in (".yaml", ".yml", ".json", ".md"):  # read only as what a launch passes (launch/)
         return FileResult(path, _display(path), skipped="a config or document: checked through the launches that use it")
     source = read_source(path)

@@ -77,6 +77,13 @@ def _key(path: Path, settings: Settings, codes: frozenset[str]) -> str | None:
     h.update(repr(project_pins(resolved.parent)).encode())
     h.update(repr(base_blob(resolved, settings.diff_base, resolved=True)).encode())  # TL401 compares with the git base
     h.update(str(resolved).encode())
+    if resolved.suffix in (".yml", ".yaml"):  # a framework config: the release its project pins decides
+        from trainlint.frameworks.detect import looks_like
+
+        if looks_like(data):
+            from trainlint.frameworks.check import framework_release
+
+            h.update(repr([framework_release(resolved, f) for f in ("axolotl", "llamafactory")]).encode())
     if settings.discover_launches and _PARAMETER_BYTES.search(data):
         h.update(_launch_stamp(resolved.parent, settings).encode())  # launchers decide its values
     return h.hexdigest()

@@ -16,6 +16,9 @@ from trainlint.knowledge.versions import LibraryVersion
 #   models/gpt_oss/modeling_gpt_oss.py: `_supports_sdpa = False`
 #   models/bloom, models/mpt: no `_supports_sdpa` at all.
 EAGER_BY_DEFAULT_5X = frozenset({"gemma2", "gpt_oss", "bloom", "mpt"})
+# ... but not in every 5.x: gemma2 has `_supports_sdpa = True` in 5.16.1 (l.360) and 5.20.0 (l.352), and
+# `_supports_sdpa = False  # sdpa does not support softcapping` from 5.21.0 (l.352); read in the wheels.
+EAGER_BY_DEFAULT_SINCE = {"gemma2": (5, 21)}
 # Architectures whose attention has a logit softcap, which SDPA cannot express (gemma2 source comment).
 SOFTCAPPED = frozenset({"gemma2"})
 
@@ -54,7 +57,8 @@ def default_attention(model_type: str | None, transformers: LibraryVersion) -> s
         return "eager"
     if model_type is None:
         return None
-    if transformers.at_least(5) and model_type in EAGER_BY_DEFAULT_5X:
+    if transformers.at_least(5) and model_type in EAGER_BY_DEFAULT_5X and \
+            transformers.at_least(*EAGER_BY_DEFAULT_SINCE.get(model_type, (5,))):
         return "eager"
     if transformers.at_least(5):
         return "sdpa"

@@ -321,7 +321,7 @@ def expand_explicit(files: list[Path], settings: Settings) -> tuple[list[Path], 
     launchers: list[Path] = []
     configs: list[Path] = []
     for path in files:
-        if path.suffix in CONFIG_SUFFIXES:
+        if path.suffix in CONFIG_SUFFIXES and not _framework_config(path):
             launchers.extend(_launchers_naming(path, settings))
             configs.append(path.resolve())
             continue
@@ -339,6 +339,13 @@ def expand_explicit(files: list[Path], settings: Settings) -> tuple[list[Path], 
                 seen.add(target)
                 out.append(Path(display(target)))
     return out, tuple(str(p.resolve()) for p in dict.fromkeys(launchers)), tuple(str(c) for c in configs)
+
+
+def _framework_config(path: Path) -> bool:
+    """An axolotl / LLaMA-Factory config is linted as a file of its own (frameworks/), not only as what a launch reads."""
+    from trainlint.frameworks.check import is_framework_config
+
+    return is_framework_config(path)
 
 
 def _launchers_naming(config: Path, settings: Settings) -> list[Path]:

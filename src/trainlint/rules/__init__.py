@@ -17,6 +17,9 @@ META_RULES = {
     "TL005": ("unreadable-launch", "a launcher, args file or config that could not be read (shell that does not "
                                    "lex, YAML/JSON that does not load, a circular `source`)"),
     "TL006": ("launched-script-missing", "a launcher runs a Python script that does not exist"),
+    "TL007": ("framework-config-key", "an axolotl / LLaMA-Factory config key the framework refuses, ignores, or that "
+                                      "has no effect (unknown, removed, or a plugin's key without the plugin)"),
+    "TL008": ("model-path-missing", "a framework config's model is a local path that does not exist"),
 }
 
 __all__ = ["REGISTRY", "Rule", "META_RULES"]

@@ -1,0 +1,220 @@
+"""An axolotl config (`axolotl train config.yml`) as the facts of the run axolotl makes from it.
+
+Semantics from axolotl's source (frameworks/knowledge.py cites each): the attention key or legacy flag that wins,
+the model class, 4/8-bit loading, the adapter (and the input-grad hook axolotl always installs for one), the loss
+plugins, the micro-batch / accumulation / sequence keys and their defaults, DeepSpeed / FSDP.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from trainlint.diagnostics import Span
+from trainlint.facts.model import ArgsObject, Evidence, ModelLoad, ScriptFacts, TrainerCall
+from trainlint.facts.values import UNKNOWN, UNSET, Value
+from trainlint.frameworks import knowledge as K
+from trainlint.frameworks.synth import ORIGIN, Counter, Keys, Mapped, Problem, call, default, local_file
+from trainlint.knowledge.versions import parse_version
+
+# axolotl 0.19.0 utils/schemas/enums.py RLType -> the TRL trainer core/builders/rl.py builds for it.
+_RL_TRAINERS = {"dpo": "DPOTrainer", "ipo": "DPOTrainer", "orpo": "ORPOTrainer", "kto": "KTOTrainer",
+                "simpo": "CPOTrainer", "grpo": "GRPOTrainer"}
+_LOCAL = ("/", "./", "../", "~")
+
+
+def _truthy(v: object) -> bool:
+    return bool(v) and v != "false"
+
+
+def _attention(keys: Keys, release: str, problems: list[Problem]) -> tuple[Value, str | None]:
+    """(attention in effect as a Value, the key that decides it)."""
+    since_normalised = parse_version(release) >= K.AXOLOTL_NORMALISED_SINCE
+    flags = [(name, impl) for name, impl in (K.AXOLOTL_LEGACY_ATTENTION if since_normalised
+                                             else K.AXOLOTL_LEGACY_ATTENTION_0_12) if _truthy(keys.raw(name))]
+    impl = keys.raw("attn_implementation")
+    if isinstance(impl, str) and impl:
+        if flags and since_normalised:
+            problems.append(Problem("TL007", f"axolotl {release} refuses this config: attn_implementation cannot be "
+                                             f"combined with the legacy flag {flags[0][0]} (utils/schemas/config.py "
+                                             f"normalize_attn_implementation); keep only attn_implementation",
+                                    keys.key_span(flags[0][0])))
+        return keys.value("attn_implementation", lambda v: K.AXOLOTL_LOAD_TIME.get(v, v)), "attn_implementation"
+    if keys.has("attn_implementation") and keys.raw("attn_implementation") is not None:
+        return UNKNOWN, "attn_implementation"
+    if flags:
+        name, chosen = flags[0]
+        return keys.value(name, lambda _: chosen), name
+    if keys.raw("rl") == "ebft":  # core/trainers/ebft/strided.py sets _attn_implementation itself
+        return UNKNOWN, None
+    return UNSET, None
+
+
+def _key_problems(keys: Keys, release: str, plugins: list[str], problems: list[Problem]) -> None:
+    core, deprecated, by_plugin = K.axolotl_keys(release)
+    listed = {prefix for prefix in by_plugin if any(p.startswith(prefix) for p in plugins)}
+    for name, entry in keys.top.items():
+        if name in K.AXOLOTL_REMOVED and _truthy(entry.value):
+            problems.append(Problem("TL007", f"axolotl {release} refuses this config: {K.AXOLOTL_REMOVED[name]} "
+                                             f"(utils/schemas/deprecated.py)", entry.key_span))
+        if name in core or name in deprecated:
+            continue
+        owners = [prefix for prefix, names in by_plugin.items() if name in names]
+        if owners and not set(owners) & listed:
+            plugin = owners[0].rstrip(".")
+            problems.append(Problem("TL007", f"{name} has no effect: it belongs to the {plugin} plugin, which is not "
+                                             f"listed in plugins: (axolotl {release} merges a plugin's keys only for "
+                                             f"listed plugins, and drops unknown keys silently)", entry.key_span))
+        elif not owners:
+            problems.append(Problem("TL007", f"{name} is not an axolotl {release} config key: axolotl drops unknown "
+                                             f"keys silently (pydantic extra='ignore'), so it has no effect",
+                                    entry.key_span))
+
+
+def model_path_problem(keys: Keys, key: str, path: Path, framework: str) -> Problem | None:
+    """A model given as a local path (absolute, ./, ../, ~) that does not exist beside the config or in the
+    working directory: the framework would stop at loading it."""
+    value = keys.raw(key)
+    if not isinstance(value, str) or not value.startswith(_LOCAL):
+        return None
+    candidate = Path(value).expanduser()
+    bases = [Path()] if candidate.is_absolute() else [path.parent, Path.cwd()]
+    if any((b / candidate).exists() for b in bases):
+        return None
+    return Problem("TL008", f"{key} {value!r} is a local path that does not exist (looked beside the config and in "
+                            f"the working directory): {framework} cannot load the model; the model is unknown here",
+                   keys.key_span(key))
+
+
+def map_axolotl(keys: Keys, path: Path, display: str, release: str, note: str) -> Mapped:
+    problems: list[Problem] = []
+    n = Counter()
+    plugins = [p for p in (keys.raw("plugins") or []) if isinstance(p, str)] if isinstance(keys.raw("plugins"), list) \
+        else []
+    _key_problems(keys, release, plugins, problems)
+    missing = model_path_problem(keys, "base_model", path, "axolotl")
+    if missing is not None:
+        problems.append(missing)
+    attention, attn_key = _attention(keys, release, problems)
+    if attention.is_("eager") and keys.raw("use_dsv4_kernels") is True and \
+            any(p.startswith(K.KERNELS_PLUGIN_PREFIX) for p in plugins):
+        # integrations/kernels/adapters/dsv4.py DSV4Adapter.pre_model_load -> patch_deepseek_v4_kernels(): the eager
+        # kernel is replaced by fused Triton ones that "never materialize the score matrix" (libs/dsv4/attention.py)
+        attention = Value("known", "deepseek_v4 fused kernels", attention.origin, "axolotl KernelsPlugin")
+    anchor_key = attn_key if attn_key and keys.has(attn_key) else "base_model"
+    anchor = keys.line_span(anchor_key) or Span.point(1)
+    here = keys.line_span("base_model") or Span.point(1)
+
+    reward = _truthy(keys.raw("reward_model"))
+    model_type = keys.raw("model_type")
+    class_name = model_type if isinstance(model_type, str) and model_type else (
+        "AutoModelForSequenceClassification" if reward else "AutoModelForCausalLM")
+    quant = "4bit" if _truthy(keys.raw("load_in_4bit")) else "8bit" if _truthy(keys.raw("load_in_8bit")) else None
+    bf16, fp16 = keys.raw("bf16"), keys.raw("fp16")
+    dtype = Value("known", "bfloat16", keys.top["bf16"].span, ORIGIN) if bf16 in (True, "auto") else \
+        Value("known", "float16", keys.top["fp16"].span, ORIGIN) if fp16 is True else UNSET
+    load_kwargs = {"attn_implementation": (attention, keys.line_span(attn_key) if attn_key else None),
+                   "dtype": (dtype, None),
+                   "trust_remote_code": (keys.value("trust_remote_code") if keys.raw("trust_remote_code") is True
+                                         else UNSET, keys.line_span("trust_remote_code"))}
+    load = call(f"transformers.{class_name}.from_pretrained", load_kwargs, here, n, target="model")
+    # loaders/utils.py load_model_config: `cfg.base_model_config or cfg.base_model` names the config read
+    config_key = "base_model_config" if isinstance(keys.raw("base_model_config"), str) else "base_model"
+    model = ModelLoad(load, "from_pretrained", class_name, keys.value(config_key) if missing is None else UNKNOWN,
+                      attention, UNSET, UNSET, dtype,
+                      Value("known", quant, None, ORIGIN), (), None, "model", anchor)
+    calls = [load]
+
+    adapter = keys.raw("adapter")
+    if isinstance(adapter, str) and adapter:
+        calls.append(call("axolotl.loaders.adapter.enable_input_require_grads", {}, here, n, receiver="model"))
+        if adapter in ("lora", "qlora"):
+            targets = keys.value("lora_target_modules")
+            if _truthy(keys.raw("lora_target_linear")):
+                targets = Value("known", "all-linear", keys.top["lora_target_linear"].span, ORIGIN)
+            calls.append(call("peft.LoraConfig", {"r": (keys.value("lora_r"), keys.line_span("lora_r")),
+                                                  "target_modules": (targets, None)}, here, n, target="lora_config"))
+        calls.append(call("peft.get_peft_model", {}, here, n, target="model"))
+
+    loss_chunked = False
+    if any(p.startswith(K.CCE_PLUGIN.rsplit(".", 1)[0] + ".") for p in plugins) and \
+            keys.raw("cut_cross_entropy", True) is not False:
+        calls.append(call("cut_cross_entropy.transformers.cce_patch", {}, keys.line_span("plugins") or here, n))
+    if any(p.startswith(K.LIGER_PLUGIN.rsplit(".", 1)[0] + ".") for p in plugins) and \
+            keys.raw("liger_fused_linear_cross_entropy") is True:
+        flce = keys.value("liger_fused_linear_cross_entropy")
+        calls.append(call("liger_kernel.transformers.apply_liger_kernel_to_model",
+                          {"fused_linear_cross_entropy": (flce, None)}, keys.line_span("plugins") or here, n))
+    if keys.raw("chunked_cross_entropy") is True:
+        loss_chunked = True
+
+    args = _training_args(keys, here, n, adapter, path)
+    calls.append(args.call)
+    rl = keys.raw("rl")
+    trainer_name, library = ("Trainer", "transformers")
+    if reward:
+        trainer_name, library = ("RewardTrainer", "trl")
+    elif _truthy(keys.raw("process_reward_model")):
+        trainer_name, library = ("PRMTrainer", "trl")
+    elif isinstance(rl, str) and rl:
+        trainer_name, library = (_RL_TRAINERS.get(rl, f"{rl}Trainer"), "trl")
+    trainer_call = call(f"{library}.{trainer_name}", {}, here, n, target="trainer")
+    calls.append(trainer_call)
+    trainer = TrainerCall(trainer_call, trainer_name, library, "training_args", "model", "trainer")
+
+    seq = keys.value("sequence_len")
+    seq_span = keys.line_span("sequence_len") or Span.point(1)
+    if seq.unset:
+        seq = default(K.AXOLOTL_DEFAULTS["sequence_len"], "axolotl default sequence_len")
+    facts = ScriptFacts(path=display, imports=(), calls=tuple(calls), models=(model,), args_objects=(args,),
+                        trainers=(trainer,), seq_evidence=(Evidence(seq, "sequence_len", seq_span),),
+                        batch_evidence=(), accum_evidence=(), pip_pins=(), logits_accessed=False)
+    spelled = {"per_device_train_batch_size": "micro_batch_size"}
+    return Mapped(K.AXOLOTL, release, note, facts, keys, problems, spelled, loss_chunked, "attn_implementation")
+
+
+def _training_args(keys: Keys, here: Span, n: Counter, adapter: object, path: Path) -> ArgsObject:
+    """The HF TrainingArguments axolotl builds (core/builders/causal.py), with the config's spans."""
+    micro = keys.value("micro_batch_size")
+    if micro.unset:
+        micro = default(K.AXOLOTL_DEFAULTS["micro_batch_size"], "axolotl default micro_batch_size")
+    accum = keys.value("gradient_accumulation_steps")
+    total = keys.raw("batch_size")
+    if accum.unset and isinstance(total, int) and isinstance(micro.value, int) and micro.value > 0:
+        # utils/config/__init__.py normalize_config: gas = gas or batch_size // micro_batch_size
+        accum = Value("known", max(total // micro.value, 1), keys.top["batch_size"].span,
+                      "axolotl: batch_size // micro_batch_size")
+    elif accum.unset:
+        accum = default(K.AXOLOTL_DEFAULTS["gradient_accumulation_steps"], "axolotl default")
+    gc_raw = keys.raw("gradient_checkpointing", False)
+    gc = keys.value("gradient_checkpointing", lambda v: v not in (False, None)) if keys.has("gradient_checkpointing") \
+        else default(False, "axolotl default")
+    gc_kwargs = keys.value("gradient_checkpointing_kwargs")
+    if gc_kwargs.unset and gc_raw not in (False, None) and keys.raw("unfrozen_parameters") is None \
+            and not keys.raw("rl"):
+        gc_kwargs = default({"use_reentrant": True}, "axolotl default (utils/config/__init__.py)")
+    fsdp = UNSET
+    fsdp_config = keys.raw("fsdp_config")
+    if isinstance(fsdp_config, dict):
+        strategy = str(fsdp_config.get("fsdp_sharding_strategy", fsdp_config.get("sharding_strategy", ""))).lower()
+        reshard = fsdp_config.get("fsdp_reshard_after_forward", fsdp_config.get("reshard_after_forward"))
+        if "full_shard" in strategy or reshard is True:
+            fsdp = Value("known", "full_shard", keys.top["fsdp_config"].span, ORIGIN)
+        elif "shard_grad_op" in strategy or reshard is False:
+            fsdp = Value("known", "shard_grad_op", keys.top["fsdp_config"].span, ORIGIN)
+    bf16 = keys.value("bf16", lambda v: v in (True, "auto"))
+    kwargs = {
+        "per_device_train_batch_size": (micro, keys.line_span("micro_batch_size")),
+        "gradient_accumulation_steps": (accum, keys.line_span("gradient_accumulation_steps")
+                                        or keys.line_span("batch_size")),
+        "gradient_checkpointing": (gc, keys.line_span("gradient_checkpointing")),
+        "gradient_checkpointing_kwargs": (gc_kwargs, keys.line_span("gradient_checkpointing_kwargs")),
+        "auto_find_batch_size": (keys.value("auto_find_batch_size"), keys.line_span("auto_find_batch_size")),
+        "bf16": (bf16, keys.line_span("bf16")),
+        "fp16": (keys.value("fp16"), keys.line_span("fp16")),
+        "optim": (keys.value("optimizer"), keys.line_span("optimizer")),
+        "deepspeed": (local_file(keys.value("deepspeed"), path), keys.line_span("deepspeed")),
+        "fsdp": (fsdp, keys.line_span("fsdp_config")),
+        "max_steps": (keys.value("max_steps"), keys.line_span("max_steps")),
+    }
+    return ArgsObject(call("transformers.TrainingArguments", kwargs, here, n, target="training_args"),
+                      "TrainingArguments", "transformers", "training_args")

@@ -1,0 +1,229 @@
+"""Linting an axolotl / LLaMA-Factory config: read it safely with spans, map it to facts, run the same rules,
+say the findings in the config's keys, and fix the YAML text in place.
+
+A `.yml` / `.yaml` that is neither framework's config returns None here and is skipped as before.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, replace
+from functools import cached_property
+from pathlib import Path
+
+from trainlint.config import Settings
+from trainlint.context import FileContext
+from trainlint.diagnostics import Diagnostic
+from trainlint.discovery import display as _display
+from trainlint.frameworks import knowledge as K
+from trainlint.frameworks.detect import framework_of, looks_like
+from trainlint.frameworks.synth import Keys, Mapped
+from trainlint.knowledge.versions import PIN_FILES, Versions, decide_versions, installed_version
+from trainlint.launch.configs import read_config
+from trainlint.launch.model import ConfigReading, Launch
+
+_FRAMEWORK_PIN = re.compile(r"""(?im)^\s*['"]?(axolotl|llamafactory)(?:\[[^\]]*\])?\s*==\s*([\w.]+)""")
+
+
+def framework_release(path: Path, framework: str) -> tuple[str, str]:
+    """(release whose semantics apply, why): a `==` pin in the project's requirement files nearest the config,
+    else the installed distribution, else the newest release read."""
+    directory = path.resolve().parent
+    while True:
+        for pattern in PIN_FILES:
+            for candidate in sorted(directory.glob(pattern)):
+                try:
+                    text = candidate.read_text(encoding="utf-8", errors="replace")
+                except OSError:
+                    continue
+                for name, version in _FRAMEWORK_PIN.findall(text):
+                    if name.lower() == framework:
+                        release = K.read_release(framework, version)
+                        return release, f"pinned {framework}=={version} in {_display(candidate)}" + (
+                            "" if release == version else f"; semantics of {release}, the nearest release read")
+        if (directory / ".git").exists() or directory.parent == directory:
+            break
+        directory = directory.parent
+    installed = installed_version(framework)
+    if installed:
+        release = K.read_release(framework, installed)
+        return release, f"{framework} {installed} installed" + ("" if release == installed else f" (as {release})")
+    return K.NEWEST[framework], "not pinned or installed: newest release read"
+
+
+def framework_versions(path: Path, framework: str, release: str, settings: Settings) -> Versions:
+    """The libraries the framework runs on: the project's own pins and `versions` settings first, else the pins
+    of the framework release (its wheel's requirements)."""
+    pins = tuple(K.LIBRARY_PINS[framework][release].items())
+    versions = decide_versions(path, pins, settings.version_overrides())
+    fixed = {}
+    for lib in versions.all():
+        if lib.source.startswith("`pip install"):
+            spec = K.LIBRARY_PINS[framework][release][lib.name]
+            lib = replace(lib, source=f"{framework} {release} requires {lib.name}{spec}")
+        fixed[lib.name] = lib
+    return Versions(**fixed)
+
+
+def _hf_fields(versions: Versions) -> set[str] | None:
+    from trainlint.knowledge.arguments import library_fields
+
+    fields = library_fields("Seq2SeqTrainingArguments", versions)
+    return set(fields) if fields else None
+
+
+def map_config(path: Path, reading: ConfigReading, framework: str, settings: Settings,
+               release: tuple[str, str] | None = None) -> tuple[Mapped, Versions]:
+    release_, note = release or framework_release(path, framework)
+    versions = framework_versions(path, framework, release_, settings)
+    keys = Keys(reading)
+    display = _display(path)
+    if framework == K.AXOLOTL:
+        from trainlint.frameworks.axolotl import map_axolotl
+
+        return map_axolotl(keys, path, display, release_, note), versions
+    from trainlint.frameworks.llamafactory import map_llamafactory
+
+    return map_llamafactory(keys, path, display, release_, note, _hf_fields(versions)), versions
+
+
+@dataclass
+class FrameworkContext(FileContext):
+    """A FileContext over a framework config; its git base is the config's base version, read the same way."""
+
+    mapped: Mapped | None = None
+
+    @cached_property
+    def base(self):
+        from trainlint.history import base_version
+
+        old = base_version(self.path, self.settings.diff_base)
+        if old.text is None:
+            return None, old.note
+        if old.text == self.text:
+            return self.facts, f"{old.note}: unchanged"
+        reading = read_config(self.path, old.text)
+        framework = framework_of(reading)
+        if framework != self.mapped.framework:
+            return None, f"{old.note}: not a {self.mapped.framework} config there"
+        mapped, _ = map_config(self.path, reading, framework, self.settings, (self.mapped.release, ""))
+        return mapped.facts, old.note
+
+    def verbose_lines(self) -> list[str]:
+        m = self.mapped
+        return [f"{m.framework} {m.release} config ({m.version_note})", *super().verbose_lines()]
+
+
+def looks_like_config(path: Path, head: bytes | None = None) -> bool:
+    """Cheap: the bytes have a top-level `base_model:` or `model_name_or_path:` (discovery reads only those)."""
+    if path.suffix not in (".yaml", ".yml"):
+        return False
+    if head is None:
+        try:
+            with open(path, "rb") as f:
+                head = f.read(256 * 1024)
+        except OSError:
+            return False
+    return looks_like(head)
+
+
+def is_framework_config(path: Path) -> bool:
+    """A file given by name: it looks like one, and it loads as one (or does not load at all: then it is linted
+    for its TL005)."""
+    if not looks_like_config(path):
+        return False
+    reading = read_config(path)
+    return framework_of(reading) is not None or not reading.entries
+
+
+def _meta(code: str, display: str, message: str, line: int, col: int) -> Diagnostic:
+    from trainlint.diagnostics import Span
+    from trainlint.rules import META_RULES
+
+    return Diagnostic(code, META_RULES[code][0], message, display, Span.point(line, col))
+
+
+def lint_config(path: Path, settings: Settings, codes: set[str], text: str | None = None):
+    """The FileResult for a framework config, or None when the file is not one (it is then skipped as before)."""
+    from trainlint.lint import FileResult, _finish
+    from trainlint.rules import REGISTRY
+
+    if text is None:
+        if not looks_like_config(path):
+            return None
+        from trainlint.source import Unreadable, read_source
+
+        source = read_source(path)
+        if isinstance(source, Unreadable):
+            return None  # read_config says why below only for a file that reads as text
+        text = source.text
+    display = _display(path)
+    reading = read_config(path, text)
+    framework = framework_of(reading)
+    result = FileResult(path, display)
+    if framework is None:
+        if reading.entries or not looks_like(text.encode("utf-8", "surrogatepass")):
+            return None
+        for problem in reading.problems[:1]:  # it looks like one and does not load
+            result.diagnostics.append(_meta("TL005", display, f"cannot read this config: {problem.message}",
+                                            problem.span.line, problem.span.col))
+        result.skipped = "a framework config that does not load"
+        return _finish(result, settings, codes, text)
+    for problem in reading.problems:
+        result.diagnostics.append(_meta("TL005", display, f"cannot read this config fully: {problem.message}",
+                                        problem.span.line, problem.span.col))
+    mapped, versions = map_config(path, reading, framework, settings)
+    for p in mapped.problems:
+        result.diagnostics.append(_meta(p.code, display, p.message, p.span.line, p.span.col))
+    ctx = FrameworkContext(path, display, mapped.facts, versions, settings, text, Launch.defaults(), mapped.facts,
+                           mapped)
+    result.contexts.append(ctx)
+    result.context = ctx
+    from trainlint.frameworks.fixes import adapt
+
+    spec = ctx.spec(mapped.facts.models[0])
+    model_type = spec.model_type if spec is not None else None
+    for code in sorted(codes & REGISTRY.keys()):
+        if code == "TL301" and mapped.loss_chunked:
+            continue  # axolotl chunked_cross_entropy: the loss is computed in chunks (knowledge.py)
+        for diag in REGISTRY[code].run(ctx):
+            result.diagnostics.append(adapt(diag, mapped, text, settings.fix_attention, model_type))
+    return _finish(result, settings, codes, text)
+
+
+def plan_config_fixes(path: Path, settings: Settings, codes: set[str], unsafe: bool):
+    """fix.plan_fixes for a framework config: apply the YAML edits, require that the result still loads as the
+    same framework's config with no new reading problem, and that re-linted it no longer reports what was fixed."""
+    from collections import Counter
+
+    from trainlint.fix import FixOutcome, apply_edits
+    from trainlint.source import Source, read_source
+
+    outcome = FixOutcome(path)
+    source = read_source(path)
+    if not isinstance(source, Source):
+        return outcome
+    outcome.source = source
+    first = lint_config(path, settings, codes, source.text)
+    if first is None:
+        return outcome
+    here = _display(path)
+    outcome.found = outcome.remaining = first.diagnostics
+    wanted = [d for d in first.diagnostics if d.fix and (d.fix["applicability"] == "safe" or unsafe)
+              and d.fix.get("file", d.filename) == here]
+    before = read_config(path, source.text)
+    while wanted:
+        new_text, applied = apply_edits(source.text, wanted)
+        after_reading = read_config(path, new_text)
+        if framework_of(after_reading) != framework_of(before) or len(after_reading.problems) > len(before.problems):
+            outcome.error = "fixes would make the config unreadable; file left unchanged"
+            return outcome
+        after = lint_config(path, settings, codes, new_text)
+        fixed = Counter(d.code for d in applied)
+        was, now = Counter(d.code for d in first.diagnostics), Counter(d.code for d in after.diagnostics)
+        failing = {c for c in fixed if was[c] - now[c] < fixed[c]}
+        if not failing:
+            outcome.applied, outcome.remaining, outcome.new_text = applied, after.diagnostics, new_text
+            return outcome
+        wanted = [d for d in wanted if d.code not in failing]
+    return outcome

@@ -1,0 +1,43 @@
+"""Is a YAML file an axolotl or a LLaMA-Factory training config? Decided by its top-level keys alone.
+
+axolotl (0.19.0 utils/schemas/model.py): `base_model` is required. Ludwig also writes `base_model:` but has
+`input_features` / `output_features` and `model_type: llm`; a launcher config (axolotl's cloud/*.yaml) has no
+`base_model`. So: `base_model` (a string) and one of the keys an axolotl training config sets.
+LLaMA-Factory (0.9.5 hparams/*.py): `model_name_or_path` plus its own keys (`stage`, `finetuning_type`, `template`,
+`cutoff_len`, `dataset`); a TRL / alignment-handbook recipe shares `model_name_or_path` but has none of
+`stage` / `finetuning_type` / `template` / `cutoff_len`. An inference or merge config (`export_dir`,
+`infer_backend`, no `do_train`) is not a training run.
+"""
+
+from __future__ import annotations
+
+import re
+
+from trainlint.frameworks.knowledge import AXOLOTL, LLAMAFACTORY
+from trainlint.launch.model import ConfigReading
+
+_AXOLOTL_MARKERS = frozenset({"sequence_len", "micro_batch_size", "datasets", "adapter", "gradient_accumulation_steps",
+                              "num_epochs", "sample_packing", "plugins", "rl", "lora_r", "batch_size"})
+_LUDWIG = frozenset({"input_features", "output_features"})
+_LF_MARKERS = frozenset({"stage", "finetuning_type", "template", "cutoff_len"})
+_LF_NOT_TRAINING = frozenset({"export_dir", "infer_backend"})
+# Cheap first look at the bytes (discovery reads only files that pass both): the model key of either, and a
+# top-level key only their training configs have (a TRL recipe or an accelerate config has neither).
+LOOKS_LIKE = re.compile(rb"(?m)^(?:base_model|model_name_or_path)\s*:")
+MARKER = re.compile(rb"(?m)^(?:sequence_len|micro_batch_size|adapter|sample_packing|plugins|lora_r|stage"
+                    rb"|finetuning_type|template|cutoff_len)\s*:")
+
+
+def looks_like(head: bytes) -> bool:
+    return LOOKS_LIKE.search(head) is not None and MARKER.search(head) is not None
+
+
+def framework_of(reading: ConfigReading) -> str | None:
+    top = {e.key: e.value for e in reading.top_level()}
+    if isinstance(top.get("base_model"), str) and top.keys() & _AXOLOTL_MARKERS and not top.keys() & _LUDWIG:
+        return AXOLOTL
+    if isinstance(top.get("model_name_or_path"), str) and len(top.keys() & _LF_MARKERS) >= 2:
+        if top.keys() & _LF_NOT_TRAINING and not top.get("do_train"):
+            return None
+        return LLAMAFACTORY
+    return None

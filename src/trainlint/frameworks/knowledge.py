@@ -1,0 +1,133 @@
+"""What axolotl and LLaMA-Factory do with a config, per release, read from their released wheels
+(`pip download --no-deps axolotl==X` / `llamafactory==X`, unzipped and read; nothing imported).
+
+Read: axolotl 0.12.0 (sdist), 0.18.0 and 0.19.0 (wheels); llamafactory 0.9.2 and 0.9.5 (wheels). Each fact names
+the file and function it was read in. The accepted keys per release are in keys.json (bench/gen_framework_keys.py).
+"""
+
+from __future__ import annotations
+
+import json
+from functools import lru_cache
+from pathlib import Path
+
+from trainlint.knowledge.versions import parse_version
+
+AXOLOTL = "axolotl"
+LLAMAFACTORY = "llamafactory"
+
+# The newest release of each that was read; a config with no pin and no installed framework targets it.
+NEWEST = {AXOLOTL: "0.19.0", LLAMAFACTORY: "0.9.5"}
+
+# The libraries each release requires (its wheel's METADATA Requires-Dist; 0.12.0: the sdist's requirements.txt).
+# The transformers a framework config runs on is the framework's pin unless the repository pins it itself.
+LIBRARY_PINS = {
+    AXOLOTL: {
+        "0.19.0": {"transformers": "==5.16.1", "trl": "==1.9.0", "peft": "==0.20.0"},
+        "0.18.0": {"transformers": "==5.14.1", "trl": "==1.8.0", "peft": "==0.19.1"},
+        "0.12.0": {"transformers": "==4.55.0", "trl": "==0.21.0", "peft": "==0.17.0"},
+    },
+    LLAMAFACTORY: {
+        "0.9.5": {"transformers": ">=4.55.0,<=5.6.0,!=4.52.0,!=4.57.0", "trl": ">=0.18.0,<=0.24.0",
+                  "peft": ">=0.18.0,<=0.18.1"},
+        "0.9.2": {"transformers": ">=4.41.2,<=4.49.0,!=4.46.*,!=4.47.*,!=4.48.0", "trl": ">=0.8.6,<=0.9.6",
+                  "peft": ">=0.11.1,<=0.12.0"},
+    },
+}
+
+
+def read_release(framework: str, version: str) -> str:
+    """The release read that stands for `version`: the newest one read that is not newer (else the oldest)."""
+    releases = sorted(LIBRARY_PINS[framework], key=parse_version)
+    older = [r for r in releases if parse_version(r) <= parse_version(version)]
+    return older[-1] if older else releases[0]
+
+
+# --- axolotl: attention ------------------------------------------------------------------------------------------
+# axolotl 0.19.0 utils/schemas/enums.py LEGACY_ATTN_FLAG_TO_IMPL, in priority order; utils/schemas/config.py
+# `normalize_attn_implementation` (a before-validator, since 0.17.0) maps the first flag set to the canonical name,
+# and raises ValueError when `attn_implementation` is set together with any of them.
+AXOLOTL_LEGACY_ATTENTION = (("xformers_attention", "xformers"), ("sage_attention", "sage"),
+                            ("flex_attention", "flex_attention"), ("flash_attention", "flash_attention_2"),
+                            ("sdp_attention", "sdpa"), ("eager_attention", "eager"))
+# axolotl 0.12.0 loaders/model.py `_set_attention_config`: attn_implementation, else flex > flash > sdp > eager
+# (xformers / sage are monkeypatches there, not an attn_implementation, so their effect is not modelled).
+AXOLOTL_LEGACY_ATTENTION_0_12 = (("flex_attention", "flex_attention"), ("flash_attention", "flash_attention_2"),
+                                 ("sdp_attention", "sdpa"), ("eager_attention", "eager"))
+AXOLOTL_NORMALISED_SINCE = (0, 17, 0)  # the research note's bisection (e4032fc90); 0.12.0 still has the elif chain
+AXOLOTL_ATTN_KEY_SINCE = (0, 12, 0)  # `attn_implementation` is a schema field from 0.12.0 (utils/schemas/config.py)
+# 0.19.0 loaders/model.py `_set_attention_config`: `{"fp8": "sdpa"}` at load time; with no attention key nothing is
+# passed, so the transformers default for the architecture applies.
+AXOLOTL_LOAD_TIME = {"fp8": "sdpa"}
+
+# --- axolotl: loss ---------------------------------------------------------------------------------------------------
+CCE_PLUGIN = "axolotl.integrations.cut_cross_entropy.CutCrossEntropyPlugin"
+LIGER_PLUGIN = "axolotl.integrations.liger.LigerPlugin"
+KERNELS_PLUGIN_PREFIX = "axolotl.integrations.kernels."  # use_dsv4_kernels: DeepSeek-V4's eager kernel replaced
+# 0.19.0 integrations/cut_cross_entropy/args.py CutCrossEntropyArgs: `cut_cross_entropy: Optional[bool] = True`,
+# so listing the plugin is enough; the plugin's pre_model_load calls `cce_patch(model_type)`.
+# 0.19.0 integrations/liger/args.py LigerArgs: `liger_fused_linear_cross_entropy: bool | None = None`: only an
+# explicit true makes LigerPlugin.pre_model_load pass fused_linear_cross_entropy=True to apply_liger_kernel_to_*.
+# 0.19.0 utils/schemas/config.py `chunked_cross_entropy` (core key): a chunked CE loss (monkeypatch/loss/chunked.py).
+
+# --- axolotl: adapters and checkpointing -----------------------------------------------------------------------------
+# 0.19.0 (and 0.12.0) loaders/adapter.py `load_adapter`: `if adapter is None: return`, then
+# `model.enable_input_require_grads()` for every adapter, before load_lora wraps it: the TL201 trap cannot occur.
+AXOLOTL_INPUT_GRADS = "axolotl loaders/adapter.py load_adapter() calls model.enable_input_require_grads()"
+
+# --- axolotl: defaults (0.19.0 utils/schemas/config.py and training.py) -------------------------------------------
+AXOLOTL_DEFAULTS = {"sequence_len": 512, "micro_batch_size": 1, "gradient_accumulation_steps": 1,
+                    "gradient_checkpointing": False}
+
+# --- LLaMA-Factory -------------------------------------------------------------------------------------------------
+# 0.9.5 hparams/model_args.py `flash_attn: AttentionFunction = "auto"`; extras/constants.py AttentionFunction
+# auto | disabled | sdpa | fa2 | fa3; model/model_utils/attention.py `configure_attn_implementation`: auto -> nothing
+# set (the transformers default), disabled -> "eager", sdpa -> "sdpa", fa2 -> "flash_attention_2" when flash-attn is
+# installed (else, with a warning, the default). gemma2 with auto/fa2: fa2 when flash-attn is installed, else eager
+# (depends on the machine: not decided here); gpt_oss: always a FlashAttention-3 hub kernel.
+LF_ATTENTION = {"auto": None, "disabled": "eager", "sdpa": "sdpa", "fa2": "flash_attention_2",
+                "fa3": "flash_attention_3"}
+# <= 0.8.x spelled eager `off` (and <= 0.6.x used a bool); 0.9.5 refuses those values (an enum).
+LF_OLD_ATTENTION = {"off": "eager", False: "eager", True: "flash_attention_2"}
+LF_DEFAULTS = {"cutoff_len": 2048, "stage": "sft", "finetuning_type": "lora", "flash_attn": "auto",
+               "disable_gradient_checkpointing": False, "enable_liger_kernel": False, "lora_rank": 8,
+               "lora_target": "all"}
+# 0.9.5 model/model_utils/liger_kernel.py `apply_liger_kernel`: the model types it patches; any other logs
+# "Current model does not support liger kernel." and nothing is applied. require_logits (stage not pt/sft,
+# model/loader.py) passes fused_linear_cross_entropy=False: the logits are built in full.
+LF_LIGER_TYPES = frozenset({"gemma", "gemma2", "gemma3", "gemma3_text", "glm", "glm4", "glm4v", "granite", "llama",
+                            "llava", "mistral", "mixtral", "mllama", "olmo2", "paligemma", "phi3", "qwen2", "qwen2_vl",
+                            "qwen2_5_vl", "qwen3", "qwen3_moe", "qwen3_next", "qwen3_5", "gpt_oss"})
+# 0.9.5 model/model_utils/checkpointing.py: `prepare_model_for_training` swaps in `_gradient_checkpointing_enable`,
+# whose custom checkpoint function calls `requires_grad_(True)` on each checkpointed block's hidden states when the
+# block has a trainable parameter (since 0.6.3; before it an explicit enable_input_require_grads()).
+LF_INPUT_GRADS = "LLaMA-Factory's checkpoint function marks each checkpointed block's input as requiring grad"
+# The trainer per stage (0.9.5 train/<stage>/trainer.py): sft CustomSeq2SeqTrainer(Seq2SeqTrainer), pt
+# CustomTrainer(Trainer): the model's own loss on full logits; rm PairwiseTrainer (value head, no vocabulary CE);
+# dpo / kto build full fp32 logits themselves (not a loss path TL301 models).
+LF_TRAINERS = {"sft": ("Seq2SeqTrainer", "transformers"), "pt": ("Trainer", "transformers"),
+               "rm": ("PairwiseTrainer", "llamafactory"), "dpo": ("CustomDPOTrainer", "llamafactory"),
+               "kto": ("CustomKTOTrainer", "llamafactory"), "ppo": ("CustomPPOTrainer", "llamafactory")}
+
+
+@lru_cache(maxsize=1)
+def _keys() -> dict:
+    return json.loads((Path(__file__).with_name("keys.json")).read_text(encoding="utf-8"))
+
+
+def axolotl_keys(release: str) -> tuple[frozenset[str], frozenset[str], dict[str, frozenset[str]]]:
+    """(core keys, deprecated keys, plugin prefix -> its keys) of an axolotl release read."""
+    data = _keys()[AXOLOTL][release]
+    return (frozenset(data["core"]), frozenset(data["deprecated"]),
+            {prefix: frozenset(keys) for prefix, keys in data["plugins"].items()})
+
+
+def llamafactory_keys(release: str) -> frozenset[str]:
+    """LLaMA-Factory's own argument fields (hparams/*.py) of a release read, without the HF TrainingArguments ones."""
+    return frozenset(_keys()[LLAMAFACTORY][release]["core"])
+
+
+# axolotl 0.19.0 utils/schemas/deprecated.py DeprecatedParameters: validators that raise when set.
+AXOLOTL_REMOVED = {"s2_attention": "`s2_attention` (shifted-sparse attention) is no longer supported",
+                   "max_packed_sequence_len": "`max_packed_sequence_len` is no longer supported",
+                   "rope_scaling": "`rope_scaling` is no longer supported; it is a key under `model_config` now"}

@@ -1,0 +1,151 @@
+"""A LLaMA-Factory config (`llamafactory-cli train config.yaml`) as the facts of the run it makes.
+
+LLaMA-Factory parses the file with HfArgumentParser into its Model/Data/Finetuning/Generating arguments and its
+subclass of HF Seq2SeqTrainingArguments (0.9.5 hparams/parser.py), so the batch, accumulation, precision,
+DeepSpeed and `use_liger_kernel` keys are HF's own; the attention, sequence length, adapter, quantisation,
+checkpointing and Liger keys are LLaMA-Factory's (frameworks/knowledge.py cites each).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from trainlint.diagnostics import Span
+from trainlint.facts.model import ArgsObject, Evidence, ModelLoad, ScriptFacts, TrainerCall
+from trainlint.facts.values import UNKNOWN, UNSET, Value
+from trainlint.frameworks import knowledge as K
+from trainlint.frameworks.axolotl import model_path_problem
+from trainlint.frameworks.synth import ORIGIN, Counter, Keys, Mapped, Problem, call, default, local_file
+
+
+def _model_type(model_id: object, path: Path) -> str | None:
+    from trainlint.knowledge.models import lookup_model
+
+    if not isinstance(model_id, str):
+        return None
+    spec = lookup_model(model_id, path.parent, "AutoModelForCausalLM")
+    return spec.model_type if spec is not None else None
+
+
+def _attention(keys: Keys, release: str, model_type: str | None, problems: list[Problem]) -> Value:
+    raw = keys.raw("flash_attn", K.LF_DEFAULTS["flash_attn"])
+    if model_type == "gpt_oss":  # model/model_utils/attention.py: always a FlashAttention-3 hub kernel
+        return Value("known", "kernels-community/vllm-flash-attn3", keys.top["flash_attn"].span if keys.has(
+            "flash_attn") else None, "LLaMA-Factory: gpt-oss always uses a FlashAttention-3 kernel")
+    if raw not in K.LF_ATTENTION or (raw == "fa3" and release == "0.9.2"):
+        old = K.LF_OLD_ATTENTION.get(raw) if isinstance(raw, (str, bool)) else None
+        problems.append(Problem("TL007", f"flash_attn: {raw!r} is not a value LLaMA-Factory {release} accepts "
+                                         f"(auto, disabled, sdpa, fa2{', fa3' if release != '0.9.2' else ''}); "
+                                         + (f"releases before 0.9 read it as {old}; " if old else "")
+                                         + "the run stops at parsing its arguments", keys.key_span("flash_attn")))
+        return UNKNOWN
+    if model_type == "gemma2" and raw in ("auto", "fa2"):
+        return UNKNOWN  # fa2 when flash-attn is installed, else eager: decided by the machine, not the config
+    if model_type in ("youtu", "youtu_vl") and raw in ("auto", "sdpa"):
+        return Value("known", "eager", keys.top["flash_attn"].span if keys.has("flash_attn") else None,
+                     "LLaMA-Factory forces eager for Youtu models")
+    impl = K.LF_ATTENTION[raw]
+    if impl is None:
+        return UNSET  # auto: nothing set, the transformers default applies
+    return keys.value("flash_attn", lambda _: impl)
+
+
+def _unknown_keys(keys: Keys, release: str, hf_fields: set[str] | None, problems: list[Problem]) -> None:
+    if hf_fields is None:
+        return  # the HF fields of that transformers release are not known: say nothing
+    own = K.llamafactory_keys(release)
+    for name, entry in keys.top.items():
+        if name not in own and name not in hf_fields:
+            problems.append(Problem("TL007", f"{name} is not a LLaMA-Factory {release} argument: HfArgumentParser "
+                                             f"raises 'Some specified arguments are not used' (hparams/parser.py) "
+                                             f"unless ALLOW_EXTRA_ARGS is set", entry.key_span))
+
+
+def map_llamafactory(keys: Keys, path: Path, display: str, release: str, note: str,
+                     hf_fields: set[str] | None) -> Mapped:
+    problems: list[Problem] = []
+    n = Counter()
+    _unknown_keys(keys, release, hf_fields, problems)
+    missing = model_path_problem(keys, "model_name_or_path", path, "LLaMA-Factory")
+    if missing is not None:
+        problems.append(missing)
+    model_type = _model_type(keys.raw("model_name_or_path"), path) if missing is None else None
+    attention = _attention(keys, release, model_type, problems)
+    unsloth = keys.raw("use_unsloth") is True
+    if unsloth:
+        attention = UNKNOWN  # Unsloth's loader picks attention, loss and checkpointing by its own version
+    here = keys.line_span("model_name_or_path") or Span.point(1)
+    anchor = keys.line_span("flash_attn") or here
+    stage = keys.raw("stage", K.LF_DEFAULTS["stage"])
+    finetuning = keys.raw("finetuning_type", K.LF_DEFAULTS["finetuning_type"])
+    bits = keys.raw("quantization_bit")
+    quant = "4bit" if bits in (2, 3, 4) else "8bit" if bits == 8 else None
+    dtype = UNSET
+    for key, name in (("bf16", "bfloat16"), ("pure_bf16", "bfloat16"), ("fp16", "float16")):
+        if keys.raw(key) is True:
+            dtype = Value("known", name, keys.top[key].span, ORIGIN)
+            break
+    load_kwargs = {"attn_implementation": (attention, keys.line_span("flash_attn")), "dtype": (dtype, None),
+                   "trust_remote_code": (keys.value("trust_remote_code") if keys.raw("trust_remote_code") is True
+                                         else UNSET, keys.line_span("trust_remote_code"))}
+    class_name = "AutoModelForCausalLM"
+    load = call(f"transformers.{class_name}.from_pretrained", load_kwargs, here, n, target="model")
+    model = ModelLoad(load, "from_pretrained", class_name,
+                      keys.value("model_name_or_path") if missing is None else UNKNOWN, attention, UNSET, UNSET,
+                      dtype, Value("known", quant, None, ORIGIN), (), None, "model", anchor)
+    calls = [load]
+    liger = keys.raw("enable_liger_kernel") is True
+    if liger and stage in ("pt", "sft") and (model_type is None or model_type in K.LF_LIGER_TYPES) and not unsloth:
+        # model/model_utils/liger_kernel.py: apply_liger_kernel_to_<type>() with liger's default FLCE for pt/sft
+        calls.append(call("liger_kernel.transformers.apply_liger_kernel_to_model", {},
+                          keys.line_span("enable_liger_kernel") or here, n))
+    if finetuning in ("lora", "oft"):
+        gc_on = keys.raw("disable_gradient_checkpointing") is not True
+        if gc_on:
+            calls.append(call("llamafactory.model.model_utils.checkpointing.enable_input_require_grads", {}, here, n,
+                              receiver="model"))
+        target = keys.raw("lora_target", K.LF_DEFAULTS["lora_target"])
+        # hparams/finetuning_args.py: a comma-separated string ("all": every linear layer); a YAML list is read as is
+        names = target if isinstance(target, list) else [t.strip() for t in str(target).split(",")]
+        targets = Value("known", "all-linear" if names == ["all"] else [str(t) for t in names],
+                        keys.top["lora_target"].span if keys.has("lora_target") else None, ORIGIN)
+        rank = keys.value("lora_rank")
+        if rank.unset:
+            rank = default(K.LF_DEFAULTS["lora_rank"], "LLaMA-Factory default lora_rank")
+        if finetuning == "lora":
+            calls.append(call("peft.LoraConfig", {"r": (rank, keys.line_span("lora_rank")),
+                                                  "target_modules": (targets, None)}, here, n, target="lora_config"))
+        calls.append(call("peft.get_peft_model", {}, here, n, target="model"))
+
+    args = _training_args(keys, here, n, unsloth, path)
+    calls.append(args.call)
+    trainer_name, library = K.LF_TRAINERS.get(stage, (f"{stage}Trainer", "llamafactory"))
+    trainer_call = call(f"{library}.{trainer_name}", {}, here, n, target="trainer")
+    calls.append(trainer_call)
+    trainer = TrainerCall(trainer_call, trainer_name, library, "training_args", "model", "trainer")
+    seq = keys.value("cutoff_len")
+    if seq.unset:
+        seq = default(K.LF_DEFAULTS["cutoff_len"], "LLaMA-Factory default cutoff_len")
+    facts = ScriptFacts(path=display, imports=(), calls=tuple(calls), models=(model,), args_objects=(args,),
+                        trainers=(trainer,),
+                        seq_evidence=(Evidence(seq, "cutoff_len", keys.line_span("cutoff_len") or Span.point(1)),),
+                        batch_evidence=(), accum_evidence=(), pip_pins=(), logits_accessed=False)
+    return Mapped(K.LLAMAFACTORY, release, note, facts, keys, problems, {}, False, "flash_attn")
+
+
+def _training_args(keys: Keys, here: Span, n: Counter, unsloth: bool, path: Path) -> ArgsObject:
+    gc = Value("known", keys.raw("disable_gradient_checkpointing") is not True,
+               keys.top["disable_gradient_checkpointing"].span if keys.has("disable_gradient_checkpointing") else None,
+               ORIGIN if keys.has("disable_gradient_checkpointing") else "LLaMA-Factory default (checkpointing on)")
+    reentrant = keys.raw("use_reentrant_gc", True)
+    names = ("per_device_train_batch_size", "gradient_accumulation_steps", "auto_find_batch_size", "bf16", "fp16",
+             "optim", "deepspeed", "fsdp", "max_steps", "use_liger_kernel")
+    kwargs = {name: (keys.value(name), keys.line_span(name)) for name in names}
+    kwargs["deepspeed"] = (local_file(keys.value("deepspeed"), path), keys.line_span("deepspeed"))
+    if unsloth:
+        kwargs["use_liger_kernel"] = (UNKNOWN, None)
+    kwargs["gradient_checkpointing"] = (gc, keys.line_span("disable_gradient_checkpointing"))
+    kwargs["gradient_checkpointing_kwargs"] = (default({"use_reentrant": reentrant is not False},
+                                                       "LLaMA-Factory use_reentrant_gc"), None)
+    return ArgsObject(call("transformers.Seq2SeqTrainingArguments", kwargs, here, n, target="training_args"),
+                      "Seq2SeqTrainingArguments", "transformers", "training_args")
