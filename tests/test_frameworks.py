@@ -39,11 +39,11 @@ LABELS: dict[str, tuple[set[str], str]] = {
                                                            "schema keys: axolotl drops them silently"),
     "axolotl/examples__llama-2__lora.yml": (set(), "32,000-token vocabulary, flash_attention_2"),
     "axolotl/examples__llama-3-vision__lora-11b.yaml": (set(), "128,256 vocab is TL301, model not in the catalog"),
-    "axolotl/examples__llama-3__fft-8b.yaml": (set(), "128,256 vocab is TL301, NousResearch mirror not in the catalog"),
+    "axolotl/examples__llama-3__fft-8b.yaml": ({"TL301"}, "128,256 vocab, no loss plugin; the NousResearch mirror resolves to Llama 3"),
     "axolotl/examples__llama-3__lora-1b-deduplicate-dpo.yml": (set(), "rl: dpo: TRL's DPOTrainer, a loss path TL301 "
                                                                      "does not model"),
-    "axolotl/examples__llama-3__lora-1b.yml": (set(), "128,256 vocab is TL301, NousResearch mirror not in the catalog"),
-    "axolotl/examples__llama-3__qlora.yml": (set(), "128,256 vocab is TL301, NousResearch mirror not in the catalog"),
+    "axolotl/examples__llama-3__lora-1b.yml": ({"TL301"}, "128,256 vocab, no loss plugin; the NousResearch mirror resolves to Llama 3.2"),
+    "axolotl/examples__llama-3__qlora.yml": ({"TL301"}, "128,256 vocab, no loss plugin; the NousResearch mirror resolves to Llama 3"),
     "axolotl/examples__magistral__magistral-small-qlora.yaml": (set(), "CutCrossEntropyPlugin listed"),
     "axolotl/examples__mistral-medium-3_5__qlora-text.yml": (set(), "CutCrossEntropyPlugin listed; flash_attention"),
     "axolotl/examples__mistral__lora.yml": (set(), "32,000-token vocabulary"),
@@ -65,11 +65,12 @@ LABELS: dict[str, tuple[set[str], str]] = {
     "llama-factory/examples__extras__muon__qwen2_full_sft.yaml": ({"TL301"}, "Qwen2-1.5B-Instruct 151,936, sft"),
     "llama-factory/examples__extras__pissa__llama3_lora_sft.yaml": ({"TL301"}, "Llama-3-8B-Instruct 128,256, sft"),
     "llama-factory/examples__train_lora__qwen3_lora_reward.yaml": (set(), "stage rm: value head, no vocabulary CE"),
-    "llama-factory/examples__train_lora__qwen3_lora_sft_ds3.yaml": (set(), "151,936 vocab is TL301, Qwen3-4B-2507 "
-                                                                           "not in the catalog"),
+    "llama-factory/examples__train_lora__qwen3_lora_sft_ds3.yaml": ({"TL301"}, "151,936 vocab, stage sft, no "
+                                                                               "enable_liger_kernel; Qwen3-4B-Instruct-"
+                                                                               "2507 resolves to Qwen3-4B by its name"),
     "llama-factory/examples__train_lora__qwen3vl_lora_dpo.yaml": (set(), "stage dpo: not a loss path TL301 models"),
     "llama-factory/examples__train_lora__qwen3vl_lora_sft.yaml": (set(), "Qwen3-VL-4B not in the catalog"),
-    "llama-factory/examples__train_qlora__llama3_lora_sft_gptq.yaml": (set(), "GPTQ mirror not in the catalog"),
+    "llama-factory/examples__train_qlora__llama3_lora_sft_gptq.yaml": ({"TL301"}, "stage sft, no enable_liger_kernel; the GPTQ upload resolves to Llama 3 by its name"),
 }
 
 
@@ -529,7 +530,7 @@ def test_json_fix_edits_point_at_the_yaml_value(tmp_path):
 
 def test_axolotl_base_model_config_names_the_geometry(tmp_path):
     text = AX_EAGER.replace("base_model: meta-llama/Llama-3.2-1B",
-                            "base_model: someone/llama-3.2-1b-finetune\n    base_model_config: meta-llama/Llama-3.2-1B")
+                            "base_model: someone/private-finetune\n    base_model_config: meta-llama/Llama-3.2-1B")
     diags = _lint(_write(tmp_path, "ax.yml", text))
     assert [d.code for d in diags] == ["TL101"] and "32 heads" in diags[0].message
     assert "model size unknown" in _lint(_write(tmp_path, "b.yml", text.replace("base_model_config:", "x_:")))[-1].message

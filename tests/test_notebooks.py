@@ -149,3 +149,43 @@ def test_a_notebook_in_another_language_is_skipped_with_a_reason(tmp_path):
     (tmp_path / "r.ipynb").write_text(json.dumps(nb), encoding="utf-8")
     r = run("-v", "--no-cache", cwd=tmp_path)
     assert r.returncode == 0 and "r.ipynb: skipped: a r notebook, not Python" in r.stderr
+
+
+def _code(*lines: str) -> dict:
+    return {"cell_type": "code", "execution_count": None, "metadata": {}, "outputs": [],
+            "source": [line + "\n" for line in lines[:-1]] + [lines[-1]]}
+
+
+LONG = [
+    _code("from transformers import AutoModelForCausalLM",
+          "from trl import SFTConfig, SFTTrainer",
+          "model = AutoModelForCausalLM.from_pretrained('meta-llama/Meta-Llama-3-8B', attn_implementation='eager')",
+          "ctx_len = 8192"),
+    None,  # the cell under test
+    _code("args = SFTConfig(output_dir='o', max_length=ctx_len, per_device_train_batch_size=1, use_liger_kernel=True)",
+          "trainer = SFTTrainer(model=model, args=args)"),
+]
+
+
+def test_names_a_skipped_cell_may_rebind_are_unknown_after_it(tmp_path):
+    cells = list(LONG)
+    cells[1] = _code("ctx_len = 512  # shorter", "this line is not python at all")
+    (tmp_path / "a.ipynb").write_text(notebook(cells), encoding="utf-8")
+    out = run("--no-cache", "--output-format", "json", cwd=tmp_path)
+    codes = [d["code"] for d in json.loads(out.stdout)]
+    assert codes == ["TL001"]  # 8,192 from cell 1 is not taken: cell 2 may have set ctx_len to anything
+    cells[1] = _code("learning_rate = 2e-5", "this line is not python at all")  # does not touch ctx_len
+    (tmp_path / "b.ipynb").write_text(notebook(cells), encoding="utf-8")
+    out = run("--no-cache", "--output-format", "json", "b.ipynb", cwd=tmp_path)
+    assert sorted(d["code"] for d in json.loads(out.stdout)) == ["TL001", "TL101"]
+
+
+def test_a_fix_beside_a_skipped_cell_keeps_that_cell_byte_for_byte(tmp_path):
+    cells = list(LONG)
+    cells[1] = _code("lr = 2e-5", "this line is not python at all")
+    path = tmp_path / "c.ipynb"
+    path.write_text(notebook(cells), encoding="utf-8")
+    run("--no-cache", "--fix", cwd=tmp_path)
+    after = json.loads(path.read_text(encoding="utf-8"))
+    assert after["cells"][1] == cells[1]
+    assert "attn_implementation='sdpa'" in "".join(after["cells"][0]["source"])

@@ -9,7 +9,16 @@ import re
 from dataclasses import dataclass
 
 SEPARATOR = "# trainlint: cell {index}"
-_SEPARATOR_RE = re.compile(r"^# trainlint: cell (\d+)$")
+# A skipped cell's separator row may start with `a = b = ...  `: the names it may set are unknown from there on
+_SEPARATOR_RE = re.compile(r"^(?:[\w =]+= \.\.\.  )?# trainlint: cell (\d+)$")
+_ASSIGNED = [re.compile(p) for p in (
+    r"^\s*([A-Za-z_]\w*(?:\s*,\s*[A-Za-z_]\w*)*)\s*(?::[^=]*)?(?:[-+*/%&|^@]|//|\*\*|<<|>>)?=(?!=)",  # x = / x += / x: int =
+    r"^\s*(?:async\s+)?(?:def|class)\s+([A-Za-z_]\w*)",
+    r"^\s*(?:async\s+)?for\s+([A-Za-z_]\w*(?:\s*,\s*[A-Za-z_]\w*)*)\s+in\b",
+    r"\bas\s+([A-Za-z_]\w*)",
+    r"^\s*import\s+([A-Za-z_]\w*)",
+    r"^\s*from\s+\S+\s+import\s+([A-Za-z_]\w*(?:\s*,\s*[A-Za-z_]\w*)*)",
+)]
 _MAGIC_RE = re.compile(r"^(\s*)([%!].*)$")
 _PLACEHOLDER = "# trainlint-magic: "
 # A shell line or line magic that starts a statement becomes `pass` + the placeholder comment: a block whose
@@ -143,12 +152,36 @@ def bad_cells(nb: Notebook) -> dict[int, tuple[int, int, str]]:
 
 def without_cells(nb: Notebook, cells: set[int]) -> Notebook:
     """The same notebook with these code cells blanked (every line a placeholder comment: no row moves, and a
-    fix writes them back unchanged)."""
+    fix writes them back unchanged). The names a skipped cell may assign are bound to `...` on its separator
+    row, so a later cell's use of them is unknown rather than an earlier cell's value."""
     lines = nb.source.split("\n")
     for row, (cell, _) in enumerate(nb.line_map):
         if cell in cells and not lines[row].lstrip().startswith((_STATEMENT, _PLACEHOLDER)):
             lines[row] = _PLACEHOLDER + lines[row]
+    for row, line in enumerate(lines):
+        m = _SEPARATOR_RE.match(line)
+        if m and int(m.group(1)) - 1 in cells:
+            names = assigned_names(_cell_text(nb.data["cells"][int(m.group(1)) - 1]))
+            if names:
+                lines[row] = " = ".join(names) + " = ...  " + SEPARATOR.format(index=m.group(1))
     return Notebook(nb.data, nb.raw, nb.code_cells, "\n".join(lines), nb.line_map)
+
+
+def assigned_names(text: str) -> list[str]:
+    """The names a cell that does not parse may bind, read line by line (assignments, def/class, for, as,
+    imports); keywords excluded."""
+    import keyword
+
+    found: dict[str, None] = {}
+    for line in text.split("\n"):
+        if line.lstrip().startswith(("#", "%", "!")):
+            continue
+        for pattern in _ASSIGNED:
+            for m in pattern.finditer(line):
+                for name in re.split(r"\s*,\s*", m.group(1)):
+                    if name and not keyword.iskeyword(name) and name.isidentifier():
+                        found[name] = None
+    return list(found)
 
 
 def _restore(text: str) -> str:

@@ -903,7 +903,8 @@ def _model_load(raw: _RawCall, call: Call, resolver: _Resolver, c: _Collector) -
         class_name = owner_short
         model_id = call.arg(0, "pretrained_model_name_or_path") if kind == "from_pretrained" else UNSET
         config_node = _first_arg_node(raw.node, 0, "config") if kind == "from_config" else None
-    elif MODEL_CLASS_RE.match(call.short) and isinstance(func, (cst.Name, cst.Attribute)):
+    elif MODEL_CLASS_RE.match(call.short) and not call.short.startswith("DataCollator") and \
+            isinstance(func, (cst.Name, cst.Attribute)):
         root = (c.qualname(func) or call.short).split(".")[0]
         if root not in ("transformers",) and not c.star_imports:
             return None
@@ -1092,7 +1093,10 @@ def _hops(c: _Collector, resolver: _Resolver, calls: list[Call], defined: set[st
     for raw in (*c.raw_calls, *c.hop_calls):
         root = raw.qualname.split(".")[0]
         own = (raw.qualname in defined and raw.qualname != raw.scope) or f"class {raw.qualname}" in classes
-        imported = raw.qualname != raw.short or raw.short in c.imports
+        written = raw.node.func
+        while isinstance(written, cst.Attribute):
+            written = written.value
+        imported = isinstance(written, cst.Name) and written.value in c.imports  # `utils.load`, `load` imported
         if not own and not (imported and root not in NOT_REPOSITORY_MODULES and "(" not in raw.qualname):
             continue
         if raw.receiver is not None and raw.receiver not in c.imports:

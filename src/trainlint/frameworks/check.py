@@ -176,7 +176,7 @@ def lint_config(path: Path, settings: Settings, codes: set[str], text: str | Non
     for p in mapped.problems:
         result.diagnostics.append(_meta(p.code, display, p.message, p.span.line, p.span.col))
     ctx = FrameworkContext(path, display, mapped.facts, versions, settings, text, Launch.defaults(), mapped.facts,
-                           mapped)
+                           mapped=mapped)
     result.contexts.append(ctx)
     result.context = ctx
     from trainlint.frameworks.fixes import adapt
