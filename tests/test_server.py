@@ -43,14 +43,16 @@ def _record(client: LanguageClient, params: t.PublishDiagnosticsParams) -> None:
 
 
 @contextlib.asynccontextmanager
-async def session(root: Path, command: list[str] | None = None, spec: str = "visual-studio-code",
+async def session(root: Path, command: list[str] | None = None, caps: t.ClientCapabilities | None = None,
                   debounce_ms: int = 100):
+    """A client (VS Code's capabilities unless given) connected to a fresh server process, initialized with
+    `root` as the workspace; `client.initialized_with` is the server's InitializeResult."""
     client = LanguageClient(converter_factory=default_converter)
     register_lsp_features(client, {**DEFAULT_CLIENT_FEATURES, t.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS: _record})
     client.published = []
     await client.start_io(*(command or SERVER))
-    await client.initialize_session(t.InitializeParams(
-        capabilities=client_capabilities(spec), root_uri=root.as_uri(),
+    client.initialized_with = await client.initialize_session(t.InitializeParams(
+        capabilities=caps or client_capabilities("visual-studio-code"), root_uri=root.as_uri(),
         workspace_folders=[t.WorkspaceFolder(uri=root.as_uri(), name="w")],
         initialization_options={"debounceMs": debounce_ms}))
     try:
@@ -78,6 +80,20 @@ def open_doc(client: LanguageClient, path: Path, text: str | None = None, langua
     client.text_document_did_open(t.DidOpenTextDocumentParams(t.TextDocumentItem(
         uri=uri, language_id=language, version=version, text=path.read_text() if text is None else text)))
     return uri
+
+
+async def only_diagnostic(client: LanguageClient, path: Path, language: str = "python") -> tuple[str, t.Diagnostic]:
+    """Open `path` and return its uri and the one diagnostic first published for it."""
+    uri = open_doc(client, path, language=language)
+    (diag,) = (await published(client, uri)).diagnostics
+    return uri, diag
+
+
+@pytest.fixture
+def eager(tmp_path: Path) -> Path:
+    path = tmp_path / "train.py"
+    path.write_text(EAGER)
+    return path
 
 
 def change(client: LanguageClient, uri: str, version: int, text: str) -> None:
@@ -117,12 +133,9 @@ def utf16(s: str) -> int:
     return len(s.encode("utf-16-le")) // 2
 
 
-async def test_open_publishes_tl101_on_the_keyword_in_utf16_units(tmp_path):
-    path = tmp_path / "train.py"
-    path.write_text(EAGER)
+async def test_open_publishes_tl101_on_the_keyword_in_utf16_units(tmp_path, eager):
     async with session(tmp_path) as client:
-        uri = open_doc(client, path)
-        (diag,) = (await published(client, uri)).diagnostics
+        _, diag = await only_diagnostic(client, eager)
     line = EAGER.splitlines()[1]
     start = line.index("attn_implementation")
     assert diag.code == "TL101" and diag.source == "trainlint"
@@ -134,33 +147,19 @@ async def test_open_publishes_tl101_on_the_keyword_in_utf16_units(tmp_path):
     assert diag.code_description.href.endswith("rules/TL101.md")
 
 
-async def test_utf8_position_encoding_counts_bytes(tmp_path):
-    path = tmp_path / "train.py"
-    path.write_text(EAGER)
+async def test_utf8_position_encoding_counts_bytes(tmp_path, eager):
     caps = client_capabilities("visual-studio-code")
     caps.general = t.GeneralClientCapabilities(position_encodings=[t.PositionEncodingKind.Utf8])
-    client = LanguageClient(converter_factory=default_converter)
-    register_lsp_features(client, {**DEFAULT_CLIENT_FEATURES, t.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS: _record})
-    client.published = []
-    await client.start_io(*SERVER)
-    result = await client.initialize_session(t.InitializeParams(capabilities=caps, root_uri=tmp_path.as_uri()))
-    try:
-        assert result.capabilities.position_encoding == t.PositionEncodingKind.Utf8
-        uri = open_doc(client, path)
-        (diag,) = (await published(client, uri)).diagnostics
-    finally:
-        await client.shutdown_session()
-        await client.stop()
+    async with session(tmp_path, caps=caps) as client:
+        assert client.initialized_with.capabilities.position_encoding == t.PositionEncodingKind.Utf8
+        _, diag = await only_diagnostic(client, eager)
     line = EAGER.splitlines()[1]
     assert diag.range.start.character == len(line[:line.index("attn_implementation")].encode("utf-8"))
 
 
-async def test_safe_fix_is_a_preferred_quickfix_whose_edit_clears_the_finding(tmp_path):
-    path = tmp_path / "train.py"
-    path.write_text(EAGER)
+async def test_safe_fix_is_a_preferred_quickfix_whose_edit_clears_the_finding(tmp_path, eager):
     async with session(tmp_path) as client:
-        uri = open_doc(client, path)
-        (diag,) = (await published(client, uri)).diagnostics
+        uri, diag = await only_diagnostic(client, eager)
         found = await actions(client, uri, diag)
         quick = [a for a in found if a.kind == t.CodeActionKind.QuickFix]
         (fix,) = quick
@@ -182,8 +181,7 @@ async def test_unsafe_fix_is_labelled_and_not_preferred(tmp_path):
     path = tmp_path / "train.py"
     path.write_text(LIGER)
     async with session(tmp_path) as client:
-        uri = open_doc(client, path)
-        (diag,) = (await published(client, uri)).diagnostics
+        uri, diag = await only_diagnostic(client, path)
         assert diag.code == "TL301"
         (fix,) = await actions(client, uri, diag, only=[t.CodeActionKind.QuickFix])
     assert fix.title.startswith("Fix TL301 (unsafe fix): ")
@@ -192,11 +190,9 @@ async def test_unsafe_fix_is_labelled_and_not_preferred(tmp_path):
     assert "TrainingArguments(output_dir='o', per_device_train_batch_size=4, use_liger_kernel=True)" in fixed
 
 
-async def test_changes_are_debounced_and_out_of_order_ones_dropped(tmp_path):
-    path = tmp_path / "train.py"
-    path.write_text(EAGER)
+async def test_changes_are_debounced_and_out_of_order_ones_dropped(tmp_path, eager):
     async with session(tmp_path, debounce_ms=400) as client:
-        uri = open_doc(client, path)
+        uri = open_doc(client, eager)
         await published(client, uri, version=1)
         mark = len(client.published)
         for version, text in ((2, EAGER + "\n"), (3, EAGER + "\n\n"), (4, SDPA)):  # a burst: one analysis
@@ -275,9 +271,8 @@ async def test_notebook_json_opened_as_text(tmp_path):
         assert diag.code == "TL002" and "not valid JSON" in diag.message
 
 
-async def test_workspace_config_is_read_and_a_broken_one_is_shown_not_fatal(tmp_path):
-    path = tmp_path / "train.py"
-    path.write_text(EAGER)
+async def test_workspace_config_is_read_and_a_broken_one_is_shown_not_fatal(tmp_path, eager):
+    path = eager
     (tmp_path / "pyproject.toml").write_text("[tool.trainlint]\nlong-context = 16384\n")
     async with session(tmp_path) as client:
         uri = open_doc(client, path)
@@ -335,12 +330,9 @@ async def test_launch_decided_finding_lands_in_the_launcher_with_its_fix(tmp_pat
         assert diag.code == "TL006"
 
 
-async def test_hover_shows_the_rule_page(tmp_path):
-    path = tmp_path / "train.py"
-    path.write_text(EAGER)
+async def test_hover_shows_the_rule_page(tmp_path, eager):
     async with session(tmp_path) as client:
-        uri = open_doc(client, path)
-        (diag,) = (await published(client, uri)).diagnostics
+        uri, diag = await only_diagnostic(client, eager)
         hover = await client.text_document_hover_async(t.HoverParams(t.TextDocumentIdentifier(uri), diag.range.start))
         nothing = await client.text_document_hover_async(t.HoverParams(t.TextDocumentIdentifier(uri), t.Position(0, 0)))
     assert hover.contents.kind == t.MarkupKind.Markdown
