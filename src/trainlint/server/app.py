@@ -154,6 +154,9 @@ class TrainlintServer(LanguageServer):
         self.replace(uri, found)
 
     def replace(self, source: str, found: dict[str, list[Finding]]) -> None:
+        open_by_path = {_path(u, "").resolve(): u for u in self.open_uris() if u.startswith("file:")}
+        found = {open_by_path.get(_path(u, "").resolve(), u) if u.startswith("file:") else u: items
+                 for u, items in found.items()}  # a file the client has open keeps the client's spelling of its uri
         old = self.contributions.pop(source, {})
         self.contributions[source] = found
         for uri in dict.fromkeys([*old, *found]):
