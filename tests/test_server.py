@@ -42,14 +42,19 @@ def _record(client: LanguageClient, params: t.PublishDiagnosticsParams) -> None:
     client.published.append(params)
 
 
+def _register(client: LanguageClient, params: t.RegistrationParams) -> None:
+    client.registrations.extend(params.registrations)  # (VS Code would start watching the files)
+
+
 @contextlib.asynccontextmanager
 async def session(root: Path, command: list[str] | None = None, caps: t.ClientCapabilities | None = None,
                   debounce_ms: int = 100):
     """A client (VS Code's capabilities unless given) connected to a fresh server process, initialized with
     `root` as the workspace; `client.initialized_with` is the server's InitializeResult."""
     client = LanguageClient(converter_factory=default_converter)
-    register_lsp_features(client, {**DEFAULT_CLIENT_FEATURES, t.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS: _record})
-    client.published = []
+    register_lsp_features(client, {**DEFAULT_CLIENT_FEATURES, t.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS: _record,
+                                   t.CLIENT_REGISTER_CAPABILITY: _register})
+    client.published, client.registrations = [], []
     await client.start_io(*(command or SERVER))
     client.initialized_with = await client.initialize_session(t.InitializeParams(
         capabilities=caps or client_capabilities("visual-studio-code"), root_uri=root.as_uri(),
@@ -317,6 +322,20 @@ async def test_launch_decided_finding_lands_in_the_launcher_with_its_fix(tmp_pat
         ((uri, (edit,)),) = edits_of(fix).items()
         assert uri == launcher.as_uri() and edit.new_text == "4"
         assert (edit.range.start.line, edit.range.start.character) == (2, 34)
+        # the launcher changes on disk, outside the editor: the watched-files notification re-checks the script
+        (watch,) = client.registrations
+        assert watch.method == t.WORKSPACE_DID_CHANGE_WATCHED_FILES
+        assert "*.sh" in watch.register_options["watchers"][0]["globPattern"]
+        launcher.write_text(launcher.read_text().replace("accumulation_steps 2", "accumulation_steps 4"))
+        mark = len(client.published)
+        client.workspace_did_change_watched_files(t.DidChangeWatchedFilesParams(
+            [t.FileEvent(launcher.as_uri(), t.FileChangeType.Changed)]))
+        assert list((await published(client, launcher.as_uri(), after=mark)).diagnostics) == []
+        launcher.write_text(launcher.read_text().replace("accumulation_steps 4", "accumulation_steps 2"))
+        mark = len(client.published)
+        client.workspace_did_change_watched_files(t.DidChangeWatchedFilesParams(
+            [t.FileEvent(launcher.as_uri(), t.FileChangeType.Changed)]))
+        assert (await published(client, launcher.as_uri(), after=mark)).diagnostics[0].code == "TL401"
         # the launcher opened itself: the same finding, from its own analysis (launchers are read on disk)
         launcher_uri = open_doc(client, launcher, language="shellscript")
         mark = len(client.published)

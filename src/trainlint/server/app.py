@@ -32,6 +32,8 @@ from trainlint.server.analysis import (Cell, Document, Finding, analyse, fix_act
 logger = logging.getLogger("trainlint.server")
 DEBOUNCE_S = 0.3
 FIX_ALL = "source.fixAll.trainlint"
+# what the checks of open documents read from disk: launchers, configs and args files, pin files, the git HEAD
+WATCHED = "**/{*.sh,*.bash,*.slurm,*.sbatch,*.md,*.yaml,*.yml,*.json,*.toml,*.cfg,requirements*.txt,HEAD}"
 _CONVERTER = get_converter()
 _ENCODINGS = {t.PositionEncodingKind.Utf8: "utf-8", t.PositionEncodingKind.Utf16: "utf-16",
               t.PositionEncodingKind.Utf32: "utf-32"}
@@ -310,6 +312,19 @@ def build(debounce: float = DEBOUNCE_S) -> TrainlintServer:
         if isinstance(options, dict) and isinstance(options.get("debounceMs"), (int, float)):
             ls.debounce = max(0.0, float(options["debounceMs"]) / 1000)
 
+    @server.feature(t.INITIALIZED)
+    def initialized(ls: TrainlintServer, params: t.InitializedParams) -> None:
+        caps = ls.client_capabilities.workspace
+        if caps and caps.did_change_watched_files and caps.did_change_watched_files.dynamic_registration:
+            ls.client_register_capability(t.RegistrationParams(registrations=[t.Registration(
+                id="trainlint-watched-files", method=t.WORKSPACE_DID_CHANGE_WATCHED_FILES,
+                register_options=t.DidChangeWatchedFilesRegistrationOptions(
+                    watchers=[t.FileSystemWatcher(glob_pattern=WATCHED)]))]))
+
+    @server.feature(t.WORKSPACE_DID_CHANGE_WATCHED_FILES)
+    def watched(ls: TrainlintServer, params: t.DidChangeWatchedFilesParams) -> None:
+        saved(ls, None)  # a launcher, a config, a pin file or the git HEAD changed outside the editor
+
     @server.feature(t.TEXT_DOCUMENT_DID_OPEN)
     def did_open(ls: TrainlintServer, params: t.DidOpenTextDocumentParams) -> None:
         ls.schedule(params.text_document.uri, 0)
@@ -356,10 +371,11 @@ def build(debounce: float = DEBOUNCE_S) -> TrainlintServer:
     return server
 
 
-def saved(ls: TrainlintServer, uri: str) -> None:
+def saved(ls: TrainlintServer, uri: str | None) -> None:
     """A saved file can change how every open document is checked (it may be their launcher or config)."""
     forget()
-    ls.schedule(uri, 0)
+    if uri is not None:
+        ls.schedule(uri, 0)
     for other in ls.open_uris():
         if other != uri:
             ls.schedule(other, ls.debounce)
