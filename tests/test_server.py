@@ -337,10 +337,13 @@ async def test_launch_decided_finding_lands_in_the_launcher_with_its_fix(tmp_pat
             [t.FileEvent(launcher.as_uri(), t.FileChangeType.Changed)]))
         assert (await published(client, launcher.as_uri(), after=mark)).diagnostics[0].code == "TL401"
         # the launcher opened itself: the same finding, from its own analysis (launchers are read on disk)
+        mark = len(client.published)
         launcher_uri = open_doc(client, launcher, language="shellscript")
+        assert [d.code for d in (await published(client, launcher_uri, after=mark)).diagnostics] == ["TL401"]
         mark = len(client.published)
         client.text_document_did_close(t.DidCloseTextDocumentParams(t.TextDocumentIdentifier(script_uri)))
-        assert (await published(client, launcher_uri, after=mark)).diagnostics[0].code == "TL401"
+        assert [d.code for d in (await published(client, launcher_uri, after=mark)).diagnostics] == ["TL401"]
+        assert list((await published(client, script_uri, after=mark)).diagnostics) == []  # closed: cleared
         # a config: the launcher that passes it is linted, so its YAML error and the missing script show
         yaml_uri = open_doc(client, tmp_path / "recipe.yaml", language="yaml")
         (diag,) = (await published(client, yaml_uri)).diagnostics
