@@ -48,6 +48,8 @@ def suggestions(fix: dict, filename: str, sources: Sources) -> list[dict]:
     first = min(_edit_range(e)[0][0] for e in edits)
     last = min(max(_edit_range(e)[1][0] for e in edits), len(lines))
     window = lines[first - 1:last]
+    if not window:
+        return []  # edits past the end of the file as it is now: no lines to suggest on
     starts = [0]
     for line in window:
         starts.append(starts[-1] + len(line) + 1)  # the window's lines, joined with "\n"
