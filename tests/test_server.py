@@ -253,6 +253,43 @@ async def test_notebook_document_cells_get_their_own_diagnostics_and_fix(tmp_pat
         assert apply(cells[1], edits) == cells[1].replace("'eager'", "'sdpa'")
 
 
+async def test_notebook_edits_are_rechecked_and_a_stale_notebook_version_dropped(tmp_path):
+    nb_uri = (tmp_path / "edit.ipynb").as_uri()
+    first, added = f"vscode-notebook-cell:{tmp_path}/edit.ipynb#A", f"vscode-notebook-cell:{tmp_path}/edit.ipynb#B"
+    eager = ("model = AutoModelForCausalLM.from_pretrained('meta-llama/Llama-3.1-8B', "
+             "attn_implementation='eager')")
+
+    def content(version: int, cell_version: int, text: str) -> t.DidChangeNotebookDocumentParams:
+        return t.DidChangeNotebookDocumentParams(
+            t.VersionedNotebookDocumentIdentifier(uri=nb_uri, version=version),
+            t.NotebookDocumentChangeEvent(cells=t.NotebookDocumentCellChanges(text_content=[
+                t.NotebookDocumentCellContentChanges(t.VersionedTextDocumentIdentifier(uri=added, version=cell_version),
+                                                     [t.TextDocumentContentChangeWholeDocument(text)])])))
+
+    async with session(tmp_path) as client:
+        client.notebook_document_did_open(t.DidOpenNotebookDocumentParams(
+            notebook_document=t.NotebookDocument(uri=nb_uri, notebook_type="jupyter-notebook", version=1, cells=[
+                t.NotebookCell(kind=t.NotebookCellKind.Code, document=first)]),
+            cell_text_documents=[t.TextDocumentItem(uri=first, language_id="python", version=1, text=(
+                "from transformers import AutoModelForCausalLM\nMAX_SEQ_LENGTH = 8192\n"))]))
+        assert list((await published(client, first)).diagnostics) == []
+        client.notebook_document_did_change(t.DidChangeNotebookDocumentParams(  # a cell added below
+            t.VersionedNotebookDocumentIdentifier(uri=nb_uri, version=2),
+            t.NotebookDocumentChangeEvent(cells=t.NotebookDocumentCellChanges(structure=t.NotebookDocumentCellChangeStructure(
+                array=t.NotebookCellArrayChange(1, 0, [t.NotebookCell(kind=t.NotebookCellKind.Code, document=added)]),
+                did_open=[t.TextDocumentItem(uri=added, language_id="python", version=1, text=eager)])))))
+        (diag,) = (await published(client, added)).diagnostics
+        assert diag.code == "TL101" and diag.range.start.line == 0
+        mark = len(client.published)
+        client.notebook_document_did_change(content(3, 2, eager.replace("'eager'", "'sdpa'")))
+        assert list((await published(client, added, after=mark)).diagnostics) == []
+        mark = len(client.published)
+        client.notebook_document_did_change(content(2, 3, eager))  # late: the notebook is at version 3
+        await asyncio.sleep(1.0)
+        assert not [p for p in client.published[mark:] if p.uri == added]
+        assert list(client.diagnostics[added]) == []
+
+
 async def test_notebook_json_opened_as_text(tmp_path):
     """A client without notebook support sends the .ipynb JSON: findings sit at the top and say the cell;
     JSON that does not load is TL002."""
