@@ -33,9 +33,9 @@ def repo(tmp_path: Path) -> Path:
     return tmp_path
 
 
-def try_repo(repo: Path, home: Path, *files: str) -> subprocess.CompletedProcess:
+def try_repo(repo: Path, home: Path, *files: str, hook: str = "trainlint") -> subprocess.CompletedProcess:
     env = {**os.environ, "PRE_COMMIT_HOME": str(home), "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
-    return subprocess.run([PRE_COMMIT, "try-repo", str(ROOT), "trainlint", "--files", *files], cwd=repo, env=env,
+    return subprocess.run([PRE_COMMIT, "try-repo", str(ROOT), hook, "--files", *files], cwd=repo, env=env,
                           capture_output=True, text=True, timeout=900)
 
 
@@ -92,3 +92,76 @@ def test_hook_relints_the_script_a_staged_launcher_runs(repo, hook_home):
     assert r.returncode == 1, r.stdout + r.stderr
     assert "run.sh:2:35: TL401 train.py: per_device_train_batch_size 8 -> 4 but gradient_accumulation_steps " \
            "stays 2" in r.stdout
+
+
+# --- trainlint-estimate: the does-it-fit gate alone (TL701) -----------------------------------------------
+
+def _tl701_registered() -> bool:
+    from trainlint.rules import REGISTRY
+
+    return "TL701" in REGISTRY
+
+
+needs_tl701 = pytest.mark.skipif(not _tl701_registered(), reason=(
+    "TL701 (run-does-not-fit) is not registered in this checkout: it is written on the `rules` branch; "
+    "re-run after merging it (try-repo installs the committed checkout)"))
+FULL_FINETUNE = (
+    "from transformers import AutoModelForCausalLM\n"
+    "from trl import SFTConfig, SFTTrainer\n"
+    "model = AutoModelForCausalLM.from_pretrained('{model}', attn_implementation='sdpa')\n"
+    "args = SFTConfig(output_dir='o', per_device_train_batch_size={batch}, max_length=1024, bf16=True)\n"
+    "SFTTrainer(model=model, args=args).train()\n")
+
+
+def _gpu(repo: Path, gpu: str = "24GB") -> None:
+    (repo / "pyproject.toml").write_text(f'[tool.trainlint]\ngpu = "{gpu}"\n')
+    git(repo, "add", "pyproject.toml")
+
+
+@needs_tl701
+def test_estimate_hook_fails_a_staged_script_that_does_not_fit_the_configured_gpu(repo, hook_home):
+    _gpu(repo)
+    (repo / "sft.py").write_text(FULL_FINETUNE.format(model="meta-llama/Llama-3.1-8B", batch=1))
+    git(repo, "add", "sft.py")
+    r = try_repo(repo, hook_home, "sft.py", hook="trainlint-estimate")
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "sft.py:5:1: TL701 " in r.stdout and "does not fit" in r.stdout
+
+
+@needs_tl701
+def test_estimate_hook_passes_a_run_that_fits_whatever_else_is_found(repo, hook_home):
+    _gpu(repo)
+    path = repo / "sft.py"
+    path.write_text(FULL_FINETUNE.format(model="HuggingFaceTB/SmolLM2-135M", batch=8))
+    git(repo, "add", "sft.py")
+    git(repo, "commit", "-qm", "first")
+    path.write_text(FULL_FINETUNE.format(model="HuggingFaceTB/SmolLM2-135M", batch=2))  # TL401, not a fit problem
+    git(repo, "add", "sft.py")
+    r = try_repo(repo, hook_home, "sft.py", hook="trainlint-estimate")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "Passed" in r.stdout
+    full = try_repo(repo, hook_home, "sft.py")  # the full hook does report the shrunk batch
+    assert full.returncode == 1 and "TL401" in full.stdout, full.stdout + full.stderr
+
+
+@needs_tl701
+def test_estimate_hook_fails_a_staged_recipe_that_makes_the_run_too_big(repo, hook_home):
+    _gpu(repo)
+    (repo / "sft.py").write_text(
+        "from transformers import AutoModelForCausalLM\n"
+        "from trl import ModelConfig, SFTConfig, SFTTrainer, TrlParser\n"
+        "model_args, args = TrlParser((ModelConfig, SFTConfig)).parse_args_and_config()\n"
+        "model = AutoModelForCausalLM.from_pretrained(model_args.model_name_or_path, attn_implementation='sdpa')\n"
+        "SFTTrainer(model=model, args=args).train()\n")
+    (repo / "train.sh").write_text("python sft.py --config recipe.yaml\n")
+    recipe = repo / "recipe.yaml"
+    recipe.write_text("model_name_or_path: HuggingFaceTB/SmolLM2-135M\noutput_dir: out\n"
+                      "per_device_train_batch_size: 1\nmax_length: 1024\nbf16: true\n")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "first")
+    assert try_repo(repo, hook_home, "recipe.yaml", hook="trainlint-estimate").returncode == 0
+    recipe.write_text(recipe.read_text().replace("HuggingFaceTB/SmolLM2-135M", "meta-llama/Llama-3.1-8B"))
+    git(repo, "add", "recipe.yaml")  # only the recipe is staged: the hook checks the script it configures
+    r = try_repo(repo, hook_home, "recipe.yaml", hook="trainlint-estimate")
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "sft.py:5:1: TL701 " in r.stdout and "launched by train.sh:1" in r.stdout

@@ -325,16 +325,20 @@ def test_rdjson_byte_columns_for_multibyte_characters(tmp_path, monkeypatch):
                                                      name="syntax-error")], 1))
     rd, rgone, rmeta = out["diagnostics"]
     assert rd["location"]["range"] == {"start": {"line": 2, "column": b + 3}, "end": {"line": 2, "column": b + 4}}
+    # Two edits are one suggestion over the lines they span (reviewdog posts a suggestion as whole lines and
+    # wants every suggestion of a comment on the same lines): lines 2 to 3 become line 2 with both applied.
     assert rd["suggestions"] == [
-        {"range": {"start": {"line": 2, "column": b + 3}, "end": {"line": 2, "column": b + 4}}, "text": "c"},
-        # end of line 2 ('é' is 2 bytes, '𐐀' 4), then column 1 of line 3
-        {"range": {"start": {"line": 2, "column": len(line.encode()) + 1}, "end": {"line": 3, "column": 1}},
-         "text": ""},
-    ]
-    # The file is gone: character columns are kept rather than guessed.
+        {"range": {"start": {"line": 2, "column": 1}, "end": {"line": 3, "column": 1}}, "text": "s = 'a𐐀c'  # é"}]
+    # The file is gone: character columns are kept rather than guessed, and the lines two edits would join
+    # cannot be read, so there is no suggestion; a one-edit fix keeps its own (reviewdog reads the lines).
     assert rgone["location"] == {"path": "deleted.py", "range": {"start": {"line": 2, "column": b},
                                                                  "end": {"line": 2, "column": b + 1}}}
-    assert rgone["suggestions"][1]["range"]["start"] == {"line": 2, "column": len(line) + 1}
+    assert "suggestions" not in rgone
+    one = {**fix, "edits": fix["edits"][:1]}
+    (rone,) = json.loads(render("rdjson", [diag(filename="deleted.py", span=(2, b, 2, b + 1), fix=one)], 1))[
+        "diagnostics"]
+    assert rone["suggestions"] == [{"range": {"start": {"line": 2, "column": b}, "end": {"line": 2, "column": b + 1}},
+                                    "text": "c"}]
     assert rmeta["severity"] == "WARNING" and rmeta["code"] == {"value": "TL001"} and "suggestions" not in rmeta
 
 
@@ -497,7 +501,9 @@ def test_notebook_diagnostics_name_their_cell_where_a_format_can_only_point_at_f
     assert "fixes" not in result
     (rd,) = json.loads(render("rdjson", [d], 1))["diagnostics"]
     assert rd["location"] == {"path": "nb.ipynb"} and "suggestions" not in rd
-    assert rd["message"] == f"cell 3, line 2, column {col}: eager"
+    assert rd["message"] == (f"cell 3, line 2, column {col}: eager (fix not suggested: a notebook's lines are its "
+                             f"cells' and a suggestion would have to edit the .ipynb JSON; `trainlint check --fix "
+                             f"nb.ipynb` applies it: Use sdpa)")
     (gl,) = json.loads(render("gitlab", [d], 1))
     assert gl["location"] == {"path": "nb.ipynb", "lines": {"begin": 1, "end": 1}}
     assert gl["description"] == f"TL101: cell 3, line 2, column {col}: eager"

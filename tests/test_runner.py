@@ -68,6 +68,37 @@ def test_a_new_git_base_invalidates_the_cache_for_tl401(tmp_path):
     assert cli("t.py", cwd=tmp_path).returncode == 0
 
 
+def test_a_changed_recipe_a_launcher_passes_invalidates_the_cache(tmp_path, monkeypatch):
+    """The recipe is not a launcher (no index stamp covers it) and not the script: its change, even at the same
+    size (a recipe staged alone in pre-commit), must still reach the script's result."""
+    from trainlint.launch.discover import clear_caches
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / ".git").mkdir()
+    script = tmp_path / "sft.py"
+    script.write_text(
+        "from transformers import AutoModelForCausalLM\n"
+        "from trl import ModelConfig, SFTConfig, SFTTrainer, TrlParser\n"
+        "model_args, args = TrlParser((ModelConfig, SFTConfig)).parse_args_and_config()\n"
+        "model = AutoModelForCausalLM.from_pretrained(model_args.model_name_or_path,\n"
+        "                                             attn_implementation=model_args.attn_implementation)\n"
+        "SFTTrainer(model=model, args=args).train()\n")
+    (tmp_path / "train.sh").write_text("python sft.py --config recipes/sft.yaml\n")
+    (tmp_path / "recipes").mkdir()
+    recipe = tmp_path / "recipes" / "sft.yaml"
+    recipe.write_text("model_name_or_path: meta-llama/Llama-3.1-8B\nattn_implementation: eager\nmax_length: 8192\n")
+    s = Settings(root=tmp_path)
+    codes = enabled_codes(s)
+    (first,) = run([script], s, codes)
+    assert [d.code for d in first.diagnostics] == ["TL101"] and not first.cached
+    clear_caches()
+    assert run([script], s, codes)[0].cached
+    recipe.write_text(recipe.read_text().replace("eager", "sdpa "))  # the same size
+    clear_caches()
+    (after,) = run([script], s, codes)
+    assert not after.cached and after.diagnostics == []
+
+
 def test_auto_goes_parallel_only_for_enough_files_and_bytes_and_keeps_the_order(tmp_path):
     from trainlint.runner import PARALLEL_MIN_BYTES, PARALLEL_MIN_FILES, _workers
 

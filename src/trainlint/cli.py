@@ -254,6 +254,20 @@ def rule_cmd(code, show_all):
     click.echo(text.rstrip())
 
 
+@main.command("server")
+@click.option("--stdio", is_flag=True, help="Talk over stdin/stdout (the default and only transport).")
+def server_cmd(stdio):
+    """Run the language server (LSP over stdio) for editors: diagnostics, fixes as code actions, rule pages on hover.
+
+    Needs the `lsp` extra: pip install 'trainlint[lsp]'."""
+    try:
+        from trainlint.server.app import main as serve
+    except ImportError as exc:
+        click.echo(f"trainlint: error: the server needs the lsp extra (pip install 'trainlint[lsp]'): {exc}", err=True)
+        sys.exit(2)
+    serve()
+
+
 @main.command(cls=_WithScriptArgs)
 @click.argument("script", type=click.Path(path_type=Path))
 @click.option("--gpu", default=None, help="GPU to judge against: 24GB, T4, L4, A10G, A100-40GB, A100-80GB, H100, H200...")

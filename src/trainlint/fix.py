@@ -12,6 +12,7 @@ import difflib
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
 import libcst as cst
 
@@ -68,13 +69,17 @@ def apply_edits(text: str, diagnostics: list[Diagnostic]) -> tuple[str, list[Dia
     return out, applied
 
 
-def plan_fixes(path: Path, settings: Settings, codes: set[str], unsafe: bool) -> FixOutcome:
-    if path.suffix in (".yaml", ".yml"):  # an axolotl / LLaMA-Factory config: YAML edits (frameworks/)
+def plan_fixes(path: Path, settings: Settings, codes: set[str], unsafe: bool, text: str | None = None,
+              only: Callable[[Diagnostic], bool] | None = None) -> FixOutcome:
+    """The file's fixes, applied, checked and re-linted (nothing is written). `text` stands for the file's
+    contents when they are not on disk (an editor's buffer); `only` picks the fixes to apply by the diagnostic
+    as it is reported (a notebook's in its cell's rows), e.g. the one an editor's code action is for."""
+    if path.suffix in (".yaml", ".yml"):  # an axolotl / LLaMA-Factory config: YAML edits (frameworks/), from disk
         from trainlint.frameworks.check import plan_config_fixes
 
         return plan_config_fixes(path, settings, codes, unsafe)
     outcome = FixOutcome(path)
-    source = read_source(path)
+    source = read_source(path) if text is None else Source(text, "utf-8", text.encode("utf-8", "surrogatepass"))
     if not isinstance(source, Source):
         return outcome
     outcome.source = source
@@ -91,7 +96,8 @@ def plan_fixes(path: Path, settings: Settings, codes: set[str], unsafe: bool) ->
     text = nb.source if nb is not None else source.text
     first = lint_text(path, text, settings, codes, None if nb is not None else source.raw).diagnostics
     here = _display(path)
-    wanted = [d for d in first if d.fix and (d.fix["applicability"] == "safe" or unsafe) and edits_file(d) == here]
+    wanted = [d for d in first if d.fix and (d.fix["applicability"] == "safe" or unsafe) and edits_file(d) == here
+              and (only is None or only(to_cell(d, nb) if nb is not None else d))]
     outcome.remaining = outcome.found = first
     while wanted:
         new_text, applied = apply_edits(text, wanted)

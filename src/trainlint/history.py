@@ -128,3 +128,10 @@ def base_blob(path: Path, ref: str = "HEAD", resolved: bool = False) -> str | No
         return None
     tree = _tree(root, ref)
     return tree.get(rel) or tree.get(_renames(root, ref).get(rel, rel))
+
+
+def clear_caches() -> None:
+    """Forget the repositories, renames and trees read (a long-lived process, such as `trainlint server`, sees
+    commits and checkouts happen under it)."""
+    for cached in (_repo_root, _renames, _tree):
+        cached.cache_clear()

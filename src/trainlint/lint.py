@@ -25,7 +25,7 @@ from trainlint.facts.names import INTERESTING_SHORTS, LIGER_APPLY_RE, MODEL_CLAS
 from trainlint.knowledge.versions import decide_versions
 from trainlint.notebook import Notebook, NotebookError, read_notebook
 from trainlint.rules import META_RULES, REGISTRY
-from trainlint.source import Unreadable, read_source
+from trainlint.source import Source, Unreadable, read_source
 
 # A file that matches none of these cannot produce a finding, so it is never parsed.
 _RELEVANT_BYTES = re.compile(
@@ -109,10 +109,12 @@ def _deadline(seconds: float):
         signal.signal(signal.SIGALRM, previous)
 
 
-def lint_file(path: Path, settings: Settings, codes: set[str]) -> FileResult:
+def lint_file(path: Path, settings: Settings, codes: set[str], text: str | None = None) -> FileResult:
+    """Lint one file; `text` stands for a script's or a notebook's contents when they are not on disk yet (an
+    editor's buffer; a launcher or a config is always read from disk, as the launches of its scripts are)."""
     try:
         with _deadline(settings.per_file_timeout):
-            return _lint_file(path, settings, codes)
+            return _lint_file(path, settings, codes, text)
     except Exception as exc:  # noqa: BLE001 - one file's internal error must not stop the run
         display = _display(path)
         result = FileResult(path, display, skipped="internal error")
@@ -127,9 +129,9 @@ def lint_file(path: Path, settings: Settings, codes: set[str]) -> FileResult:
         return _finish(result, settings, codes, None)
 
 
-def _lint_file(path: Path, settings: Settings, codes: set[str]) -> FileResult:
+def _lint_file(path: Path, settings: Settings, codes: set[str], text: str | None = None) -> FileResult:
     if path.suffix == ".ipynb":
-        return lint_notebook(path, settings, codes)
+        return lint_notebook(path, settings, codes, text)
     if path.suffix in LAUNCHERS:
         return lint_launcher(path, settings, codes)
     if path.suffix in (".yaml", ".yml"):  # an axolotl / LLaMA-Factory config is linted as a run of its own
@@ -140,6 +142,8 @@ def _lint_file(path: Path, settings: Settings, codes: set[str]) -> FileResult:
             return framework_result
     if path.suffix in (".yaml", ".yml", ".json", ".md"):  # read only as what a launch passes (launch/)
         return FileResult(path, _display(path), skipped="a config or document: checked through the launches that use it")
+    if text is not None:
+        return lint_text(path, text, settings, codes)
     source = read_source(path)
     if isinstance(source, Unreadable):
         result = FileResult(path, _display(path))
@@ -202,9 +206,9 @@ def _config_problems(inv, launcher: Path, root: Path) -> list[Diagnostic]:
     return out
 
 
-def lint_notebook(path: Path, settings: Settings, codes: set[str]) -> FileResult:
+def lint_notebook(path: Path, settings: Settings, codes: set[str], text: str | None = None) -> FileResult:
     display = _display(path)
-    source = read_source(path)
+    source = read_source(path) if text is None else Source(text, "utf-8", b"")
     reason = None
     if isinstance(source, Unreadable):
         reason = source.reason

@@ -85,17 +85,17 @@ def _key(path: Path, settings: Settings, codes: frozenset[str]) -> str | None:
 
             h.update(repr([framework_release(resolved, f) for f in ("axolotl", "llamafactory")]).encode())
     if settings.discover_launches and _PARAMETER_BYTES.search(data):
-        h.update(_launch_stamp(resolved.parent, settings).encode())  # launchers decide its values
+        h.update(_launch_stamp(resolved, settings).encode())  # launchers and the configs they pass decide its values
     return h.hexdigest()
 
 
 _PARAMETER_BYTES = re.compile(rb"HfArgumentParser|TrlParser|ArgumentParser|parse_args")
 
 
-def _launch_stamp(folder: Path, settings: Settings) -> str:
-    from trainlint.launch.discover import _root, index_stamp
+def _launch_stamp(path: Path, settings: Settings) -> str:
+    from trainlint.launch.discover import _root, config_stamp, index_stamp
 
-    return index_stamp(*_root(folder, settings.root.resolve()))
+    return index_stamp(*_root(path.parent, settings.root.resolve())) + config_stamp(path, settings)
 
 
 @lru_cache(maxsize=4096)

@@ -165,6 +165,27 @@ def index_stamp(root: Path, recursive: bool = True) -> str:
     return h.hexdigest()
 
 
+def config_stamp(path: Path, settings: Settings) -> str:
+    """Paths, sizes and mtimes of the files the launchers of `path` pass (recipes, args files, accelerate and
+    DeepSpeed configs), for the cache key: a launch reads them, so a cached result must not outlive a change
+    to one (a recipe staged alone, in pre-commit)."""
+    h = hashlib.sha256()
+    root = repo_root(path, settings)
+    for launcher, indexed in index_for(path, settings):
+        for inv in indexed.invocations:
+            bases = ([launcher.parent / inv.cwd] if inv.cwd else [launcher.parent]) + [root]
+            for word in [*inv.args, *(w for _, w in inv.options if w is not None)]:
+                if not (word.text and word.text.endswith(CONFIG_SUFFIXES)):
+                    continue
+                for base in bases:
+                    try:
+                        st = (base / word.text).stat()
+                    except OSError:
+                        continue
+                    h.update(f"{base / word.text}:{st.st_size}:{st.st_mtime_ns}\n".encode())
+    return h.hexdigest()
+
+
 def target_of(inv: Invocation, launcher: Path, root: Path) -> Path | None:
     """The script an invocation runs: relative to the launcher's folder (after its `cd`), then the root."""
     if inv.cwd is None:
