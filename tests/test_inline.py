@@ -431,3 +431,81 @@ def test_same_file_helper_binds_its_arguments(tmp_path):
     root2 = _write(tmp_path / "b", {"train.py": script.format(flash="True")})
     _, diags = _check(root2, "train.py")
     assert [d for d in diags if d["code"] == "TL101"] == []
+
+
+# -- 7. a parser class of the repository's own (alignment-handbook's layout) ---------------------------------------
+HANDBOOK = {
+    "setup.py": 'from setuptools import find_packages, setup\n\nsetup(name="alignment", package_dir={"": "src"}, '
+                'packages=find_packages("src"))\n',
+    "src/alignment/__init__.py": "from .configs import H4ArgumentParser, ModelArguments\n",
+    "src/alignment/configs.py": '''
+        import os
+        import sys
+        from dataclasses import dataclass, field
+
+        from transformers import HfArgumentParser
+
+
+        @dataclass
+        class ModelArguments:
+            model_name_or_path: str = field(default=None)
+            attn_implementation: str = field(default="sdpa")
+
+
+        class H4ArgumentParser(HfArgumentParser):
+            def parse_yaml_and_args(self, yaml_arg, other_args=None):
+                return self.parse_yaml_file(os.path.abspath(yaml_arg))
+
+            def parse(self):
+                if len(sys.argv) == 2 and sys.argv[1].endswith(".yaml"):
+                    return self.parse_yaml_file(os.path.abspath(sys.argv[1]))
+                if len(sys.argv) > 2 and sys.argv[1].endswith(".yaml"):
+                    return self.parse_yaml_and_args(os.path.abspath(sys.argv[1]), sys.argv[2:])
+                return self.parse_args_into_dataclasses()
+        ''',
+    "scripts/run_sft.py": '''
+        from transformers import AutoModelForCausalLM
+        from trl import SFTConfig, SFTTrainer
+
+        from alignment import H4ArgumentParser, ModelArguments
+
+
+        def main():
+            parser = H4ArgumentParser((ModelArguments, SFTConfig))
+            model_args, training_args = parser.parse()
+            model = AutoModelForCausalLM.from_pretrained(model_args.model_name_or_path,
+                                                         attn_implementation=model_args.attn_implementation)
+            trainer = SFTTrainer(model=model, args=training_args)
+            trainer.train()
+
+
+        if __name__ == "__main__":
+            main()
+        ''',
+    "recipes/llama3/sft/config.yaml": '''
+        model_name_or_path: meta-llama/Meta-Llama-3-8B
+        attn_implementation: eager
+        max_length: 8192
+        per_device_train_batch_size: 4
+        use_liger_kernel: true
+        ''',
+    "recipes/launch.sh": "ACCELERATE_LOG_LEVEL=info accelerate launch scripts/run_sft.py "
+                         "recipes/llama3/sft/config.yaml --per_device_train_batch_size=1\n",
+}
+
+
+def test_a_repository_parser_subclass_reads_its_recipe_and_the_overrides(tmp_path):
+    root = _write(tmp_path, HANDBOOK)
+    _, diags = _check(root, "scripts/run_sft.py")
+    tl101 = [d for d in diags if d["code"] == "TL101"]
+    assert len(tl101) == 1 and tl101[0]["filename"] == "recipes/llama3/sft/config.yaml"
+    assert "batch 1 x 32 heads x 8,192^2" in tl101[0]["message"]  # the override after the recipe wins
+
+
+def test_a_parser_class_that_is_not_an_hf_parser_stays_unknown(tmp_path):
+    files = dict(HANDBOOK)
+    files["src/alignment/configs.py"] = files["src/alignment/configs.py"].replace(
+        "class H4ArgumentParser(HfArgumentParser):", "class H4ArgumentParser:")
+    root = _write(tmp_path, files)
+    code, diags = _check(root, "scripts/run_sft.py")
+    assert [d for d in diags if d["code"] in ("TL101", "TL004")] == []

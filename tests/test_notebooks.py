@@ -189,3 +189,13 @@ def test_a_fix_beside_a_skipped_cell_keeps_that_cell_byte_for_byte(tmp_path):
     after = json.loads(path.read_text(encoding="utf-8"))
     assert after["cells"][1] == cells[1]
     assert "attn_implementation='sdpa'" in "".join(after["cells"][0]["source"])
+
+
+def test_a_python_cell_magic_body_keeps_its_shell_lines_ipython(tmp_path):
+    """The Colab install cell of the Unsloth notebooks: `%%capture` over an if/else of `!pip install` lines."""
+    cells = list(LONG)
+    cells[1] = _code("%%capture", "import os", 'if "COLAB_" not in "".join(os.environ.keys()):',
+                     "    !pip install unsloth", "else:", "    !pip install --no-deps unsloth", "%env X=1")
+    (tmp_path / "u.ipynb").write_text(notebook(cells), encoding="utf-8")
+    out = run("--no-cache", "--output-format", "json", cwd=tmp_path)
+    assert [d["code"] for d in json.loads(out.stdout)] == ["TL101"]  # no TL001; the later cell is still linted

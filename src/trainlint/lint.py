@@ -313,6 +313,11 @@ def lint_text(path: Path, text: str, settings: Settings, codes: set[str], raw: b
 
             facts, notes, result.reached = follow_calls(facts, path, repo_root(path, settings), _display,
                                                         settings.follow_hops)
+        if any(p.parser_class for p in facts.parsed):  # a parser class of the repository's own (H4ArgumentParser)
+            from trainlint.facts.modules import confirm_parsers
+            from trainlint.launch.discover import repo_root
+
+            facts = confirm_parsers(facts, path, repo_root(path, settings), text)
         if facts.parsed:  # argument dataclasses it imports from the repository's own modules
             from trainlint.facts.modules import with_imported_classes
             from trainlint.launch.discover import repo_root

@@ -59,12 +59,14 @@ def _blank_magics(text: str) -> str:
     """IPython-only lines become comments that keep their text (so `!pip install x==1` still pins); a
     Python cell magic (`%%time`) keeps its body, any other cell magic is blanked whole."""
     lines = text.split("\n")
+    out = []
     if lines and lines[0].lstrip().startswith("%%"):
         name = lines[0].lstrip()[2:].split(None, 1)[0] if lines[0].strip() != "%%" else ""
         if name not in PYTHON_CELL_MAGICS:
             return "\n".join(_PLACEHOLDER + line for line in lines)
-        return "\n".join([_PLACEHOLDER + lines[0]] + lines[1:])  # the body is Python, in its own rows
-    out = []
+        # the body is IPython, in its own rows: its shell lines and line magics too (`%%capture` over `!pip install`)
+        out.append(_PLACEHOLDER + lines[0])
+        lines = lines[1:]
     continued = False
     for line in lines:
         m = _MAGIC_RE.match(line)

@@ -197,6 +197,8 @@ class _Collector(cst.CSTVisitor):
             self._targets[id(node.value)] = node.targets[0].target.value
         # `model_args, training_args = parser.parse_args_into_dataclasses()`: these come from the command line
         parse = P.parse_call(node.value)
+        if parse is not None and parse[1] == "parse" and not self.params.is_candidate(parse[0]):
+            parse = None  # `.parse()` of something that is not a parser the repository may define
         if parse is None and isinstance(node.value, cst.Call) and isinstance(node.value.func, cst.Name):
             parse = self.params.parse_functions.get(node.value.func.value)  # `args = parse_args()` helper
         if parse is not None:
@@ -213,6 +215,8 @@ class _Collector(cst.CSTVisitor):
     def visit_Return(self, node: cst.Return) -> None:
         # `def parse(): ...; return parser.parse_args()`: what the function returns is the parsed command line
         parse = P.parse_call(node.value) if node.value is not None else None
+        if parse is not None and parse[1] == "parse" and not self.params.is_candidate(parse[0]):
+            parse = None
         if parse is not None and self.scope != MODULE_SCOPE:
             self.params.parse_functions[self.scope.split(".")[-1]] = parse
         if self.scope != MODULE_SCOPE:

@@ -232,6 +232,7 @@ class ParsedObject:
     class_name: str | None  # the dataclass it is an instance of (None for an argparse namespace)
     methods: tuple[str, ...]  # how it is filled: "parse_args_into_dataclasses", "parse_json_file", ...
     span: Span  # the parse call (a launch-decided finding relates to it)
+    parser_class: str | None = None  # parser "hf?": the repository's parser class, until confirmed (modules.py)
 
 
 @dataclass(frozen=True)
@@ -253,6 +254,7 @@ class ScriptFacts:
     argparse_params: tuple[ArgparseParam, ...] = field(default=())
     parsed: tuple[ParsedObject, ...] = field(default=())
     json_argv_branch: bool = False  # `if len(sys.argv) == 2 and sys.argv[1].endswith(".json")`
+    argv_config_overrides: bool = False  # that args file may be followed by `--key value` overrides (sys.argv[2:])
     # Following the repository's own code (facts/inline.py): the functions this file defines, the calls to
     # functions and classes that may be defined in it or in a module of the repository, and, once followed,
     # the modules reached and the call sites an inlined fact came through.

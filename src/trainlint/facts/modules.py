@@ -212,6 +212,79 @@ def with_imported_classes(facts: ScriptFacts, script: Path, root: Path, display)
                    batch_evidence=tuple(batch), accum_evidence=tuple(accum))
 
 
+def find_class(qual: str, script: Path, root: Path) -> tuple[ScriptFacts, Path, ClassDef] | None:
+    """The class `pkg.mod.Name` of a repository module, through re-exports (`from .configs import Name` in a
+    package's __init__.py); None when it is not the repository's or cannot be read."""
+    from trainlint.facts.inline import _absolute
+
+    here = script
+    for _ in range(4):
+        module, _, short = qual.rpartition(".")
+        path = find_module(module, here, root) if module else None
+        facts = module_facts(path) if path is not None else None
+        if facts is None:
+            return None
+        klass = facts.class_def(short)
+        if klass is not None:
+            return facts, path, klass
+        again = dict(facts.imports).get(short)
+        if again is None:
+            return None
+        qual = _absolute(again, path, root) if again.startswith(".") else again
+        here = path
+    return None
+
+
+def _parser_base(facts: ScriptFacts, klass: ClassDef, depth: int = 0) -> str | None:
+    """"hf" / "trl" when the class derives from HfArgumentParser / TrlParser (through its module's classes)."""
+    for base in klass.bases:
+        short, root = base.split(".")[-1], base.split(".")[0]
+        if short == "HfArgumentParser" and root in ("transformers", "HfArgumentParser"):
+            return "hf"
+        if short == "TrlParser" and root in ("trl", "TrlParser"):
+            return "trl"
+        local = facts.class_def(base) if "." not in base else None
+        if local is not None and depth < 8 and local.name != klass.name:
+            found = _parser_base(facts, local, depth + 1)
+            if found:
+                return found
+    return None
+
+
+def confirm_parsers(facts: ScriptFacts, script: Path, root: Path, text: str) -> ScriptFacts:
+    """Parse calls of a parser class the repository defines (facts.params.CANDIDATE): kept as HfArgumentParser /
+    TrlParser calls when the class derives from one, with the args-file branch its own parse method reads
+    (`sys.argv[1].endswith(".yaml")`, and `sys.argv[2:]` overrides after it); dropped (unknown) otherwise."""
+    from trainlint.facts.params import CANDIDATE
+
+    kept, branch, overrides = [], facts.json_argv_branch, facts.argv_config_overrides
+    for parsed in facts.parsed:
+        if parsed.parser != CANDIDATE:
+            kept.append(parsed)
+            continue
+        qual = parsed.parser_class or ""
+        if "." not in qual:
+            klass = facts.class_def(qual)
+            found = (facts, script, klass) if klass is not None else None
+        else:
+            found = find_class(qual, script, root)
+        kind = _parser_base(found[0], found[2]) if found is not None else None
+        if kind is None:
+            continue  # not a parser trainlint can read: what it fills stays unknown
+        kept.append(replace(parsed, parser=kind, parser_class=None))
+        module_text = text if found[1] == script else _text(found[1])
+        branch = branch or found[0].json_argv_branch
+        overrides = overrides or "sys.argv[2:]" in module_text
+    return replace(facts, parsed=tuple(kept), json_argv_branch=branch, argv_config_overrides=overrides)
+
+
+def _text(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return ""
+
+
 def _located(value: Value, file: str) -> Value:
     if value.origin is None or value.origin.file:
         return value

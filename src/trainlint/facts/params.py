@@ -19,12 +19,25 @@ ARGPARSE_PARSE = {"parse_args", "parse_known_args", "parse_intermixed_args"}
 _PARSERS = {"HfArgumentParser": "hf", "TrlParser": "trl", "ArgumentParser": "argparse"}
 
 
+# A parser class of the repository's own (alignment-handbook's `H4ArgumentParser((ModelArguments, ...))`): read as
+# HfArgumentParser only once facts/modules.py has confirmed, in the repository, that it derives from it.
+CANDIDATE = "hf?"
+
+
 def parser_kind(node: cst.BaseExpression, qualname: Callable[[cst.BaseExpression], str | None]) -> str | None:
-    """"hf" | "trl" | "argparse" when `node` constructs one of those parsers."""
+    """"hf" | "trl" | "argparse" when `node` constructs one of those parsers; CANDIDATE for another class
+    named like a parser that is given dataclasses (a repository's subclass of HfArgumentParser, maybe)."""
     if not isinstance(node, cst.Call):
         return None
-    name = (qualname(node.func) or "").split(".")[-1]
-    return _PARSERS.get(name)
+    full = qualname(node.func) or ""
+    name = full.split(".")[-1]
+    if name in _PARSERS:
+        return _PARSERS[name]
+    first = next((a.value for a in node.args if a.keyword is None), None)
+    if name.endswith(("Parser", "ParserPlus")) and full.split(".")[0] not in ("argparse", "transformers", "trl") \
+            and isinstance(first, (cst.Tuple, cst.List, cst.Name)):
+        return CANDIDATE
+    return None
 
 
 def parse_call(node: cst.BaseExpression) -> tuple[cst.BaseExpression, str, int | None] | None:
@@ -37,7 +50,7 @@ def parse_call(node: cst.BaseExpression) -> tuple[cst.BaseExpression, str, int |
     if not (isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute)):
         return None
     method = node.func.attr.value
-    if method not in DATACLASS_PARSE | ARGPARSE_PARSE:
+    if method not in DATACLASS_PARSE | ARGPARSE_PARSE | {"parse"}:  # ("parse": a candidate parser's, see CANDIDATE)
         return None
     return node.func.value, method, index
 
@@ -106,10 +119,12 @@ class ParamCollector:
         self._classes: dict[str, tuple[list[str], list[tuple[str, cst.BaseExpression, cst.BaseExpression | None,
                                                              bool]]]] = {}
         self._parsers: dict[str, tuple[str, list[str]]] = {}  # variable -> (kind, dataclass names)
-        self._parsed: list[tuple[str, str | None, str, Span, str]] = []  # variable, class, method, span, kind
+        # variable, class, method, span, kind, the parser's class (CANDIDATE only)
+        self._parsed: list[tuple[str, str | None, str, Span, str, str | None]] = []
         self._argparse: list[tuple[str, list, cst.Call, cst.BaseExpression | None]] = []
         self.json_argv_branch = False
         self.parse_functions: dict[str, tuple] = {}  # function name -> the parse call it returns
+        self.parser_classes: dict[str, str] = {}  # CANDIDATE parser variable -> its class, qualified
 
     def class_started(self, name: str, bases: list[str]) -> None:
         self._classes[name] = (bases, [])
@@ -130,6 +145,11 @@ class ParamCollector:
             name = qualname(item) if isinstance(item, (cst.Name, cst.Attribute)) else None
             classes.append(name.split(".")[-1] if name else "?")
         self._parsers[variable] = (kind, classes if kind != "argparse" else [])
+        if kind == CANDIDATE:
+            self.parser_classes[variable] = qualname(call.func) or ""
+
+    def is_candidate(self, receiver: cst.BaseExpression) -> bool:
+        return isinstance(receiver, cst.Name) and self._parsers.get(receiver.value, ("",))[0] == CANDIDATE
 
     def parse_assigned(self, target: cst.BaseExpression, receiver_node: cst.BaseExpression, method: str,
                        index: int | None, span: Span, qualname) -> None:
@@ -139,11 +159,12 @@ class ParamCollector:
             receiver = f"<parser {len(self._parsers)}>"
             self.parser_created(receiver, inline, receiver_node, qualname)
         kind, classes = self._parsers.get(receiver or "", ("argparse" if method in ARGPARSE_PARSE else "hf", []))
+        pclass = self.parser_classes.get(receiver or "") if kind == CANDIDATE else None
         if kind == "argparse" or method in ARGPARSE_PARSE:
             first = target.elements[0].value if isinstance(target, (cst.Tuple, cst.List)) and target.elements \
                 else target
             if isinstance(first, cst.Name):
-                self._parsed.append((first.value, None, method, span, "argparse"))
+                self._parsed.append((first.value, None, method, span, "argparse", None))
             return
         if isinstance(target, (cst.Tuple, cst.List)):
             names = [e.value.value if isinstance(e.value, cst.Name) else None for e in target.elements]
@@ -153,7 +174,7 @@ class ParamCollector:
             names = [None] * offset + names
         for i, name in enumerate(names):
             if name is not None:
-                self._parsed.append((name, classes[i] if i < len(classes) else None, method, span, kind))
+                self._parsed.append((name, classes[i] if i < len(classes) else None, method, span, kind, pclass))
 
     def argparse_argument(self, dest: str, flags: list, node: cst.Call, default) -> None:
         self._argparse.append((dest, flags, node, default))
@@ -178,13 +199,14 @@ class ParamCollector:
                 defs.append(FieldDef(field_name, annotation_kind(annotation), value))
             classes.append(ClassDef(name, tuple(bases), tuple(defs)))
         merged: dict[str, list] = {}
-        for variable, cls, method, span, kind in self._parsed:
-            merged.setdefault(variable, []).append((cls, method, span, kind))
+        for variable, cls, method, span, kind, pclass in self._parsed:
+            merged.setdefault(variable, []).append((cls, method, span, kind, pclass))
         parsed = []
         for variable, uses in merged.items():
             names = {u[0] for u in uses}
             cls = names.pop() if len(names) == 1 else None
-            parsed.append(ParsedObject(variable, uses[0][3], cls, tuple(dict.fromkeys(u[1] for u in uses)), uses[0][2]))
+            parsed.append(ParsedObject(variable, uses[0][3], cls, tuple(dict.fromkeys(u[1] for u in uses)), uses[0][2],
+                                       uses[0][4]))
         params = [_argparse_param(dest, flags, node, default, default_of) for dest, flags, node, default
                   in self._argparse]
         return dict(classes=tuple(classes), argparse_params=tuple(params), parsed=tuple(parsed),

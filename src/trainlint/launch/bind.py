@@ -294,12 +294,14 @@ def bind_words(facts: ScriptFacts, versions: Versions, words: list[Word], file: 
     if dataclass_parser:
         positional = bind_dataclass_cli(binder, facts, versions, words, file, read_config)
         methods = {m for p in facts.parsed for m in p.methods}
-        if len(positional) == 1 and not binder.bindings and positional[0].text and \
+        if len(positional) == 1 and (not binder.bindings or facts.argv_config_overrides) and positional[0].text and \
                 positional[0].text.endswith((".json", ".yaml", ".yml")) and (
                 facts.json_argv_branch or methods & {"parse_json_file", "parse_yaml_file"}):
             reading = read_config(positional[0].text)
             if reading is not None:
+                given = dict(binder.bindings)  # `recipe.yaml --key=value`: the command line overrides the file
                 bind_config(binder, reading, surface(facts, versions))
+                binder.bindings.update(given)
                 binder.sources.append(_display(reading.file))
     if facts.argparse_params:
         bind_argparse(binder, facts.argparse_params, words, file)
