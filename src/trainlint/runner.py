@@ -130,6 +130,9 @@ def run(files: list[Path], settings: Settings, codes: set[str], jobs: int | None
         verbose: bool = False) -> list[Outcome]:
     frozen = frozenset(codes)
     cache_root = settings.root / CACHE_DIR / __version__
+    from trainlint.launch import store
+
+    store.use(cache_root if cache else None)  # launchers read before are not lexed again
     outcomes: dict[int, Outcome] = {}
     todo: list[tuple[int, Path, str | None]] = []
     for i, path in enumerate(files):

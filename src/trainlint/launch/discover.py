@@ -98,19 +98,33 @@ def read_launcher(path: Path) -> Indexed:
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         return Indexed((), (LaunchProblem(path, _origin(), f"not UTF-8 ({exc.reason} at byte {exc.start})"),))
-    return read_launch_text(text, path)
+    from trainlint.launch import store
+
+    stored = store.load(path, raw)  # read before with the same bytes (and the files it sources unchanged)
+    if stored is not None:
+        return Indexed(*stored)
+    read: list[str] = []
+    indexed = read_launch_text(text, path, read)
+    store.save(path, raw, indexed.invocations, indexed.problems, read)
+    return indexed
 
 
-def read_launch_text(text: str, path: Path) -> Indexed:
-    """A launcher's (or Markdown file's) text, read by the suffix of `path`."""
+def read_launch_text(text: str, path: Path, read: list[str] | None = None) -> Indexed:
+    """A launcher's (or Markdown file's) text, read by the suffix of `path`; `read` collects the other files
+    the reading opened (`source env.sh`)."""
     from trainlint.launch.shell import read_markdown, read_shell
+
+    def read_text(other: Path) -> str | None:
+        if read is not None:
+            read.append(str(Path(other).resolve()))
+        return _read_text(other)
 
     if path.suffix in DOC_SUFFIXES:
         if not any(k in text for k in ("python", "torchrun", "accelerate", "deepspeed")):
             return Indexed((), ())
         reading = read_markdown(text, path)
     else:
-        reading = read_shell(text, path, _read_text)
+        reading = read_shell(text, path, read_text)
     return Indexed(tuple(reading.invocations), tuple(reading.problems))
 
 
