@@ -82,6 +82,17 @@ def base_version(path: Path, ref: str = "HEAD") -> BaseVersion:
     except ValueError:
         return BaseVersion(None, "outside the git work tree")
     old = rel
+    blob = _tree(root, ref).get(rel)
+    if blob is not None:  # unchanged since the base (same blob): its text is the base, no `git show` needed
+        try:
+            data = path.read_bytes()
+        except OSError:
+            data = None
+        if data is not None and _blob_id(data, len(blob)) == blob:
+            try:
+                return BaseVersion(data.decode("utf-8-sig"), f"compared with {ref}:{rel}")
+            except UnicodeDecodeError:
+                return BaseVersion(None, f"base version at {ref} is not UTF-8")
     r = _git(["show", f"{ref}:{old}"], root)
     if r is not None and r.returncode != 0 and rel in _renames(root, ref):
         old = _renames(root, ref)[rel]  # renames are looked up only for a path the base does not have
@@ -99,6 +110,16 @@ def base_version(path: Path, ref: str = "HEAD") -> BaseVersion:
         return BaseVersion(None, f"base version at {ref} is not UTF-8")
     where = f"{ref}:{old}" + (" (renamed)" if old != rel else "")
     return BaseVersion(text, f"compared with {where}")
+
+
+def _blob_id(data: bytes, width: int) -> str:
+    """git's object id of these bytes as a blob (SHA-1, or SHA-256 in a repository that uses it)."""
+    import hashlib
+
+    h = hashlib.sha256() if width == 64 else hashlib.sha1()
+    h.update(b"blob %d\0" % len(data))
+    h.update(data)
+    return h.hexdigest()
 
 
 @lru_cache(maxsize=16)
