@@ -509,3 +509,45 @@ def test_a_parser_class_that_is_not_an_hf_parser_stays_unknown(tmp_path):
     root = _write(tmp_path, files)
     code, diags = _check(root, "scripts/run_sft.py")
     assert [d for d in diags if d["code"] in ("TL101", "TL004")] == []
+
+
+# -- 8. argparse declared in a repository module ------------------------------------------------------------------
+ARGS_MODULE = {
+    "utils/__init__.py": "",
+    "utils/args.py": '''
+        import argparse
+
+
+        def get_args():
+            parser = argparse.ArgumentParser()
+            parser.add_argument("--model", type=str, default="meta-llama/Meta-Llama-3-8B")
+            parser.add_argument("--attn", type=str, default="eager")
+            parser.add_argument("--max_length", type=int, default=1024)
+            parser.add_argument("--batch_size", type=int, default=1)
+            return parser.parse_args()
+        ''',
+    "train.py": '''
+        from transformers import AutoModelForCausalLM, Trainer, TrainingArguments
+
+        from utils.args import get_args
+
+        args = get_args()
+        model = AutoModelForCausalLM.from_pretrained(args.model, attn_implementation=args.attn)
+        targs = TrainingArguments(output_dir="o", per_device_train_batch_size=args.batch_size, use_liger_kernel=True)
+        Trainer(model=model, args=targs).train()
+        ''',
+}
+
+
+@pytest.mark.parametrize("launch, fires", [("python train.py --max_length 8192\n", True),
+                                           ("python train.py --max_length 8192 --attn sdpa\n", False),
+                                           ("python train.py\n", False)])
+def test_argparse_options_declared_in_a_module_are_the_scripts(tmp_path, launch, fires):
+    root = _write(tmp_path, {**ARGS_MODULE, "run.sh": launch})
+    _, diags = _check(root, "train.py")
+    tl101 = [d for d in diags if d["code"] == "TL101"]
+    assert bool(tl101) is fires
+    if fires:
+        # the default "eager" is written in utils/args.py: reported (and fixed) there, under the launch
+        assert tl101[0]["filename"] == "utils/args.py" and tl101[0]["location"]["row"] == 7
+        assert ("run.sh", 1) in {(r["filename"], r["location"]["row"]) for r in tl101[0]["related"]}

@@ -305,7 +305,16 @@ def lint_text(path: Path, text: str, settings: Settings, codes: set[str], raw: b
     try:
         from trainlint.facts.walk import statement_starts  # (positions are placed with the ast already parsed)
 
-        facts = extract_facts(module, display, text, statement_starts(tree) if tree is not None else None)
+        starts = statement_starts(tree) if tree is not None else None
+        facts = extract_facts(module, display, text, starts)
+        if facts.hops and settings.follow_hops > 0 and not facts.declares_parameters:
+            from trainlint.facts.modules import parse_helpers, with_parse_helpers
+            from trainlint.launch.discover import repo_root
+
+            helpers = parse_helpers(facts, path, repo_root(path, settings))
+            if helpers:  # `args = get_args()` from a repository module: read again with args as parsed
+                facts = with_parse_helpers(extract_facts(module, display, text, starts, frozenset(helpers)),
+                                           helpers, _display)
         notes: list[str] = []
         if facts.hops and settings.follow_hops > 0:  # the repository's own functions and classes it calls
             from trainlint.facts.inline import follow_calls

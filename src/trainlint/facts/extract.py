@@ -64,7 +64,7 @@ class _RawCall:
 
 
 class _Collector(cst.CSTVisitor):
-    def __init__(self, positions: Positions | None = None) -> None:
+    def __init__(self, positions: Positions | None = None, parse_helpers: frozenset[str] = frozenset()) -> None:
         super().__init__()
         self._positions = positions
         self.imports: dict[str, str] = {}
@@ -76,6 +76,8 @@ class _Collector(cst.CSTVisitor):
         # name, expr, scope, span, and the declaration it is (a field or argparse dest a launch may set)
         self.name_evidence: list[tuple[str, cst.BaseExpression, str, Span, Param | None]] = []
         self.params = P.ParamCollector()
+        for name in parse_helpers:  # `args = get_args()` where get_args returns parser.parse_args() elsewhere
+            self.params.parse_functions[name] = (cst.Name("__module_parser__"), "parse_args", None)
         self._guards: list[tuple[cst.BaseExpression, bool, str]] = []
         self._branches: dict[int, tuple[cst.BaseExpression, bool, str]] = {}  # id(body or else) -> condition
         self.slice_evidence: list[tuple[cst.BaseExpression, str, Span]] = []
@@ -749,10 +751,12 @@ def _library_of(qualname: str, short: str, star_imports: set[str], table: dict[s
 
 
 def extract_facts(module: cst.Module, path: str, text: str,
-                  starts: list[tuple[int, int]] | None | bool = True) -> ScriptFacts:
+                  starts: list[tuple[int, int]] | None | bool = True,
+                  parse_helpers: frozenset[str] = frozenset()) -> ScriptFacts:
     """`starts`: the statement starts of `text` (walk.statement_starts of the ast the caller parsed), or
-    True to parse them here, or None to take positions from the whole module."""
-    collector = _collect(module, text, parse_starts(text) if starts is True else starts)
+    True to parse them here, or None to take positions from the whole module. `parse_helpers`: names the file
+    imports of functions that return `parser.parse_args()` in a repository module (facts/modules.py)."""
+    collector = _collect(module, text, parse_starts(text) if starts is True else starts, parse_helpers)
     resolver = _Resolver(collector)
 
     calls: list[Call] = []
@@ -801,14 +805,16 @@ def extract_facts(module: cst.Module, path: str, text: str,
         parsed_args_objects=tuple(sorted(collector.parsed_names)),
         functions=functions,
         hops=hops,
+        parse_functions=tuple(sorted(collector.params.parse_functions)),
         marks=tuple(sorted((scope, tuple(sorted(m))) for scope, m in collector.marks.items())),
         **collector.params.build(lambda node: resolver.value(node, MODULE_SCOPE) if node is not None else UNKNOWN,
                                  collector.literal_spans),
     ))
 
 
-def _collect(module: cst.Module, text: str, starts: list[tuple[int, int]] | None) -> _Collector:
-    collector = _Collector(Positions(module, text, starts))
+def _collect(module: cst.Module, text: str, starts: list[tuple[int, int]] | None,
+             parse_helpers: frozenset[str] = frozenset()) -> _Collector:
+    collector = _Collector(Positions(module, text, starts), parse_helpers)
     if not plain_visitor(collector):  # a visitor walk() cannot reproduce: LibCST's own traversal
         from libcst.metadata import MetadataWrapper
 
@@ -820,7 +826,7 @@ def _collect(module: cst.Module, text: str, starts: list[tuple[int, int]] | None
             return collector
     except Misaligned:
         pass
-    collector = _Collector(Positions(module, text, None))  # ast and LibCST disagree: positions from the module
+    collector = _Collector(Positions(module, text, None), parse_helpers)  # ast and LibCST disagree
     walk(module, collector, collector._positions)
     return collector
 

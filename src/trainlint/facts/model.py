@@ -261,6 +261,7 @@ class ScriptFacts:
     functions: tuple[FunctionDef, ...] = field(default=())
     hops: tuple[Call, ...] = field(default=())
     modules: tuple[str, ...] = field(default=())  # files followed (paths as given to the follower)
+    parse_functions: tuple[str, ...] = field(default=())  # functions returning a parse call (`def get_args()`)
     chains: tuple[tuple[Span, tuple[Span, ...]], ...] = field(default=())  # inlined call span -> call sites
     # per function scope, what it does with logits: "logits" (reads `.logits`) and the loss calls it makes
     marks: tuple[tuple[str, tuple[str, ...]], ...] = field(default=())

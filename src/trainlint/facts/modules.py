@@ -278,6 +278,35 @@ def confirm_parsers(facts: ScriptFacts, script: Path, root: Path, text: str) -> 
     return replace(facts, parsed=tuple(kept), json_argv_branch=branch, argv_config_overrides=overrides)
 
 
+def parse_helpers(facts: ScriptFacts, script: Path, root: Path) -> dict[str, ScriptFacts]:
+    """The names this file imports of functions of a repository module that return `parser.parse_args()`
+    there (`from utils import get_args; args = get_args()`), with that module's facts (its argparse options)."""
+    imports = dict(facts.imports)
+    out: dict[str, ScriptFacts] = {}
+    for hop in facts.hops:
+        if hop.target is None or "." in hop.short or hop.short not in imports:
+            continue
+        qual = imports[hop.short]
+        module, _, name = qual.rpartition(".")
+        path = find_module(module, script, root) if module else None
+        found = module_facts(path) if path is not None else None
+        if found is not None and name in found.parse_functions and found.argparse_params:
+            out[hop.short] = found
+    return out
+
+
+def with_parse_helpers(facts: ScriptFacts, helpers: dict[str, ScriptFacts], display) -> ScriptFacts:
+    """The argparse options of the modules whose parse helpers the file calls, as if the file declared them;
+    their defaults' spans name the module."""
+    from trainlint.facts.inline import _Relocator
+
+    params = list(facts.argparse_params)
+    for module in helpers.values():
+        relocate = _Relocator(display(Path(module.path)))
+        params += [relocate.walk(p) for p in module.argparse_params]
+    return replace(facts, argparse_params=tuple(params))
+
+
 def _text(path: Path) -> str:
     try:
         return path.read_text(encoding="utf-8", errors="replace")
