@@ -42,6 +42,9 @@ class Settings:
     launch_files: tuple[str, ...] = ()
     launch_configs: tuple[str, ...] = ()  # `check recipe.yaml`: only the launches that pass one of these
     discover_launches: bool = True
+    # (absolute path, text) of launch files read as that text instead of their contents: `verify`'s fixed run,
+    # whose launcher / recipe / args-file values are fixed in temporary copies but linted where they are written.
+    launch_texts: tuple[tuple[str, str], ...] = ()
 
     def version_overrides(self) -> dict[str, str]:
         return dict(self.versions)
