@@ -110,19 +110,21 @@ def verify(project: Path, *args: str) -> tuple[int, dict, str]:
     return r.returncode, data, r.stderr
 
 
-def assert_confirmed_tl101(data: dict, where: str) -> dict:
+def verify_confirmed(project: Path, where: str, *args: str) -> dict:
+    """Verify `args`; TL101 (decided by the value at `where`) is confirmed, and no file of the project changed."""
+    before = snapshot(project)
+    code, data, err = verify(project, *args)
+    assert code == 0, err
     d, = data["diagnostics"]
     assert (d["code"], d["file"], d["verdict"]) == ("TL101", where, "confirmed"), d
     assert d["measured_saving"] > 200_000_000 and d["predicted_saving"] > 200_000_000  # 2 x 4 x 2048^2 scores
     assert data["runs"]["original"]["steps"] == data["runs"]["fixed"]["steps"] == 2
-    return d
+    assert snapshot(project) == before  # nothing written: not the launch files, not output_dir, no copy beside them
+    return data
 
 
 def test_a_recipe_runs_through_its_launcher_and_the_fixed_run_reads_a_fixed_copy(project):
-    before = snapshot(project)
-    code, data, err = verify(project, "recipes/sft.yaml")
-    assert code == 0, err
-    assert_confirmed_tl101(data, "recipes/sft.yaml")
+    data = verify_confirmed(project, "recipes/sft.yaml", "recipes/sft.yaml")
     launch = data["launch"]
     assert launch["launcher"] == str(project / "scripts" / "run_trl.sh")
     assert launch["config"] == str(project / "recipes" / "sft.yaml")
@@ -131,36 +133,24 @@ def test_a_recipe_runs_through_its_launcher_and_the_fixed_run_reads_a_fixed_copy
     assert flag == "--config" and copy.endswith("/sft.yaml") and not copy.startswith(str(project))
     assert launch["fixed_files"] == [str(project / "recipes" / "sft.yaml")]
     assert data["fixes_applied"] == ['TL101 recipes/sft.yaml:2: Set attn_implementation="sdpa" in recipes/sft.yaml']
-    assert snapshot(project) == before  # nothing written: not the recipe, not output_dir, no copy beside it
     assert not Path(copy).exists()  # the copies went with verify's work directory
 
 
 def test_a_json_args_file_runs_through_its_launcher_with_the_fixed_value(project):
-    before = snapshot(project)
-    code, data, err = verify(project, "args.json")
-    assert code == 0, err
-    assert_confirmed_tl101(data, "args.json")
+    data = verify_confirmed(project, "args.json", "args.json")
     assert data["launch"]["launcher"] == str(project / "scripts" / "run_json.sh")
     assert data["launch"]["args"] == ["args.json"] and data["launch"]["fixed_args"][0].endswith("/args.json")
-    assert snapshot(project) == before
 
 
 def test_a_launcher_whose_line_holds_the_trap_gets_its_flag_fixed_in_the_fixed_run(project):
-    before = snapshot(project)
-    code, data, err = verify(project, "scripts/run_flags.sh")
-    assert code == 0, err
-    assert_confirmed_tl101(data, "scripts/run_flags.sh")
-    launch = data["launch"]
+    launch = verify_confirmed(project, "scripts/run_flags.sh", "scripts/run_flags.sh")["launch"]
     assert launch["args"] == ["--model", "./tiny-llama", "--attn_implementation", "eager", "--seq_len", "2048"]
     assert launch["fixed_args"] == ["--model", "./tiny-llama", "--attn_implementation", "sdpa", "--seq_len", "2048"]
     assert launch["fixed_files"] == [str(project / "scripts" / "run_flags.sh")] and launch["notes"] == []
-    assert snapshot(project) == before
 
 
 def test_a_script_with_explicit_arguments_is_linted_and_fixed_under_them(project):
-    code, data, err = verify(project, "train.py", "--", "args.json")
-    assert code == 0, err
-    assert_confirmed_tl101(data, "args.json")
+    data = verify_confirmed(project, "args.json", "train.py", "--", "args.json")
     assert data["launch"]["launcher"] is None and data["launch"]["fixed_args"][0].endswith("/args.json")
 
 
