@@ -1,7 +1,12 @@
 #!/usr/bin/env bash
-# On a CUDA machine: verify three flagged scripts with a ~1B Llama and ViT-base built from configs,
-# writing bench/RESULTS.md. Installs the verify extra first if needed.
+# The one script to run on a lent CUDA machine (issue 17, item 4): `trainlint verify` on TL101 (eager vs SDPA at
+# 4k and 8k), TL301, TL201 and TL401 with a ~1B Llama and ViT-base built from configs; writes bench/RESULTS.md
+# and bench/RESULTS.json. The device machine reaches no network: carry a virtualenv with the verify extra
+# (and liger-kernel for TL301's fixed run) or use one that is there. `--tiny` is the CPU dry run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-python -c "import torch, transformers, peft" 2>/dev/null || pip install -q -e ".[verify]"
-python bench/gpu_verify.py "$@"
+PY="${PYTHON:-python}"
+"$PY" -c "import torch, transformers, peft, trl, datasets" || { echo "needs the verify extra (torch, transformers, peft, trl, datasets)" >&2; exit 2; }
+"$PY" -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda, 'available', torch.cuda.is_available())"
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null || true
+PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}" exec timeout "${GPU_VERIFY_TIMEOUT:-540}" "$PY" bench/gpu_verify.py "$@"

@@ -355,29 +355,24 @@ def estimate(click_ctx, script, gpu, batch, seq, world_size, fmt, output, config
 def verify(script, script_args, steps, device, codes, launcher, timeout, fmt, online, simulate):
     """Run SCRIPT for a few real steps, as written and with trainlint's fixes, and show predicted vs measured.
 
-    Arguments after SCRIPT (or after `--`) are passed to the script. SCRIPT may be a launcher: the script it
-    runs is run with the launch's arguments, from the launch's folder, in one process."""
+    Arguments after SCRIPT (or after `--`) are passed to the script. SCRIPT may be a launcher, or a recipe / JSON
+    args file a launcher passes: the script it runs is run with the launch's arguments, from the launch's folder,
+    in one process; fixes to values the launch writes are applied to temporary copies for the fixed run."""
     from trainlint.verify.run import VerifyError, require_verify_extra, text_report
     from trainlint.verify.run import verify as run_verify
+    from trainlint.verify.target import resolve
 
     try:
         settings = _settings(None)
         require_verify_extra()
-        cwd = None
-        if Path(script).suffix not in (".py", ".ipynb"):  # a launcher: run what it launches, with its arguments
-            from trainlint.launch.discover import launch_command
-
-            script, launch_args, cwd, launch_files = launch_command(Path(script), settings)
-            script_args = tuple(launch_args) + tuple(script_args)
-            settings = replace(settings, launch_files=launch_files)
+        target = resolve(Path(script), tuple(script_args), settings)
         if simulate:
             from trainlint.verify.simulate import simulate_script
 
-            report = simulate_script(Path(script), settings, codes)
+            report = simulate_script(target.script, target.settings, codes)
         else:
-            report = run_verify(script, steps=steps, device=device, codes=codes or (), launcher=launcher,
-                                timeout=timeout, script_args=tuple(script_args), online=online,
-                                settings=replace(settings, root=Path(script).resolve().parent), cwd=cwd)
+            report = run_verify(target, steps=steps, device=device, codes=codes or (), launcher=launcher,
+                                timeout=timeout, online=online)
     except VerifyError as exc:
         click.echo(f"trainlint: error: {exc}", err=True)
         sys.exit(2)

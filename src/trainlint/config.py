@@ -45,6 +45,9 @@ class Settings:
     discover_launches: bool = True
     # How many calls deep the repository's own functions and classes are followed (0: the file alone)
     follow_hops: int = 3
+    # (absolute path, text) of launch files read as that text instead of their contents: `verify`'s fixed run,
+    # whose launcher / recipe / args-file values are fixed in temporary copies but linted where they are written.
+    launch_texts: tuple[tuple[str, str], ...] = ()
 
     def version_overrides(self) -> dict[str, str]:
         return dict(self.versions)

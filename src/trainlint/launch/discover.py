@@ -220,8 +220,9 @@ def target_of(inv: Invocation, launcher: Path, root: Path) -> Path | None:
     return None
 
 
-def config_reader(bases: list[Path]):
-    """Reads a config file a launch names, relative to where the launch runs; None when it does not exist."""
+def config_reader(bases: list[Path], texts: dict[str, str] | None = None):
+    """Reads a config file a launch names, relative to where the launch runs; None when it does not exist.
+    `texts` (Settings.launch_texts) replaces a file's contents by absolute path."""
     def read(name: str) -> ConfigReading | None:
         from trainlint.launch.configs import read_config
 
@@ -229,19 +230,20 @@ def config_reader(bases: list[Path]):
         for base in ([Path("/")] if rel.is_absolute() else bases):
             path = base / rel
             if path.is_file():
-                return read_config(path)
+                return read_config(path, (texts or {}).get(str(path.resolve())))
         return None
 
     return read
 
 
-def launch_of(inv: Invocation, launcher: Path, root: Path, facts: ScriptFacts, versions: Versions) -> Launch:
+def launch_of(inv: Invocation, launcher: Path, root: Path, facts: ScriptFacts, versions: Versions,
+              texts: dict[str, str] | None = None) -> Launch:
     from trainlint.launch.bind import bind_words
 
     where = display(launcher)
     bases = [launcher.parent / inv.cwd] if inv.cwd else [launcher.parent]
     bases += [root]
-    read = config_reader(bases)
+    read = config_reader(bases, texts)
     world = _world_size(inv, where, read)
     launch = bind_words(facts, versions, list(inv.args), where, f"{where}:{inv.span.line}", bases[0], read,
                         inv.span, world)
@@ -302,18 +304,19 @@ def _world_size(inv: Invocation, where: str, read) -> Value | None:
 
 def launches_for(path: Path, facts: ScriptFacts, versions: Versions, settings: Settings) -> list[Launch]:
     """The launches of `path` found in its repository (or the explicit ones of this run)."""
+    texts = dict(settings.launch_texts)
     if settings.launch_args is not None:
         from trainlint.launch.bind import bind_words
         from trainlint.diagnostics import Span
 
         words = [Word(a, Span.point(1), a) for a in settings.launch_args]
         bases = [Path.cwd(), path.parent]
-        return [bind_words(facts, versions, words, "", "command line", Path.cwd(), config_reader(bases))]
+        return [bind_words(facts, versions, words, "", "command line", Path.cwd(), config_reader(bases, texts))]
     if not settings.discover_launches:
         return []
     me = path.resolve()
     out: list[Launch] = []
-    launchers = [(Path(f), read_launcher(Path(f))) for f in settings.launch_files] if settings.launch_files \
+    launchers = [(Path(f), _read_as(Path(f), texts)) for f in settings.launch_files] if settings.launch_files \
         else index_for(path, settings)
     for launcher, indexed in launchers:
         here = repo_root(launcher, settings)
@@ -321,9 +324,14 @@ def launches_for(path: Path, facts: ScriptFacts, versions: Versions, settings: S
         mine = [inv for inv in indexed.invocations if target_of(inv, launcher, here) == me
                 and (not only or _names_config(inv, launcher, here, only))]
         for ordinal, inv in enumerate(mine):
-            launch = launch_of(inv, launcher, here, facts, versions)
+            launch = launch_of(inv, launcher, here, facts, versions, texts)
             out.append(replace(launch, launcher=str(launcher.resolve()), ordinal=ordinal))
     return out
+
+
+def _read_as(path: Path, texts: dict[str, str]) -> Indexed:
+    text = texts.get(str(path.resolve()))
+    return read_launcher(path) if text is None else read_launch_text(text, path)
 
 
 def base_launch(launch: Launch, script: Path, facts: ScriptFacts, versions: Versions, settings: Settings,
@@ -398,18 +406,20 @@ def _names_config(inv: Invocation, launcher: Path, root: Path, configs: set[Path
     return any(w.text and (b / w.text).resolve() in configs for w in words for b in bases)
 
 
-def launch_command(launcher: Path, settings: Settings) -> tuple[Path, list[str], Path, tuple[str, ...]]:
+def launch_command(launcher: Path, settings: Settings, text: str | None = None,
+                   configs: frozenset[Path] = frozenset()) -> tuple[Path, list[str], Path, tuple[str, ...]]:
     """(script, its arguments, the folder it runs in, the launch files) of a launcher's first invocation of a
-    Python script, for `verify`; VerifyError when it launches none or a word is not known statically."""
+    Python script (that passes one of `configs`, when given), for `verify`; VerifyError when it launches none or a
+    word is not known statically. `text`: the launcher read as this text (verify's fixed copy)."""
     from trainlint.verify.run import VerifyError
 
     if not launcher.is_file():
         raise VerifyError(f"{launcher}: no such file")
     root = repo_root(launcher, settings)
-    indexed = read_launcher(launcher)
+    indexed = read_launcher(launcher) if text is None else read_launch_text(text, launcher)
     for inv in indexed.invocations:
         target = target_of(inv, launcher, root)
-        if target is None:
+        if target is None or (configs and not _names_config(inv, launcher, root, set(configs))):
             continue
         unknown = [w for w in inv.args if w.text is None]
         if unknown:
@@ -419,3 +429,8 @@ def launch_command(launcher: Path, settings: Settings) -> tuple[Path, list[str],
         base = launcher.parent / inv.cwd if inv.cwd else launcher.parent
         return target, [w.text for w in inv.args], base, (str(launcher.resolve()),)
     raise VerifyError(f"{display(launcher)} launches no Python script trainlint can find")
+
+
+def launchers_naming(config: Path, settings: Settings) -> list[Path]:
+    """The repository's launchers that pass this config file (a recipe, an args file), for `verify`."""
+    return _launchers_naming(config, settings)

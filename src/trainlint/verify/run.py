@@ -21,6 +21,9 @@ from trainlint.fix import plan_fixes
 from trainlint.lint import enabled_codes, lint_text
 from trainlint.memory import fmt_bytes
 from trainlint.source import Source, read_source
+from trainlint.verify import fragmentation
+from trainlint.verify.launch_fixes import LaunchFixes, launch_fixes
+from trainlint.verify.target import Target
 
 MEMORY_CODES = ("TL101", "TL301")
 
@@ -80,12 +83,14 @@ def _harness_command(script: Path, out: Path, workdir: Path, steps: int, device:
 
 
 def run_harness(label: str, script: Path, cwd: Path, workdir: Path, steps: int, device: str, timeout: float,
-                online: bool, launcher: str | None, script_args: tuple[str, ...], extra_path: Path) -> RunResult:
+                online: bool, launcher: str | None, script_args: tuple[str, ...], extra_path: Path,
+                env: dict[str, str] | None = None) -> RunResult:
+    """`env`: the run's environment (default: this process's)."""
     out = workdir / f"{label}.json"
     cmd = _harness_command(script, out, workdir / label, steps, device, online, launcher, script_args)
     (workdir / label).mkdir(parents=True, exist_ok=True)
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(extra_path),
-                                                                      os.environ.get("PYTHONPATH", "")]))}
+    base = os.environ if env is None else env
+    env = {**base, "PYTHONPATH": os.pathsep.join(filter(None, [str(extra_path), base.get("PYTHONPATH", "")]))}
     result = RunResult(label)
     proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             start_new_session=True)  # its own process group: a timeout or Ctrl-C kills all of it
@@ -159,7 +164,8 @@ def verdicts(found: list[Diagnostic], applied: list[Diagnostic], original: RunRe
     out = []
     applied_ids = {id(d) for d in applied}
     for d in found:
-        row = {"code": d.code, "line": d.span.line, "predicted_saving": None, "measured_saving": None,
+        row = {"code": d.code, "file": d.filename, "line": d.span.line, "predicted_saving": None,
+               "measured_saving": None,
                "verdict": "not confirmed", "note": ""}
         if d.code in MEMORY_CODES and est_orig is not None and est_fixed is not None:
             row["predicted_saving"] = est_orig.peak - est_fixed.peak
@@ -212,41 +218,74 @@ def verdicts(found: list[Diagnostic], applied: list[Diagnostic], original: RunRe
     return out
 
 
-def verify(script: Path, *, steps: int = 3, device: str = "auto", codes: tuple[str, ...] = (),
-           launcher: str | None = None, timeout: float = 600, script_args: tuple[str, ...] = (),
-           online: bool = False, settings: Settings | None = None, cwd: Path | None = None) -> dict:
-    """`cwd`: where the runs start (a launch's folder, so the paths its arguments name resolve); default the
-    script's folder."""
+def verify(target: Target, *, steps: int = 3, device: str = "auto", codes: tuple[str, ...] = (),
+           launcher: str | None = None, timeout: float = 600, online: bool = False) -> dict:
+    """Run `target` as written and with trainlint's fixes (the script's in a copy; the launch values' in copies
+    of the launcher / recipe / args file), and compare. Nothing of the user's is written."""
     require_verify_extra()
-    script = script.resolve()
-    if not script.is_file():
-        raise VerifyError(f"{script}: no such file")
-    settings = settings or Settings(root=script.parent)
+    script, settings = target.script, target.settings
     selected = set(codes) if codes else enabled_codes(settings) - {"TL001", "TL002", "TL003", "TL004"}
     source, fixed_text, found, applied = fixed_source(script, settings, selected)
     workdir = Path(tempfile.mkdtemp(prefix="trainlint-verify-"))
     try:
         fixed_copy = workdir / f"fixed_{script.name}"
         fixed_copy.write_text(fixed_text, encoding="utf-8")
-        common = dict(cwd=cwd or script.parent, workdir=workdir, steps=steps, device=device, timeout=timeout, online=online,
-                      launcher=launcher, script_args=script_args, extra_path=script.parent)
+        launch = launch_fixes(target, fixed_text, found, selected, workdir)
+        applied = applied + launch.applied
+        common = dict(cwd=target.cwd or script.parent, workdir=workdir, steps=steps, device=device, timeout=timeout,
+                      online=online, launcher=launcher, extra_path=script.parent)
         started = time.perf_counter()
-        original = run_harness("original", script, **common)
-        fixed = run_harness("fixed", fixed_copy, **common) if applied else RunResult("fixed", dict(original.data))
-        predicted = (_predict(script, source.text, settings), _predict(script, fixed_text, settings))
+        original = run_harness("original", script, script_args=target.args, **common)
+        fixed = run_harness("fixed", fixed_copy, script_args=launch.args, **common) if applied \
+            else RunResult("fixed", dict(original.data))
+        predicted = (_predict(script, source.text, settings), _predict(script, fixed_text, launch.settings(settings)))
+        reruns: dict[str, RunResult] = {}
+
+        def rerun(label: str) -> dict:
+            run = run_harness(f"{label}_expandable", script if label == "original" else fixed_copy,
+                              script_args=target.args if label == "original" else launch.args,
+                              env=fragmentation.rerun_env(dict(os.environ)), **common)
+            reruns[label] = run
+            return run.data
+
+        frag = fragmentation.check_runs({"original": original.data, "fixed": fixed.data if applied else None},
+                                        dict(os.environ), rerun)
         dev = original.data.get("device") or fixed.data.get("device") or device
+        rows = verdicts(found, applied, original, fixed, predicted, dev)
+        fragmented = [f for f in frag if f["fragmented"]]
+        for row in rows:
+            if fragmented and "did not complete" in row["note"]:
+                row["note"] += "; " + "; ".join(f"{f['run']} run: {f['note']}" for f in fragmented)
         report = {
             "script": str(script),
             "device": dev,
+            "device_info": original.data.get("device_info") or fixed.data.get("device_info"),
             "steps": steps,
             "seconds": round(time.perf_counter() - started, 1),
+            "launch": _launch_json(target, launch),
             "runs": {"original": _run_json(original, predicted[0]), "fixed": _run_json(fixed, predicted[1])},
-            "diagnostics": verdicts(found, applied, original, fixed, predicted, dev),
-            "fixes_applied": [f"{d.code} line {d.span.line}: {d.fix['message']}" for d in applied],
+            "diagnostics": rows,
+            "fixes_applied": [_fix_line(d, script) for d in applied],
+            "fragmentation": frag,
+            "reruns": {f"{label}_expandable": _run_json(run, None) for label, run in reruns.items()},
         }
         return report
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _fix_line(d: Diagnostic, script: Path) -> str:
+    from trainlint.discovery import display
+
+    where = f"line {d.span.line}" if d.filename == display(script) else f"{d.filename}:{d.span.line}"
+    return f"{d.code} {where}: {d.fix['message']}"
+
+
+def _launch_json(target: Target, launch: LaunchFixes) -> dict:
+    return {"launcher": str(target.launcher) if target.launcher else None,
+            "config": str(target.config) if target.config else None,
+            "cwd": str(target.cwd or target.script.parent), "args": list(target.args),
+            "fixed_args": list(launch.args), "fixed_files": sorted(launch.texts), "notes": launch.notes}
 
 
 def _run_json(run: RunResult, est) -> dict:
@@ -260,6 +299,19 @@ def _run_json(run: RunResult, est) -> dict:
 
 def text_report(r: dict) -> str:
     lines = [f"{r['script']}: {r['steps']} steps each, on {r['device']} ({r['seconds']} s)"]
+    info = r.get("device_info") or {}
+    versions = ", ".join(f"{k} {v}" for k, v in (("driver", info.get("driver")), ("CUDA", info.get("torch_cuda")),
+                                                 ("torch", info.get("torch")), ("Python", info.get("python"))) if v)
+    if versions:
+        lines.append(f"  {info.get('name') or info.get('kind')}: {versions}")
+    launch = r.get("launch") or {}
+    if launch.get("launcher"):
+        lines.append(f"  launched by {launch['launcher']}" + (f" (passing {launch['config']})" if launch.get("config")
+                                                               else "") + f", from {launch['cwd']}")
+    if launch.get("fixed_args") != launch.get("args"):
+        lines.append(f"  fixed run's arguments: {' '.join(launch['fixed_args'])}")
+    for note in launch.get("notes") or ():
+        lines.append(f"  launch fix not applied: {note}")
     for fix in r["fixes_applied"]:
         lines.append(f"  fix applied: {fix}")
     lines.append("")
@@ -286,8 +338,12 @@ def text_report(r: dict) -> str:
     for d in r["diagnostics"]:
         pred = fmt_bytes(d["predicted_saving"]) if d["predicted_saving"] else "-"
         meas = fmt_bytes(d["measured_saving"]) if d["measured_saving"] is not None else "-"
-        lines.append(f"  {d['code']} line {d['line']}: {d['verdict'].upper()}  (predicted saving {pred}, "
+        where = f"{d['file']}:{d['line']}" if d.get("file") else f"line {d['line']}"
+        lines.append(f"  {d['code']} {where}: {d['verdict'].upper()}  (predicted saving {pred}, "
                      f"measured {meas}) {d['note']}")
     if not r["diagnostics"]:
         lines.append("  nothing flagged: nothing to verify")
+    for f in r.get("fragmentation") or ():
+        lines.append(f"  {f['run']} run: reserved {fmt_bytes(f['reserved_at_peak'])} vs allocated "
+                     f"{fmt_bytes(f['allocated_at_peak'])} at the peak: {f['note']}")
     return "\n".join(lines) + "\n"
