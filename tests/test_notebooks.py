@@ -199,3 +199,29 @@ def test_a_python_cell_magic_body_keeps_its_shell_lines_ipython(tmp_path):
     (tmp_path / "u.ipynb").write_text(notebook(cells), encoding="utf-8")
     out = run("--no-cache", "--output-format", "json", cwd=tmp_path)
     assert [d["code"] for d in json.loads(out.stdout)] == ["TL101"]  # no TL001; the later cell is still linted
+
+
+def test_nbformat_variants_seen_in_the_wild(tmp_path):
+    """`source` as one string, a code cell without `outputs` or `execution_count`, cell ids, Colab metadata:
+    read alike, the finding is in the right cell, and a fix keeps every other byte."""
+    cells = [
+        {"cell_type": "code", "id": "a1b2", "metadata": {"id": "xYz", "colab": {"base_uri": "https://localhost/"}},
+         "source": "from transformers import AutoModelForCausalLM\nfrom trl import SFTConfig, SFTTrainer\n"},
+        {"cell_type": "markdown", "id": "m1", "metadata": {}, "source": "Train it"},
+        {"cell_type": "code", "id": "c3d4", "metadata": {"colab": {"height": 10}},
+         "source": "model = AutoModelForCausalLM.from_pretrained('meta-llama/Meta-Llama-3-8B', "
+                   "attn_implementation='eager')\nargs = SFTConfig(output_dir='o', max_length=8192, "
+                   "per_device_train_batch_size=1, use_liger_kernel=True)\nSFTTrainer(model=model, args=args)"},
+    ]
+    nb = {"cells": cells, "metadata": {"colab": {"provenance": [], "gpuType": "T4"}, "accelerator": "GPU",
+                                       "kernelspec": {"name": "python3", "display_name": "Python 3"},
+                                       "language_info": {"name": "python"}},
+          "nbformat": 4, "nbformat_minor": 0}
+    path = tmp_path / "colab.ipynb"
+    original = json.dumps(nb, indent=2) + "\n"
+    path.write_text(original, encoding="utf-8")
+    data = json.loads(run("--no-cache", "--output-format", "json", cwd=tmp_path).stdout)
+    assert [(d["code"], d["cell"], d["location"]["row"]) for d in data] == [("TL101", 3, 1)]
+    assert run("--no-cache", "--fix", cwd=tmp_path).returncode == 0
+    cells[2] = {**cells[2], "source": cells[2]["source"].replace("'eager'", "'sdpa'")}
+    assert path.read_text(encoding="utf-8") == json.dumps(nb, indent=2) + "\n"
