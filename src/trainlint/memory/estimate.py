@@ -46,6 +46,7 @@ class Geometry:
     params: int
     tied: bool = False
     softcap: bool = False  # attention and final-logit softcapping (Gemma 2)
+    rms_norm: bool = True  # RMSNorm that upcasts to fp32 (Llama, Mistral, Qwen, Gemma); False: LayerNorm (GPT-2)
 
 
 @dataclass(frozen=True)
@@ -165,15 +166,28 @@ def activation_bytes_per_layer(p: Plan, tokens: int) -> int:
     per_token = g.hidden * (22 + 4 * g.kv_heads / g.heads) + 8 * g.intermediate
     if p.lora_r:
         # the linear inputs of frozen projections are not saved (q/k/v input, o_proj input, gate/up input,
-        # down_proj input: 2h + 2h + 2h + 2f bytes); each adapted module keeps an fp32 copy of its input
-        # and its r-sized hidden.
-        names = ALL_LINEAR if p.lora_targets == ("all-linear",) else p.lora_targets
+        # down_proj input: 2h + 2h + 2h + 2f bytes at 16 bit, scaled to the dtype).
         per_token -= 6 * g.hidden + 2 * g.intermediate
+    lora = 0
+    if p.lora_r:
+        # Each adapted module keeps, whatever the model's dtype (PEFT's adapters are fp32): its dropout
+        # output in fp32 (4 bytes per input element; lora_A's input), the dropout's bool mask (1 byte;
+        # native_dropout, what CUDA runs) and lora_A's fp32 output (4 bytes per rank). Not scaled by the
+        # activation dtype: scaling them made LoRA on all linear layers in fp32 ~34% too high (issue 14;
+        # bench/estimate_measurements.json smollm2-360m, bench/live_measurements.json deep-mini).
+        names = ALL_LINEAR if p.lora_targets == ("all-linear",) else p.lora_targets
         for name in names:
             dims = _lora_dims(g, name)
             if dims:
-                per_token += 4 * dims[0] + 4 * (p.lora_r or 0)
-    return int(tokens * per_token * scale)
+                lora += 5 * dims[0] + 4 * p.lora_r
+    per_token = per_token * scale
+    if p.act_bytes == 4 and g.rms_norm:
+        # In an fp32 model the RMSNorms' round trips (`.to(float32)`, `.to(input_dtype)`) are no-ops, so the
+        # doubled 16-bit count overshoots: measured ~10 bytes x hidden per token per layer for full
+        # fine-tuning and ~16 with LoRA (fitted on bench/estimate_measurements.json llama3-1b/qwen2.5 fp32 and
+        # smollm2-360m LoRA-all fp32, bench/live_measurements.json deep-mini and smol-mini fp32; issue 14).
+        per_token -= (16 if p.lora_r else 10) * g.hidden
+    return int(tokens * (per_token + lora))
 
 
 def checkpoint_inputs_bytes(p: Plan) -> int:
