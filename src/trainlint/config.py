@@ -30,6 +30,7 @@ class Settings:
     long_context: int = 2048
     large_vocab: int = 100_000
     gpu: str | None = None
+    gpus: tuple[tuple[str, str], ...] = ()  # per-path GPU: (glob relative to root, GPU); first match wins over `gpu`
     versions: tuple[tuple[str, str], ...] = ()
     fix_attention: str = "sdpa"  # what TL101's fix sets
     per_file_timeout: float = 10.0  # seconds; a pathological file cannot stall a pre-commit hook
@@ -70,7 +71,7 @@ def _positive_int(value: object, key: str) -> int:
 def from_table(table: dict, root: Path, source: str) -> Settings:
     s = Settings(root=root, source=source)
     known = {"select", "ignore", "extend-select", "per-file-ignores", "exclude", "long-context", "large-vocab", "gpu",
-             "versions", "diff-base", "fix-attention",
+             "gpus", "versions", "diff-base", "fix-attention",
              "per-file-timeout"}
     for key in table:
         if key not in known:
@@ -107,6 +108,8 @@ def from_table(table: dict, root: Path, source: str) -> Settings:
         except ValueError as exc:
             raise ConfigError(f"`gpu`: {exc}") from None
         changes["gpu"] = table["gpu"]
+    if "gpus" in table:
+        changes["gpus"] = _gpu_table(table["gpus"])
     if "per-file-timeout" in table:
         t = table["per-file-timeout"]
         if isinstance(t, bool) or not isinstance(t, (int, float)) or t <= 0:
@@ -132,6 +135,22 @@ def from_table(table: dict, root: Path, source: str) -> Settings:
                 raise ConfigError(f"`versions.{lib}` must be a version such as \"4.57.6\", got {ver!r}")
         changes["versions"] = tuple(sorted(versions.items()))
     return replace(s, **changes)
+
+
+def _gpu_table(value: object) -> tuple[tuple[str, str], ...]:
+    """`gpus = { "jobs/small/**" = "24GB" }`: the GPU a path's jobs run on (TL202, TL701)."""
+    from trainlint.knowledge.gpus import parse_gpu
+
+    if not isinstance(value, dict):
+        raise ConfigError("`gpus` must be a table of glob = GPU, e.g. gpus = { \"jobs/small/**\" = \"24GB\" }")
+    for pattern, gpu in value.items():
+        if not isinstance(gpu, str):
+            raise ConfigError(f"`gpus.{pattern}` must be a string such as \"24GB\" or \"A100-80GB\"")
+        try:
+            parse_gpu(gpu)
+        except ValueError as exc:
+            raise ConfigError(f"`gpus.{pattern}`: {exc}") from None
+    return tuple(value.items())
 
 
 def load_file(path: Path) -> Settings:

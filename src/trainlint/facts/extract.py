@@ -19,6 +19,8 @@ from trainlint.facts.model import (
     TrainerCall,
 )
 from trainlint.facts import params as P
+from trainlint.facts.evalsets import eval_sets
+from trainlint.facts.loops import LoopWatcher
 from trainlint.facts.values import UNKNOWN, UNSET, Value, known
 from trainlint.facts.walk import Misaligned, Positions, parse_starts, plain_visitor, walk
 
@@ -80,6 +82,7 @@ class _Collector(cst.CSTVisitor):
         self._keyword_spans: dict[int, Span] = {}
         self.literal_spans: dict[int, Span] = {}  # where a bound literal is written (fixes edit it there)
         self.call_layout: dict[int, tuple[Span | None, bool, Span]] = {}  # last arg end, trailing comma, ")"
+        self.loops = LoopWatcher(self._span)  # loss accumulated in loops (facts/loops.py, TL203)
 
     # -- helpers -------------------------------------------------------------------------------------
     def _span(self, node: cst.CSTNode) -> Span:
@@ -134,6 +137,7 @@ class _Collector(cst.CSTVisitor):
 
     # -- scopes and bindings -------------------------------------------------------------------------
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+        self.loops.enter_function(node)
         self._bind(node.name.value, None)
         self._scopes.append(f"{self.scope}.{node.name.value}" if self.scope != MODULE_SCOPE else node.name.value)
         for param in (*node.params.posonly_params, *node.params.params, *node.params.kwonly_params):
@@ -143,6 +147,7 @@ class _Collector(cst.CSTVisitor):
                 self._bind(star.name.value, None)
 
     def leave_FunctionDef(self, original_node: cst.FunctionDef) -> None:
+        self.loops.leave_function()
         self._scopes.pop()
 
     def visit_ClassDef(self, node: cst.ClassDef) -> None:
@@ -213,6 +218,16 @@ class _Collector(cst.CSTVisitor):
 
     def visit_For(self, node: cst.For) -> None:
         self._bind_target(node.target, None, node)
+        self.loops.loop(node, self.scope)
+
+    def visit_While(self, node: cst.While) -> None:
+        self.loops.loop(node, self.scope)
+
+    def visit_With(self, node: cst.With) -> None:
+        self.loops.enter_with(node)
+
+    def leave_With(self, original_node: cst.With) -> None:
+        self.loops.leave_with()
 
     def visit_WithItem(self, node: cst.WithItem) -> None:
         if node.asname is not None:
@@ -707,6 +722,7 @@ def extract_facts(module: cst.Module, path: str, text: str,
         pip_pins=pins,
         logits_accessed=collector.logits_accessed,
         parsed_args_objects=tuple(sorted(collector.parsed_names)),
+        loss_accumulations=collector.loops.build(text), eval_sets=eval_sets(collector, resolver, trainers),
         **collector.params.build(lambda node: resolver.value(node, MODULE_SCOPE) if node is not None else UNKNOWN,
                                  collector.literal_spans),
     )

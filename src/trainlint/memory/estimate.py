@@ -309,3 +309,12 @@ def levers(p: Plan, est: Estimate):
         # optimizer state is resident in both phases of the peak, so offloading it saves all of it
         out.append(Lever("CPU offload of optimizer state", est.consumers["optimizer"], "much slower steps"))
     return sorted(out, key=lambda lever: -lever.saves)
+
+
+def graph_bytes(p: Plan) -> int:
+    """What one forward's autograd graph keeps until a backward frees it (TL203: a graph nothing frees): the
+    saved activations of every layer (checkpointing applies only in training mode, so not counted), eager
+    attention's scores, and the fp32 log-softmax output the cross-entropy saves (4 bytes per logit)."""
+    full = replace(p, checkpointing=False)
+    g = p.geometry
+    return activations_bytes(full) + attention_bytes(full) + 4 * p.batch * p.seq * g.vocab
