@@ -37,7 +37,7 @@ class Fit:
 
     @property
     def where(self) -> str:
-        return f"the {self.gpu} ({fmt_bytes(self.capacity)})"
+        return f"the {self.gpu} GPU ({fmt_bytes(self.capacity)})"  # as `estimate` prints it
 
 
 def gpu_for(ctx: FileContext) -> tuple[str, int] | None:
@@ -85,3 +85,18 @@ def consumers_text(est: Estimate) -> str:
     names = {"weights": "weights", "gradients": "gradients", "optimizer": "optimizer state",
              "activations": "activations", "logits": "logits/loss", "attention": "attention scores"}
     return ", ".join(f"{names[k]} {fmt_bytes(v)}" for k, v in est.consumers.items() if v)
+
+
+def with_fit_note(ctx: FileContext, diag, **changes):
+    """A specific finding whose one change makes the run fit its GPU says so (TL701 then stays silent, so the
+    overflow is reported once)."""
+    fit = run_fit(ctx)
+    if fit is None or fit.fits:
+        return diag
+    after = fit.need_with(**changes)
+    if after > fit.capacity:
+        return diag
+    from dataclasses import replace as dc_replace
+
+    return dc_replace(diag, message=f"{diag.message}; this alone makes the run fit {fit.where}: ~{fmt_bytes(fit.need)} "
+                                    f"-> ~{fmt_bytes(after)}")

@@ -55,7 +55,7 @@ def loaded_in_fp32(ctx: FileContext, model: ModelLoad) -> str | None:
         return None
     tv = ctx.versions.transformers
     if dtype.unset and not tv.at_least(5):
-        return f"no dtype given: transformers {tv.version} (4.x) loads in fp32"
+        return f"no dtype given, and transformers {tv.version} loads in fp32 by default"
     spec = ctx.spec(model)
     if spec is not None and spec.dtype in FP32:
         how = 'dtype="auto"' if dtype.known else f"no dtype given: transformers {tv.version} loads \"auto\""
