@@ -8,8 +8,7 @@ import pytest
 
 from conftest import codes
 from trainlint.memory import fmt_bytes
-from trainlint.memory.estimate import Geometry, Plan, activations_bytes, estimate
-from trainlint.report.estimate import CUDA_OVERHEAD
+from trainlint.memory.estimate import CUDA_OVERHEAD, Geometry, Plan, activations_bytes, estimate
 
 LLAMA_1B = '''
 from transformers import AutoModelForCausalLM, AutoTokenizer, Trainer, TrainingArguments

@@ -12,6 +12,9 @@ from dataclasses import dataclass, field, replace
 from trainlint.memory import attention_scores_per_layer, loss_peak_bytes
 
 GIB = 1024**3
+# Not counted in the consumers: the CUDA context and the caching allocator's slack (R B7); what a GPU must hold
+# besides the peak (`estimate`'s verdict, TL202, TL701).
+CUDA_OVERHEAD = 1_000_000_000
 CONSUMERS = ("weights", "gradients", "optimizer", "activations", "logits", "attention")
 
 # L1 'Five consumers': NF4 with double quantization is about 0.52 bytes per parameter (3.9 GB for a 7B).

@@ -1,6 +1,6 @@
 """Does the run fit the GPU it is meant for? The GPU a file's jobs run on (`--gpu`, `gpus` per path, `gpu`)
 and the run's estimate against it, shared by TL202 and TL701 so both judge with the same numbers as
-`trainlint estimate` (memory.estimate plus report.estimate's CUDA context allowance)."""
+`trainlint estimate` (memory.estimate, with its CUDA context allowance)."""
 
 from __future__ import annotations
 
@@ -12,8 +12,7 @@ from trainlint.diagnostics import Span
 from trainlint.discovery import relative
 from trainlint.knowledge.gpus import parse_gpu
 from trainlint.memory import fmt_bytes
-from trainlint.memory.estimate import Estimate, Plan, estimate
-from trainlint.report.estimate import CUDA_OVERHEAD
+from trainlint.memory.estimate import CUDA_OVERHEAD, Estimate, Plan, estimate
 
 
 @dataclass(frozen=True)
