@@ -103,3 +103,17 @@ trainer = DPOTrainer(model=model, ref_model=ref, args=args)
     teacher = dpo.replace("DPOConfig", "GKDConfig").replace("DPOTrainer", "GKDTrainer").replace("ref_model=ref",
                                                                                                 "teacher_model=ref")
     assert [line for line, _ in tl501(lint(teacher))] == [7]
+
+
+def test_a_launch_decides_the_precision_and_the_pin_decides_the_load_dtype(tmp_path):
+    """FastChat-style layout: the script loads Llama-2-7b without a dtype, its repository pins transformers 4.46.3,
+    the launcher passes --bf16 True: reported in the script, naming the launch."""
+    import json
+
+    from test_launch import layout, run
+
+    repo = layout("fastchat_lora", tmp_path)
+    data = json.loads(run("check", "--output-format", "json", "--select", "TL501", ".", cwd=repo).stdout)
+    assert [(d["filename"], d["location"]["row"]) for d in data] == [("chatlora/train/train_lora.py", 38)]
+    assert "transformers 4.46.3 loads in fp32 by default" in data[0]["message"]
+    assert "~13.5 GB saved" in data[0]["message"] and "launched by scripts/train_lora.sh" in data[0]["message"]

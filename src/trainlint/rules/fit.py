@@ -11,20 +11,26 @@ from trainlint.context import FileContext
 from trainlint.diagnostics import Span
 from trainlint.discovery import relative
 from trainlint.knowledge.gpus import parse_gpu
+from typing import TYPE_CHECKING
+
 from trainlint.memory import fmt_bytes
-from trainlint.memory.estimate import CUDA_OVERHEAD, Estimate, Plan, estimate
+
+if TYPE_CHECKING:  # the estimate is imported only when a GPU is known (a one-file check stays light)
+    from trainlint.memory.estimate import Estimate, Plan
 
 
 @dataclass(frozen=True)
 class Fit:
     gpu: str
     capacity: int  # bytes
-    plan: Plan
-    estimate: Estimate
+    plan: "Plan"
+    estimate: "Estimate"
 
     @property
     def need(self) -> int:
         """What the GPU must hold: the predicted peak plus the CUDA context (as `estimate`'s verdict)."""
+        from trainlint.memory.estimate import CUDA_OVERHEAD
+
         return self.estimate.peak + CUDA_OVERHEAD
 
     @property
@@ -32,6 +38,8 @@ class Fit:
         return self.need <= self.capacity
 
     def need_with(self, **changes) -> int:
+        from trainlint.memory.estimate import CUDA_OVERHEAD, estimate
+
         return estimate(replace(self.plan, **changes)).peak + CUDA_OVERHEAD
 
     @property
@@ -56,6 +64,7 @@ def run_fit(ctx: FileContext) -> Fit | None:
     gpu = gpu_for(ctx)
     if gpu is None:
         return None
+    from trainlint.memory.estimate import estimate
     from trainlint.planning import Overrides, PlanError, plan_for  # (planning imports rule modules)
 
     try:
@@ -80,7 +89,7 @@ def anchor(ctx: FileContext) -> tuple[Span, object]:
     return ctx.facts.models[0].anchor, None
 
 
-def consumers_text(est: Estimate) -> str:
+def consumers_text(est: "Estimate") -> str:
     names = {"weights": "weights", "gradients": "gradients", "optimizer": "optimizer state",
              "activations": "activations", "logits": "logits/loss", "attention": "attention scores"}
     return ", ".join(f"{names[k]} {fmt_bytes(v)}" for k, v in est.consumers.items() if v)

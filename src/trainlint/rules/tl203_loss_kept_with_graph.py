@@ -10,12 +10,12 @@ from __future__ import annotations
 from trainlint.context import FileContext
 from trainlint.edits import make_fix, replace
 from trainlint.memory import fmt_bytes
-from trainlint.memory.estimate import graph_bytes
 from trainlint.rules.base import Rule, rule
 
 
 def per_iteration(ctx: FileContext) -> str:
     """' (~X per iteration for <model> at batch B x S)' when the model, batch and length are known."""
+    from trainlint.memory.estimate import graph_bytes
     from trainlint.planning import Overrides, PlanError, plan_for
 
     try:

@@ -8,11 +8,15 @@ judges (rules/fit.py).
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from trainlint.context import FileContext
 from trainlint.memory import fmt_bytes
-from trainlint.memory.estimate import Lever
 from trainlint.rules.base import REGISTRY, Rule, rule
 from trainlint.rules.fit import Fit, anchor, consumers_text, run_fit
+
+if TYPE_CHECKING:
+    from trainlint.memory.estimate import Lever
 
 # The lesson's diagnostic sequence: what costs least comes first (memory.estimate.levers names them).
 COST_ORDER = ("SDPA", "fused or chunked", "gradient checkpointing", "micro-batch", "8-bit", "LoRA", "QLoRA",
