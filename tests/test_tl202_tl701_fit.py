@@ -146,3 +146,31 @@ def test_check_gpu_option_overrides_config(tmp_path):
     assert bad.returncode == 2 and "--gpu" in bad.stderr
     stats = run("--gpu", "24GB", "--statistics")
     assert "TL202" in stats.stdout
+
+
+def test_a_hand_written_loop_gets_both_and_tl701_names_the_other_findings_instead_of_repeating_them(lint):
+    src = '''
+import torch
+from torch.utils.data import DataLoader
+from transformers import AutoModelForCausalLM, AutoTokenizer
+
+tokenizer = AutoTokenizer.from_pretrained("meta-llama/Llama-3.2-1B")
+model = AutoModelForCausalLM.from_pretrained("meta-llama/Llama-3.2-1B", dtype=torch.bfloat16)
+opt = torch.optim.AdamW(model.parameters(), lr=1e-5)
+enc = tokenizer(texts, max_length=2048, truncation=True)
+loader = DataLoader(ds, batch_size=8)
+for batch in loader:
+    loss = model(**batch, labels=batch["input_ids"]).loss
+    loss.backward()
+    opt.step()
+    opt.zero_grad()
+'''
+    found = lint(src, settings=GPU24)
+    assert [(c, line) for c, line, _ in found] == [("TL202", 7), ("TL301", 12), ("TL701", 13)]
+    tl202 = found[0][2]
+    assert "with it ~34.7 GB: still over, but no other single change saves more" in tl202
+    assert "call model.gradient_checkpointing_enable() before training" in tl202
+    tl701 = found[2][2]
+    assert "no single lever makes it fit (the changes TL202 and TL301 report are not enough alone); the largest " \
+           "other: micro-batch 4 + twice the gradient accumulation (saves ~27.4 GB)" in tl701
+    assert "gradient checkpointing" not in tl701

@@ -35,13 +35,17 @@ def fitting_levers(fit: Fit) -> list[Lever]:
     return sorted((lv for lv in fit.estimate.levers if lv.saves >= over), key=_rank)
 
 
+def reported_by(ctx: FileContext, lever: Lever) -> str | None:
+    """The code of the more specific rule that reports this lever, when that rule fires here."""
+    code = next((c for prefix, c in SPECIFIC.items() if lever.name.startswith(prefix)), None)
+    if code is not None and code in REGISTRY and any(True for _ in REGISTRY[code].run(ctx)):
+        return code
+    return None
+
+
 def said_elsewhere(ctx: FileContext, levers: list[Lever]) -> str | None:
     """The code of a more specific finding whose one change makes the run fit, when that rule fires here."""
-    for lever in levers:
-        code = next((c for prefix, c in SPECIFIC.items() if lever.name.startswith(prefix)), None)
-        if code is not None and code in REGISTRY and any(True for _ in REGISTRY[code].run(ctx)):
-            return code
-    return None
+    return next((code for code in (reported_by(ctx, lv) for lv in levers) if code), None)
 
 
 @rule("TL701", "run-does-not-fit", "the run as a whole",
@@ -58,8 +62,18 @@ def check(self: Rule, ctx: FileContext):
         advice = "levers that alone make it fit, cheapest first: " + "; ".join(
             f"{lv.name} (saves ~{fmt_bytes(lv.saves)}; {lv.cost})" for lv in levers[:3])
     elif est.levers:
-        advice = (f"no single lever makes it fit; the largest: {est.levers[0].name} (saves "
-                  f"~{fmt_bytes(est.levers[0].saves)}), then combine or pick a larger GPU")
+        # a lever a specific finding already prices is named by its code, not repeated
+        told = [(lv, reported_by(ctx, lv)) for lv in est.levers[:3]]
+        others = [lv for lv, code in told if code is None]
+        codes = sorted({code for _, code in told if code})
+        advice = "no single lever makes it fit" + (
+            f" (the changes {' and '.join(codes)} report{'s' if len(codes) == 1 else ''} are not enough alone)"
+            if codes else "")
+        if others:
+            advice += (f"; the largest{' other' if codes else ''}: {others[0].name} (saves ~{fmt_bytes(others[0].saves)})"
+                       f", then combine or pick a larger GPU")
+        else:
+            advice += "; combine levers or pick a larger GPU"
     else:
         advice = "no lever trainlint knows would make it fit: pick a larger GPU"
     span, _ = anchor(ctx)
