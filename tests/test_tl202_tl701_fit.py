@@ -174,3 +174,13 @@ for batch in loader:
     assert "no single lever makes it fit (the changes TL202 and TL301 report are not enough alone); the largest " \
            "other: micro-batch 4 + twice the gradient accumulation (saves ~27.4 GB)" in tl701
     assert "gradient checkpointing" not in tl701
+
+
+def test_fix_applied_by_the_cli_turns_a_false_into_true_and_the_finding_goes(tmp_path):
+    script = tmp_path / "train.py"
+    script.write_text(LLAMA_1B.replace("use_liger_kernel=True)", "use_liger_kernel=True, gradient_checkpointing=False)"))
+    run = lambda *extra: subprocess.run([sys.executable, "-m", "trainlint", "check", "--no-cache", "--gpu", "24GB",
+                                         *extra, "train.py"], cwd=tmp_path, capture_output=True, text=True)
+    assert "TL202" in run().stdout
+    assert run("--fix").returncode == 0
+    assert "use_liger_kernel=True, gradient_checkpointing=True)" in script.read_text()
