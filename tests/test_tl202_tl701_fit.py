@@ -184,3 +184,13 @@ def test_fix_applied_by_the_cli_turns_a_false_into_true_and_the_finding_goes(tmp
     assert "TL202" in run().stdout
     assert run("--fix").returncode == 0
     assert "use_liger_kernel=True, gradient_checkpointing=True)" in script.read_text()
+
+
+def test_estimate_reads_the_per_path_gpu_table_too(tmp_path):
+    (tmp_path / "jobs" / "small").mkdir(parents=True)
+    (tmp_path / "jobs" / "small" / "train.py").write_text(LLAMA_1B)
+    (tmp_path / "pyproject.toml").write_text('[tool.trainlint]\ngpu = "A100-80GB"\ngpus = { "jobs/small/**" = "24GB" }\n')
+    done = subprocess.run([sys.executable, "-m", "trainlint", "estimate", "jobs/small/train.py"], cwd=tmp_path,
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert "verdict: 24GB (25.8 GB): does NOT fit" in done.stdout

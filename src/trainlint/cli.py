@@ -306,6 +306,10 @@ def estimate(click_ctx, script, gpu, batch, seq, world_size, fmt, output, config
             fail(f"{script}: launches no Python script trainlint can find")
         script = scripts[0]
         settings = replace(settings, launch_files=launch_files, launch_configs=configs)
+    if gpu is None and settings.gpus:
+        from trainlint.rules.fit import gpu_for_path
+
+        chosen_gpu = gpu_for_path(script, settings)  # `gpus = { "jobs/small/**" = "24GB" }`, as check reads it
     result = lint_file(script, settings, enabled_codes(settings, select=("TL101",)))
     if result.context is None:
         reason = result.diagnostics[0].message if result.diagnostics else (result.skipped or "nothing to read")

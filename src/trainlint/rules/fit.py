@@ -48,12 +48,15 @@ class Fit:
 
 
 def gpu_for(ctx: FileContext) -> tuple[str, int] | None:
+    return gpu_for_path(ctx.path, ctx.settings)
+
+
+def gpu_for_path(path, settings) -> tuple[str, int] | None:
     """The first `gpus` pattern matching the file (relative to the config's folder), else `gpu`; None: no GPU
-    is known, and the rules that judge the fit stay silent."""
-    settings = ctx.settings
-    rel = relative(ctx.path, settings.root)
+    is known, and the rules that judge the fit stay silent. (`--gpu` on the command line replaces both.)"""
+    rel = relative(path, settings.root)
     for pattern, gpu in settings.gpus:
-        if fnmatch(rel, pattern) or fnmatch(ctx.path.name, pattern):
+        if fnmatch(rel, pattern) or fnmatch(path.name, pattern):
             return parse_gpu(gpu)
     return parse_gpu(settings.gpu) if settings.gpu else None
 
