@@ -36,7 +36,7 @@ def plan_of(c: dict) -> Plan:
                    head_dim=m.get("head_dim") or m["hidden_size"] // heads,
                    intermediate=m.get("intermediate_size") or 4 * m["hidden_size"],
                    params=m["num_parameters"], tied=bool(m.get("tie_word_embeddings")),
-                   softcap=m.get("model_type") == "gemma2")
+                   softcap=m.get("model_type") == "gemma2", rms_norm=m.get("model_type") != "gpt2")
     size = 4 if c["dtype"] == "fp32" else 2
     lora = c.get("lora") or {}
     return Plan(geometry=geo, batch=c["batch"], seq=c["seq"], dtype_bytes=size, act_bytes=size,
@@ -48,13 +48,16 @@ def plan_of(c: dict) -> Plan:
 
 def main() -> int:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--json", default=str(Path(__file__).with_name("estimate_measurements.json")))
+    ap.add_argument("--json", action="append", default=None,
+                    help="measurements file (repeatable); default: estimate_measurements.json and live_measurements.json")
     ap.add_argument("--target", type=float, default=10.0, help="acceptable peak error, percent")
     args = ap.parse_args()
-    data = json.loads(Path(args.json).read_text())
+    here = Path(__file__).parent
+    files = args.json or [str(here / "estimate_measurements.json"), str(here / "live_measurements.json")]
+    configs = [c for f in files if Path(f).exists() for c in json.loads(Path(f).read_text())["configs"]]
     rows = []
     print(f"{'configuration':<52} {'measured':>9} {'predicted':>9} {'err%':>6}   weights  optim  act+loss (MiB, measured/predicted)")
-    for c in data["configs"]:
+    for c in configs:
         if "measured" not in c or c.get("error"):
             print(f"{c['name']:<52} skipped: {c.get('error', 'no measurement')}")
             continue
@@ -66,6 +69,9 @@ def main() -> int:
         meas = max(m["Total"], (c.get("cuda_foreach_optimizer_step") or {}).get("Total", 0))
         err = (pred - meas) / meas * 100
         rows.append((c["name"], err))
+        if "PARAM" not in m:  # the live-bytes tracker (bench/live_measurements.json) counts the total only
+            print(f"{c['name']:<52} {meas / MIB:>9.0f} {pred / MIB:>9.0f} {err:>+6.1f}   (live bytes: total only)")
+            continue
         act_meas = m["ACT"] + m["TEMP"] + m.get("OTH", 0)
         act_pred = e.consumers["activations"] + e.consumers["logits"] + e.consumers["attention"]
         print(f"{c['name']:<52} {meas / MIB:>9.0f} {pred / MIB:>9.0f} {err:>+6.1f}   "

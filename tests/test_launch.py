@@ -48,7 +48,8 @@ def short(data: list[dict]) -> list[tuple[str, str, int, int]]:
 
 def test_fastchat_style_deepspeed_launcher_turns_on_the_lora_checkpointing_trap(tmp_path):
     repo = layout("fastchat_lora", tmp_path)
-    data = findings(run("check", "--output-format", "json", ".", cwd=repo))
+    # (TL501, the base loaded in fp32 on transformers 4.46.3 under --bf16 True, is tested in test_tl501_frozen_fp32)
+    data = findings(run("check", "--output-format", "json", "--ignore", "TL501", ".", cwd=repo))
     # reported where `--gradient_checkpointing True` is written; the non-reentrant launcher and the script
     # nothing launches (defaults: checkpointing off) are silent
     assert short(data) == [("TL201", "scripts/train_lora.sh", 14, 30)]
@@ -236,7 +237,7 @@ def test_fix_in_a_json_args_file_keeps_its_quotes_and_a_shell_word_stays_plain(t
 
 def test_a_launch_decided_trap_whose_fix_belongs_in_the_script(tmp_path):
     repo = layout("fastchat_lora", tmp_path)
-    r = run("check", "--fix", "--show-fixes", ".", cwd=repo)
+    r = run("check", "--fix", "--show-fixes", "--ignore", "TL501", ".", cwd=repo)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "scripts/train_lora.sh:14:30: TL201 Call model.enable_input_require_grads() after get_peft_model" in r.stdout
     script = (repo / "chatlora" / "train" / "train_lora.py").read_text()
@@ -280,7 +281,7 @@ def test_sarif_related_locations_are_valid_sarif(tmp_path):
     jsonschema = pytest.importorskip("jsonschema")
     schema = json.loads((Path(__file__).parent / "data" / "report" / "sarif-schema-2.1.0.json").read_text())
     repo = layout("fastchat_lora", tmp_path)
-    r = run("check", "--output-format", "sarif", ".", cwd=repo)
+    r = run("check", "--output-format", "sarif", "--ignore", "TL501", ".", cwd=repo)
     log = json.loads(r.stdout)
     jsonschema.Draft4Validator(schema).validate(log)
     (result,) = log["runs"][0]["results"]

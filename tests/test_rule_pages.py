@@ -31,18 +31,28 @@ def test_rule_page_has_every_section(code):
         assert re.search(rf"^## {re.escape(section)}$", text, re.M), f"{code}: no '## {section}'"
 
 
+def _settings(text: str) -> dict | None:
+    """`<!-- settings: gpu = "24GB" -->` on a page: the [tool.trainlint] its examples are linted under (a rule
+    that judges the fit needs a GPU)."""
+    from trainlint.config import tomllib  # (tomli on 3.10)
+
+    m = re.search(r"^<!-- settings: (.*?) -->$", text, re.M)
+    return tomllib.loads(m.group(1).replace("; ", "\n")) if m else None
+
+
 def _examples():
     for code in sorted(REGISTRY):
         text = page(code) or ""
+        settings = _settings(text)
         for i, block in enumerate(_blocks(text, "Example")):
-            yield pytest.param(code, block, True, id=f"{code}-example-{i}")
+            yield pytest.param(code, block, True, settings, id=f"{code}-example-{i}")
         for i, block in enumerate(_blocks(text, "Use instead")):
-            yield pytest.param(code, block, False, id=f"{code}-use-instead-{i}")
+            yield pytest.param(code, block, False, settings, id=f"{code}-use-instead-{i}")
 
 
-@pytest.mark.parametrize(("code", "block", "fires"), list(_examples()))
-def test_rule_page_examples_run(lint, code, block, fires):
-    found = [c for c, _, _ in lint(block)]
+@pytest.mark.parametrize(("code", "block", "fires", "settings"), list(_examples()))
+def test_rule_page_examples_run(lint, code, block, fires, settings):
+    found = [c for c, _, _ in lint(block, settings=settings)]
     assert (code in found) is fires, f"{code} {'should' if fires else 'should not'} fire on:\n{block}\nfound {found}"
 
 

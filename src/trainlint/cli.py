@@ -108,9 +108,11 @@ def main() -> None:
               help="Worker processes, or auto: one per CPU when enough files are left to lint for it to pay off.")
 @click.option("--no-cache", is_flag=True, help="Do not read or write .trainlint_cache/.")
 @click.option("--no-launches", is_flag=True, help="Check scripts under their defaults only; do not look for launchers.")
+@click.option("--gpu", default=None, help="GPU the runs must fit (TL202, TL701): 24GB, T4, A100-80GB, H100...; "
+                                          "overrides `gpu` and `gpus` in the config.")
 @click.pass_context
 def check(click_ctx, paths, select, ignore, extend_select, output_format, exit_zero, statistics, quiet, verbose, config,
-          force_exclude, diff_base, fix, unsafe_fixes, show_diff, show_fixes, jobs, no_cache, no_launches):
+          force_exclude, diff_base, fix, unsafe_fixes, show_diff, show_fixes, jobs, no_cache, no_launches, gpu):
     """Lint training scripts for GPU-memory anti-patterns.
 
     A script is checked under each launch found for it in its repository (shell and Slurm launchers,
@@ -127,6 +129,8 @@ def check(click_ctx, paths, select, ignore, extend_select, output_format, exit_z
             settings = replace(settings, launch_args=click_ctx.meta["script_args"])
         if no_launches:
             settings = replace(settings, discover_launches=False)
+        if gpu is not None:
+            settings = replace(settings, gpu=_check_gpu(gpu), gpus=())
         files = discover_files(list(paths) or [Path(".")], settings, force_exclude)
         explicit = [p for p in paths if not p.is_dir()]
         if explicit and settings.discover_launches and settings.launch_args is None:
@@ -232,6 +236,16 @@ def check(click_ctx, paths, select, ignore, extend_select, output_format, exit_z
     sys.exit(1 if diagnostics and not exit_zero else 0)
 
 
+def _check_gpu(text: str) -> str:
+    from trainlint.knowledge.gpus import parse_gpu
+
+    try:
+        parse_gpu(text)
+    except ValueError as exc:
+        raise ConfigError(f"--gpu: {exc}") from None
+    return text
+
+
 @main.command("rule")
 @click.argument("code", required=False)
 @click.option("--all", "show_all", is_flag=True, help="List every rule's code and name.")
@@ -313,6 +327,10 @@ def estimate(click_ctx, script, gpu, batch, seq, world_size, fmt, output, config
             fail(f"{script}: launches no Python script trainlint can find")
         script = scripts[0]
         settings = replace(settings, launch_files=launch_files, launch_configs=configs)
+    if gpu is None and settings.gpus:
+        from trainlint.rules.fit import gpu_for_path
+
+        chosen_gpu = gpu_for_path(script, settings)  # `gpus = { "jobs/small/**" = "24GB" }`, as check reads it
     result = lint_file(script, settings, enabled_codes(settings, select=("TL101",)))
     if result.context is None:
         reason = result.diagnostics[0].message if result.diagnostics else (result.skipped or "nothing to read")

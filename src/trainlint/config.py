@@ -30,6 +30,7 @@ class Settings:
     long_context: int = 2048
     large_vocab: int = 100_000
     gpu: str | None = None
+    gpus: tuple[tuple[str, str], ...] = ()  # per-path GPU: (glob relative to root, GPU); first match wins over `gpu`
     versions: tuple[tuple[str, str], ...] = ()
     models: tuple[tuple[str, str], ...] = ()  # [tool.trainlint.models]: private id or path -> catalog id or config
     fix_attention: str = "sdpa"  # what TL101's fix sets
@@ -76,7 +77,7 @@ def _positive_int(value: object, key: str) -> int:
 def from_table(table: dict, root: Path, source: str) -> Settings:
     s = Settings(root=root, source=source)
     known = {"select", "ignore", "extend-select", "per-file-ignores", "exclude", "long-context", "large-vocab", "gpu",
-             "versions", "diff-base", "fix-attention",
+             "gpus", "versions", "diff-base", "fix-attention",
              "per-file-timeout", "follow-hops", "models"}
     for key in table:
         if key not in known:
@@ -113,6 +114,8 @@ def from_table(table: dict, root: Path, source: str) -> Settings:
         except ValueError as exc:
             raise ConfigError(f"`gpu`: {exc}") from None
         changes["gpu"] = table["gpu"]
+    if "gpus" in table:
+        changes["gpus"] = _gpu_table(table["gpus"])
     if "per-file-timeout" in table:
         t = table["per-file-timeout"]
         if isinstance(t, bool) or not isinstance(t, (int, float)) or t <= 0:
@@ -159,6 +162,22 @@ def _models(value: object, root: Path) -> tuple[tuple[str, str], ...]:
         problem = declared_target_problem(target, root)
         if problem:
             raise ConfigError(f"`models.{key}`: {problem}")
+    return tuple(value.items())
+
+
+def _gpu_table(value: object) -> tuple[tuple[str, str], ...]:
+    """`gpus = { "jobs/small/**" = "24GB" }`: the GPU a path's jobs run on (TL202, TL701)."""
+    from trainlint.knowledge.gpus import parse_gpu
+
+    if not isinstance(value, dict):
+        raise ConfigError("`gpus` must be a table of glob = GPU, e.g. gpus = { \"jobs/small/**\" = \"24GB\" }")
+    for pattern, gpu in value.items():
+        if not isinstance(gpu, str):
+            raise ConfigError(f"`gpus.{pattern}` must be a string such as \"24GB\" or \"A100-80GB\"")
+        try:
+            parse_gpu(gpu)
+        except ValueError as exc:
+            raise ConfigError(f"`gpus.{pattern}`: {exc}") from None
     return tuple(value.items())
 
 

@@ -22,7 +22,9 @@ from trainlint.rules.tl301_unfused_cross_entropy import loss_path
 DEFAULT_LORA_TARGETS = {"llama": ("q_proj", "v_proj"), "mistral": ("q_proj", "v_proj"), "qwen2": ("q_proj", "v_proj"),
                         "qwen3": ("q_proj", "v_proj"), "gemma": ("q_proj", "v_proj"), "gemma2": ("q_proj", "v_proj"),
                         "mixtral": ("q_proj", "v_proj"), "phi3": ("qkv_proj",)}
-LORA_R_DEFAULT = 8  # peft LoraConfig.r default
+LORA_R_DEFAULT = 8
+# Decoders whose blocks use LayerNorm without an fp32 round trip (memory.estimate.Geometry.rms_norm)
+LAYERNORM_TYPES = frozenset({"gpt2", "gpt_neox", "gptj", "opt", "bloom", "falcon", "phi", "gpt_bigcode"})  # peft LoraConfig.r default
 
 _OPTIM_CLASSES = {"AdamW": "adamw", "Adam": "adam", "AdamW8bit": "adamw_8bit", "Adam8bit": "adamw_8bit",
                   "PagedAdamW8bit": "paged_adamw_8bit", "PagedAdamW32bit": "paged_adamw_32bit",
@@ -75,7 +77,7 @@ def geometry(ctx: FileContext, model: ModelLoad, assumptions: list[str] | None =
         raise PlanError(f"model {spec.id}: its {', '.join(missing)} are not known ({spec.source})")
     width, per_token = head_logits(model, spec, assumptions)
     return Geometry(**needed, tied=bool(spec.tie_word_embeddings), softcap=spec.model_type in SOFTCAPPED,
-                    head_width=width, head_per_token=per_token)
+                    head_width=width, head_per_token=per_token, rms_norm=spec.model_type not in LAYERNORM_TYPES)
 
 
 def head_logits(model: ModelLoad, spec, assumptions: list[str]) -> tuple[int | None, bool]:

@@ -22,6 +22,8 @@ from trainlint.facts.model import (
     TrainerCall,
 )
 from trainlint.facts import params as P
+from trainlint.facts.evalsets import eval_sets
+from trainlint.facts.loops import LoopWatcher
 from trainlint.facts.values import UNKNOWN, UNSET, Value, known
 from trainlint.facts.trainers import LOSS_CALLS, with_local_trainers
 from trainlint.facts.walk import Misaligned, Positions, parse_starts, plain_visitor, walk
@@ -96,6 +98,7 @@ class _Collector(cst.CSTVisitor):
         self.returns: dict[str, list[str]] = {}  # function scope -> names it returns
         self.hop_calls: list[_RawCall] = []  # calls to plain or imported names that are not library calls
         self.marks: dict[str, set[str]] = {}  # scope -> "logits" read / loss calls made there (facts/trainers.py)
+        self.loops = LoopWatcher(self._span)  # loss accumulated in loops (facts/loops.py, TL203)
 
     # -- helpers -------------------------------------------------------------------------------------
     def _span(self, node: cst.CSTNode) -> Span:
@@ -160,6 +163,7 @@ class _Collector(cst.CSTVisitor):
 
     # -- scopes and bindings -------------------------------------------------------------------------
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+        self.loops.enter_function(node)
         self._bind(node.name.value, None)
         self._scopes.append(f"{self.scope}.{node.name.value}" if self.scope != MODULE_SCOPE else node.name.value)
         self.function_nodes.append((self.scope, node))
@@ -173,6 +177,7 @@ class _Collector(cst.CSTVisitor):
             self.func_kwstar[self.scope] = node.params.star_kwarg.name.value
 
     def leave_FunctionDef(self, original_node: cst.FunctionDef) -> None:
+        self.loops.leave_function()
         self._scopes.pop()
 
     def visit_ClassDef(self, node: cst.ClassDef) -> None:
@@ -255,6 +260,16 @@ class _Collector(cst.CSTVisitor):
 
     def visit_For(self, node: cst.For) -> None:
         self._bind_target(node.target, None, node)
+        self.loops.loop(node, self.scope)
+
+    def visit_While(self, node: cst.While) -> None:
+        self.loops.loop(node, self.scope)
+
+    def visit_With(self, node: cst.With) -> None:
+        self.loops.enter_with(node)
+
+    def leave_With(self, original_node: cst.With) -> None:
+        self.loops.leave_with()
 
     def visit_WithItem(self, node: cst.WithItem) -> None:
         if node.asname is not None:
@@ -807,6 +822,7 @@ def extract_facts(module: cst.Module, path: str, text: str,
         hops=hops,
         parse_functions=tuple(sorted(collector.params.parse_functions)),
         marks=tuple(sorted((scope, tuple(sorted(m))) for scope, m in collector.marks.items())),
+        loss_accumulations=collector.loops.build(text), eval_sets=eval_sets(collector, resolver, trainers),
         **collector.params.build(lambda node: resolver.value(node, MODULE_SCOPE) if node is not None else UNKNOWN,
                                  collector.literal_spans),
     ))

@@ -236,6 +236,28 @@ class ParsedObject:
 
 
 @dataclass(frozen=True)
+class LossAccumulation:
+    """A loss tensor accumulated in a loop where its graph stays alive (facts/loops.py, TL203)."""
+
+    shape: str  # "no_backward" | "retained" | "deferred"
+    target: str  # the accumulator: "total_loss", "losses"
+    value: str  # the accumulated expression as written
+    span: Span  # the accumulating statement
+    scope: str  # "<module>" or the enclosing function
+    fix_span: Span | None = None  # the loss expression a `.detach()` fix wraps
+    fix_text: str | None = None
+
+
+@dataclass(frozen=True)
+class EvalSet:
+    """The eval set a trainer call gets (`eval_dataset=`), and its size when the script writes it."""
+
+    trainer_index: int  # Call.index of the trainer call
+    size: int | None
+    how: str  # 'split="test[:500]"', ".select(range(500))", ...
+
+
+@dataclass(frozen=True)
 class ScriptFacts:
     path: str
     imports: tuple[tuple[str, str], ...]  # local alias -> qualified name
@@ -268,6 +290,8 @@ class ScriptFacts:
 
     def function(self, scope: str) -> FunctionDef | None:
         return next((f for f in self.functions if f.scope == scope), None)
+    loss_accumulations: tuple[LossAccumulation, ...] = field(default=())  # facts/loops.py (TL203)
+    eval_sets: tuple[EvalSet, ...] = field(default=())  # facts/evalsets.py (TL302)
 
     @property
     def declares_parameters(self) -> bool:

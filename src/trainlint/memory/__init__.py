@@ -40,16 +40,17 @@ def logits_bytes(batch: int, seq: int, vocab: int, dtype_size: int) -> int:
 
 
 def loss_bytes_per_element(dtype_size: int = 2, trainable_head: bool = False, softcap: bool = False) -> int:
-    """Peak bytes per logit of transformers' LM head + ForCausalLMLoss.
-
-    With 16-bit logits and a frozen head (LoRA): 14 = bf16 logits 2 + fp32 copy 4 + fp32 log-softmax 4 +
-    fp32 grad 4, "about 7x the bf16 logits" (R 3.1, MemTracker; and bench/estimate_measurements.json,
-    llama3-1b LoRA: 14.0). With a trainable head (full fine-tuning) the measured peak is 12 (the bf16
-    logits are gone by then; bench: 11.6-12.0). fp32 logits need no copy: 11 (bench: 9.2-12.1), 12 with
-    a frozen head. A final logit softcap (Gemma 2) keeps two more logit-sized tensors when the head trains
-    (bench, gemma2-2b: 15.2 full, 14.1 LoRA)."""
-    base = (12 if trainable_head else 14) if dtype_size <= 2 else (11 if trainable_head else 12)
-    return base + (2 * dtype_size if softcap and trainable_head else 0)
+    """Peak bytes per logit of transformers' LM head + ForCausalLMLoss, at the instant
+    `_log_softmax_backward_data` returns (where 30 of the 34 MemTracker configurations peak): the fp32
+    log-softmax output kept for backward (4), the fp32 gradient from nll_loss_backward (4) and the fp32
+    result of the log-softmax backward (4) = 12, whether the logits are 16-bit or fp32 and whether the head
+    trains (the 16-bit logits and their fp32 copy are no longer alive then). Measured: TEMP is exactly
+    8 bytes per logit and the log-softmax output 4 (bench/MEASURE.md); 14 for a frozen 16-bit head and 11 for
+    fp32 overshot LoRA by ~1/8 on tiny models and undershot fp32 full fine-tuning (issue 14,
+    bench/live_measurements.json). A final logit softcap (Gemma 2: logits / cap -> tanh -> x cap) keeps one
+    more logit-sized tensor in the model dtype, two when the head trains (bench, gemma2-2b: 15.2 full,
+    14.1 LoRA)."""
+    return 12 + ((2 if trainable_head else 1) * dtype_size if softcap else 0)
 
 
 def loss_peak_bytes(batch: int, seq: int, vocab: int, dtype_size: int = 2, trainable_head: bool = False,

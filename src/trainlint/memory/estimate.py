@@ -12,6 +12,9 @@ from dataclasses import dataclass, field, replace
 from trainlint.memory import attention_scores_per_layer, loss_peak_bytes
 
 GIB = 1024**3
+# Not counted in the consumers: the CUDA context and the caching allocator's slack (R B7); what a GPU must hold
+# besides the peak (`estimate`'s verdict, TL202, TL701).
+CUDA_OVERHEAD = 1_000_000_000
 CONSUMERS = ("weights", "gradients", "optimizer", "activations", "logits", "attention")
 
 # L1 'Five consumers': NF4 with double quantization is about 0.52 bytes per parameter (3.9 GB for a 7B).
@@ -48,6 +51,7 @@ class Geometry:
     softcap: bool = False  # attention and final-logit softcapping (Gemma 2)
     head_width: int | None = None  # logits per row when the head is not the LM head (num_labels; 0: no head)
     head_per_token: bool = True  # a row per token (False: one per example, e.g. sequence classification)
+    rms_norm: bool = True  # RMSNorm that upcasts to fp32 (Llama, Mistral, Qwen, Gemma); False: LayerNorm (GPT-2)
 
 
 @dataclass(frozen=True)
@@ -167,15 +171,28 @@ def activation_bytes_per_layer(p: Plan, tokens: int) -> int:
     per_token = g.hidden * (22 + 4 * g.kv_heads / g.heads) + 8 * g.intermediate
     if p.lora_r:
         # the linear inputs of frozen projections are not saved (q/k/v input, o_proj input, gate/up input,
-        # down_proj input: 2h + 2h + 2h + 2f bytes); each adapted module keeps an fp32 copy of its input
-        # and its r-sized hidden.
-        names = ALL_LINEAR if p.lora_targets == ("all-linear",) else p.lora_targets
+        # down_proj input: 2h + 2h + 2h + 2f bytes at 16 bit, scaled to the dtype).
         per_token -= 6 * g.hidden + 2 * g.intermediate
+    lora = 0
+    if p.lora_r:
+        # Each adapted module keeps, whatever the model's dtype (PEFT's adapters are fp32): its dropout
+        # output in fp32 (4 bytes per input element; lora_A's input), the dropout's bool mask (1 byte;
+        # native_dropout, what CUDA runs) and lora_A's fp32 output (4 bytes per rank). Not scaled by the
+        # activation dtype: scaling them made LoRA on all linear layers in fp32 ~34% too high (issue 14;
+        # bench/estimate_measurements.json smollm2-360m, bench/live_measurements.json deep-mini).
+        names = ALL_LINEAR if p.lora_targets == ("all-linear",) else p.lora_targets
         for name in names:
             dims = _lora_dims(g, name)
             if dims:
-                per_token += 4 * dims[0] + 4 * (p.lora_r or 0)
-    return int(tokens * per_token * scale)
+                lora += 5 * dims[0] + 4 * p.lora_r
+    per_token = per_token * scale
+    if p.act_bytes == 4 and g.rms_norm:
+        # In an fp32 model the RMSNorms' round trips (`.to(float32)`, `.to(input_dtype)`) are no-ops, so the
+        # doubled 16-bit count overshoots: measured ~10 bytes x hidden per token per layer for full
+        # fine-tuning and ~16 with LoRA (fitted on bench/estimate_measurements.json llama3-1b/qwen2.5 fp32 and
+        # smollm2-360m LoRA-all fp32, bench/live_measurements.json deep-mini and smol-mini fp32; issue 14).
+        per_token -= (16 if p.lora_r else 10) * g.hidden
+    return int(tokens * (per_token + lora))
 
 
 def checkpoint_inputs_bytes(p: Plan) -> int:
@@ -300,3 +317,12 @@ def levers(p: Plan, est: Estimate):
         # optimizer state is resident in both phases of the peak, so offloading it saves all of it
         out.append(Lever("CPU offload of optimizer state", est.consumers["optimizer"], "much slower steps"))
     return sorted(out, key=lambda lever: -lever.saves)
+
+
+def graph_bytes(p: Plan) -> int:
+    """What one forward's autograd graph keeps until a backward frees it (TL203: a graph nothing frees): the
+    saved activations of every layer (checkpointing applies only in training mode, so not counted), eager
+    attention's scores, and the fp32 log-softmax output the cross-entropy saves (4 bytes per logit)."""
+    full = replace(p, checkpointing=False)
+    g = p.geometry
+    return activations_bytes(full) + attention_bytes(full) + 4 * p.batch * p.seq * g.vocab

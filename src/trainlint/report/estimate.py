@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from trainlint.knowledge.gpus import GIB, describe_gpu, fmt_gib
 from trainlint.memory import fmt_bytes
-from trainlint.memory.estimate import CONSUMERS, Estimate
+from trainlint.memory.estimate import CONSUMERS, CUDA_OVERHEAD, Estimate
 
 LABELS = {
     "weights": "Weights",
@@ -21,8 +21,6 @@ LABELS = {
 }
 COLORS = {"weights": "#4e79a7", "gradients": "#f28e2b", "optimizer": "#e15759", "activations": "#76b7b2",
           "logits": "#59a14f", "attention": "#b07aa1"}
-# Not counted in the consumers: the CUDA context and the caching allocator's slack (R B7).
-CUDA_OVERHEAD = 1_000_000_000
 DEPENDS_ON_SHAPE = ("activations", "logits", "attention")
 
 

@@ -12,6 +12,7 @@ from trainlint.knowledge import libraries
 from trainlint.knowledge.models import ModelSpec
 from trainlint.memory import attention_scores_per_layer, dtype_bytes, fmt_bytes
 from trainlint.rules.base import Rule, rule
+from trainlint.rules.fit import with_fit_note
 
 
 def attention_in_effect(ctx: FileContext, model: ModelLoad, spec: ModelSpec | None) -> tuple[str | None, str]:
@@ -78,7 +79,7 @@ def check(self: Rule, ctx: FileContext):
             f"{_what_to_do(ctx, instead, softcapped)}",
             model.attn_implementation, seq,
         )
-        yield diag.with_fix(_fix(ctx, model, softcapped))
+        yield with_fit_note(ctx, diag.with_fix(_fix(ctx, model, softcapped)), attention="sdpa")
 
 
 def _what_to_do(ctx: FileContext, instead: str, softcapped: bool) -> str:

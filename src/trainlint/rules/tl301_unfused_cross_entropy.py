@@ -15,6 +15,7 @@ from trainlint.knowledge import libraries
 from trainlint.knowledge.heads import computes_vocab_logits
 from trainlint.memory import dtype_bytes, fmt_bytes, logits_bytes, loss_peak_bytes
 from trainlint.rules.base import Rule, rule
+from trainlint.rules.fit import with_fit_note
 
 _LIGER_CALL = re.compile(r"^(apply_liger_kernel_to_\w+|_apply_liger_kernel_to_instance|LigerFusedLinearCrossEntropyLoss"
                          r"|AutoLigerKernelForCausalLM)$")
@@ -175,7 +176,7 @@ def check(self: Rule, ctx: FileContext):
     for trainer in ctx.facts.trainers:
         diag = _trainer_diagnostic(self, ctx, trainer)
         if diag is not None:
-            yield diag
+            yield with_fit_note(ctx, diag, loss="liger")
     if ctx.facts.trainers:
         return
     for call in _manual_loss_calls(ctx)[:1]:

@@ -235,6 +235,11 @@ QWEN25_05B = dict(
     tie_word_embeddings=True, max_position_embeddings=32768, rms_norm_eps=1e-6,
     rope_theta=1000000.0, use_sliding_window=False,
 )
+SMOLLM2_360M = dict(  # HuggingFaceTB/SmolLM2-360M (knowledge/models.json)
+    model_type="llama", vocab_size=49152, hidden_size=960, num_hidden_layers=32,
+    num_attention_heads=15, num_key_value_heads=5, head_dim=64, intermediate_size=2560,
+    tie_word_embeddings=True, max_position_embeddings=8192, rms_norm_eps=1e-5, rope_theta=100000.0,
+)
 MISTRAL_7B = dict(  # Mistral-7B-v0.3-like (no sliding window), 32,000 vocab (v0.1/v0.2 size)
     model_type="mistral", vocab_size=32000, hidden_size=4096, num_hidden_layers=32,
     num_attention_heads=32, num_key_value_heads=8, head_dim=128, intermediate_size=14336,
@@ -332,6 +337,13 @@ CONFIGS = [
       training="lora", lora_targets=ATTN_PROJ, gc=True),
     C("gemma2-2b_eager_s1024_b2_full_sgdm_bf16_gc", GEMMA2_2B, seq=1024, batch=2, attn="eager",
       optimizer="sgd_momentum", gc=True),
+    # --- SmolLM2-360M geometry: the configurations issue 14 found mis-estimated -------------------
+    C("smollm2-360m_sdpa_s1024_b4_lora16all_adamw_fp32", SMOLLM2_360M, seq=1024, batch=4, dtype="fp32",
+      training="lora", lora_targets=ALL_LINEAR),
+    C("smollm2-360m_sdpa_s1024_b4_lora16all_adamw_bf16", SMOLLM2_360M, seq=1024, batch=4,
+      training="lora", lora_targets=ALL_LINEAR),
+    C("smollm2-360m_sdpa_s2048_b2_full_sgd_fp32_gc", SMOLLM2_360M, seq=2048, batch=2, dtype="fp32",
+      optimizer="sgd", gc=True),
     # --- small real-tensor configs (also in the fake == real check) ----------------------------
     C("tiny-llama_sdpa_s512_b2_full_adamw_fp32_real", TINY_LLAMA, seq=512, batch=2, dtype="fp32",
       fake=False, note="small geometry, real CPU tensors"),

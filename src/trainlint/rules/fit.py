@@ -1,0 +1,113 @@
+"""Does the run fit the GPU it is meant for? The GPU a file's jobs run on (`--gpu`, `gpus` per path, `gpu`)
+and the run's estimate against it, shared by TL202 and TL701 so both judge with the same numbers as
+`trainlint estimate` (memory.estimate, with its CUDA context allowance)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from fnmatch import fnmatch
+
+from trainlint.context import FileContext
+from trainlint.diagnostics import Span
+from trainlint.discovery import relative
+from trainlint.knowledge.gpus import parse_gpu
+from typing import TYPE_CHECKING
+
+from trainlint.memory import fmt_bytes
+
+if TYPE_CHECKING:  # the estimate is imported only when a GPU is known (a one-file check stays light)
+    from trainlint.memory.estimate import Estimate, Plan
+
+
+@dataclass(frozen=True)
+class Fit:
+    gpu: str
+    capacity: int  # bytes
+    plan: "Plan"
+    estimate: "Estimate"
+
+    @property
+    def need(self) -> int:
+        """What the GPU must hold: the predicted peak plus the CUDA context (as `estimate`'s verdict)."""
+        from trainlint.memory.estimate import CUDA_OVERHEAD
+
+        return self.estimate.peak + CUDA_OVERHEAD
+
+    @property
+    def fits(self) -> bool:
+        return self.need <= self.capacity
+
+    def need_with(self, **changes) -> int:
+        from trainlint.memory.estimate import CUDA_OVERHEAD, estimate
+
+        return estimate(replace(self.plan, **changes)).peak + CUDA_OVERHEAD
+
+    @property
+    def where(self) -> str:
+        return f"the {self.gpu} GPU ({fmt_bytes(self.capacity)})"  # as `estimate` prints it
+
+
+def gpu_for(ctx: FileContext) -> tuple[str, int] | None:
+    return gpu_for_path(ctx.path, ctx.settings)
+
+
+def gpu_for_path(path, settings) -> tuple[str, int] | None:
+    """The first `gpus` pattern matching the file (relative to the config's folder), else `gpu`; None: no GPU
+    is known, and the rules that judge the fit stay silent. (`--gpu` on the command line replaces both.)"""
+    rel = relative(path, settings.root)
+    for pattern, gpu in settings.gpus:
+        if fnmatch(rel, pattern) or fnmatch(path.name, pattern):
+            return parse_gpu(gpu)
+    return parse_gpu(settings.gpu) if settings.gpu else None
+
+
+def run_fit(ctx: FileContext) -> Fit | None:
+    """The estimate of the run against its GPU; None when no GPU is known or the estimate would rest on a
+    guess (unknown model, batch or sequence length)."""
+    gpu = gpu_for(ctx)
+    if gpu is None:
+        return None
+    from trainlint.memory.estimate import estimate
+    from trainlint.planning import Overrides, PlanError, plan_for  # (planning imports rule modules)
+
+    try:
+        plan, _model, _notes, unknown = plan_for(ctx, Overrides())
+    except PlanError:
+        return None
+    if unknown or ctx.gradient_checkpointing is None:
+        return None
+    return Fit(gpu[0], gpu[1], plan, estimate(plan))
+
+
+def anchor(ctx: FileContext) -> tuple[Span, object]:
+    """Where a finding about the whole run points: the trainer call, else the arguments object, else the
+    training loop's backward call, else the model load; and the Value (if any) whose span decides it."""
+    if ctx.facts.trainers:
+        return ctx.facts.trainers[0].call.span, None
+    if ctx.main_args is not None:
+        return ctx.main_args.call.span, None
+    backward = next((c for c in ctx.facts.calls if c.short == "backward"), None)
+    if backward is not None:
+        return backward.span, None
+    return ctx.facts.models[0].anchor, None
+
+
+def consumers_text(est: "Estimate") -> str:
+    names = {"weights": "weights", "gradients": "gradients", "optimizer": "optimizer state",
+             "activations": "activations", "logits": "logits/loss", "attention": "attention scores"}
+    return ", ".join(f"{names[k]} {fmt_bytes(v)}" for k, v in est.consumers.items() if v)
+
+
+def with_fit_note(ctx: FileContext, diag, **changes):
+    """A specific finding whose one change makes the run fit its GPU says so (TL701 then stays silent, so the
+    overflow is reported once)."""
+    fit = run_fit(ctx)
+    if fit is None or fit.fits:
+        return diag
+    after = fit.need_with(**changes)
+    if after > fit.capacity:
+        return diag
+    from dataclasses import replace as dc_replace
+
+    return dc_replace(diag, message=f"{diag.message}; this alone makes the run fit {fit.where}: ~{fmt_bytes(fit.need)} "
+                                    f"-> ~{fmt_bytes(after)}")

@@ -1,0 +1,144 @@
+"""TL302 eval-logits-accumulated: Trainer's evaluation loop keeps every eval batch's [batch x seq x vocab]
+logits until `compute_metrics` runs, when nothing reduces them first.
+
+Docs: rules/TL302.md. Library facts, read in transformers 5.24.0 trainer.py `Trainer.evaluation_loop`:
+`all_preds.add(logits)` unless `args.batch_eval_metrics` (a field since 4.41.0: knowledge/arguments.json);
+`preprocess_logits_for_metrics(logits, labels)` replaces the logits first; `eval_accumulation_steps` moves
+them to the CPU every N steps (`all_preds.to_cpu_and_numpy()`); `Trainer.evaluate` passes
+`prediction_loss_only=True` when `compute_metrics` is None, and `args.prediction_loss_only` drops the logits.
+Under bf16/fp16 mixed precision accelerate wraps the forward in `convert_outputs_to_fp32` (accelerate 1.15.0
+accelerator.py `prepare_model`), so the kept logits are fp32. TRL: `SFTTrainer` keeps Trainer's
+`evaluation_loop` and `prediction_step` (trl 0.12.0 and 1.16.0 sft_trainer.py define neither); DPO, KTO, GRPO
+and distillation trainers override `prediction_step` (their eval logits are not the vocabulary's) and are not
+checked.
+"""
+
+from __future__ import annotations
+
+import re
+
+from trainlint.context import FileContext
+from trainlint.edits import make_fix, set_keyword
+from trainlint.facts import ArgsObject, TrainerCall
+from trainlint.knowledge import arguments as library_args
+from trainlint.memory import fmt_bytes
+from trainlint.rules.base import Rule, rule
+
+TRAINERS = {"Trainer", "Seq2SeqTrainer", "SFTTrainer"}
+_VOCAB_HEADS = ("ForCausalLM", "LMHeadModel", "ForConditionalGeneration", "ForMaskedLM", "ForSeq2SeqLM",
+                "ForImageTextToText", "ForVision2Seq")
+_OTHER_HEADS = ("ForSequenceClassification", "ForTokenClassification", "ForQuestionAnswering",
+                "ForMultipleChoice", "ForImageClassification", "ForAudioClassification", "ForObjectDetection",
+                "ForSemanticSegmentation", "ForNextSentencePrediction")
+
+
+def vocab_logits_head(class_name: str) -> bool | None:
+    """Whether a model class's head produces vocabulary logits; None when the class does not say (AutoModel, a
+    custom class). A small local table: the model-head catalog (issue 11 branch) can replace it."""
+    if class_name.endswith(_VOCAB_HEADS):
+        return True
+    if class_name.endswith(_OTHER_HEADS):
+        return False
+    return None
+
+
+def _evaluates(ctx: FileContext, trainer: TrainerCall, args: ArgsObject | None) -> bool | None:
+    """The eval loop runs: an eval strategy other than "no", or `trainer.evaluate()` in the script."""
+    if trainer.variable and re.search(rf"\b{re.escape(trainer.variable)}\s*\.\s*evaluate\s*\(", ctx.text):
+        return True
+    if args is None:
+        return None
+    for key in ("eval_strategy", "evaluation_strategy"):
+        value = args.get(key)
+        if value.unknown:
+            return None
+        if value.known:
+            text = str(value.value).split(".")[-1].lower()
+            return text not in ("no", "none")
+    return None if args.call.opaque_kwargs else False
+
+
+def _reduced(ctx: FileContext, trainer: TrainerCall, args: ArgsObject | None) -> bool | None:
+    """Something keeps the loop from holding the logits (True), nothing does (False), or it is not known."""
+    if trainer.call.has_kw("preprocess_logits_for_metrics") and not trainer.call.kw("preprocess_logits_for_metrics") \
+            .is_(None):
+        return True
+    if args is None:
+        return None
+    if args.get("prediction_loss_only").is_(True) or args.get("predict_with_generate").is_(True):
+        return True
+    batch_metrics = args.get("batch_eval_metrics")
+    if batch_metrics.is_(True):
+        fields = library_args.library_fields(args.class_name, ctx.versions)
+        if fields is None or "batch_eval_metrics" in fields:
+            return True  # (before transformers 4.41 the field does not exist: the logits are still kept)
+    if any(args.get(k).unknown for k in ("prediction_loss_only", "predict_with_generate", "batch_eval_metrics")):
+        return None
+    return None if args.call.opaque_kwargs else False
+
+
+def _logit_bytes(ctx: FileContext, args: ArgsObject | None, model) -> int:
+    if args is not None and (args.get("bf16").is_(True) or args.get("fp16").is_(True)):
+        return 4  # accelerate's convert_outputs_to_fp32
+    from trainlint.planning import _dtype
+
+    return _dtype(ctx, model, [])[0]
+
+
+@rule("TL302", "eval-logits-accumulated", "logits and loss",
+      "Pass preprocess_logits_for_metrics (e.g. argmax), or batch_eval_metrics=True, or eval_accumulation_steps.")
+def check(self: Rule, ctx: FileContext):
+    for trainer in ctx.facts.trainers:
+        if trainer.class_name not in TRAINERS:
+            continue
+        call = trainer.call
+        if not call.has_kw("compute_metrics") or call.kw("compute_metrics").is_(None) or \
+                not call.has_kw("eval_dataset") or call.kw("eval_dataset").is_(None):
+            continue
+        args = ctx.trainer_args(trainer)
+        if not _evaluates(ctx, trainer, args) or _reduced(ctx, trainer, args) is not False:
+            continue
+        model = ctx.model_for(trainer.model_variable)
+        if model is None or vocab_logits_head(model.class_name) is not True:
+            continue
+        spec = ctx.spec(model)
+        if spec is None or not spec.vocab_size:
+            continue
+        diag = self.diagnostic(ctx, call.span, _message(ctx, trainer, args, model, spec.vocab_size),
+                               call.kw("compute_metrics"))
+        yield diag.with_fix(_fix(ctx, trainer))
+
+
+ARGMAX = "lambda logits, labels: (logits[0] if isinstance(logits, tuple) else logits).argmax(-1)"
+
+
+def _fix(ctx: FileContext, trainer: TrainerCall) -> dict | None:
+    """Unsafe: compute_metrics then receives token ids instead of logits (a metric that needs probabilities,
+    such as perplexity from the logits, must be rewritten)."""
+    if trainer.call.opaque_kwargs:
+        return None
+    edits = set_keyword(trainer.call, "preprocess_logits_for_metrics", ARGMAX, ctx.text)
+    return make_fix("unsafe", "Pass preprocess_logits_for_metrics that keeps the argmax", *edits) if edits else None
+
+
+def _message(ctx: FileContext, trainer: TrainerCall, args: ArgsObject | None, model, vocab: int) -> str:
+    size = _logit_bytes(ctx, args, model)
+    seq = ctx.seq_len
+    accumulate = args.get("eval_accumulation_steps") if args is not None else None
+    where = ("in host RAM (eval_accumulation_steps moves them off the GPU every "
+             f"{accumulate.value} steps)" if accumulate is not None and accumulate.known and accumulate.value
+             else "on the GPU")
+    dtype = {2: "16-bit", 4: "fp32"}.get(size, f"{size}-byte")
+    if seq.known:
+        per = seq.value * vocab * size
+        cost = f"~{fmt_bytes(per)} per eval example ({seq.value:,} tokens x {vocab:,} vocabulary, {dtype})"
+        evalset = next((e for e in ctx.facts.eval_sets if e.trainer_index == trainer.call.index), None)
+        if evalset is not None and evalset.size:
+            cost += f", ~{fmt_bytes(per * evalset.size)} for the {evalset.size:,} examples of {evalset.how}"
+    else:
+        cost = f"seq x {vocab:,} {dtype} logits per eval example"
+    batched = (", or batch_eval_metrics=True" if ctx.versions.transformers.at_least(4, 41) else
+               f" (batch_eval_metrics needs transformers >= 4.41; this file targets {ctx.versions.transformers.version})")
+    return (f"compute_metrics on a {vocab:,}-token vocabulary without preprocess_logits_for_metrics: the evaluation "
+            f"loop keeps every eval batch's logits {where} until the metrics run, {cost}; pass "
+            f"preprocess_logits_for_metrics=lambda logits, labels: logits.argmax(-1){batched}")

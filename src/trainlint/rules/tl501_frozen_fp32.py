@@ -1,0 +1,132 @@
+"""TL501 frozen-weights-in-fp32: weights that do not train (LoRA's base model, a DPO/KTO reference model, a
+distillation teacher) are loaded in fp32 while the run computes in 16 bit: twice the bytes for nothing.
+
+Docs: rules/TL501.md. Library facts (the default load dtype):
+- transformers 4.x (read in 4.57.6 modeling_utils.py `_get_dtype`): no `dtype`/`torch_dtype` -> "set fp32 as the
+  default dtype for BC" (torch.get_default_dtype()).
+- transformers 5.x (read in 5.0.0 and 5.24.0 modeling_utils.py `PreTrainedModel.from_pretrained`: `dtype =
+  kwargs.pop("dtype", None)` ... `if dtype is None: dtype = "auto"`): the checkpoint's config.json dtype.
+- TRL configs: `bf16 = not fp16` when bf16 is None (trl 1.16.0 trainer/base_config.py `__post_init__`; per
+  version from knowledge/arguments.json, effective_values).
+Full fine-tuning in fp32 under mixed precision is not this: those fp32 weights are the master weights.
+"""
+
+from __future__ import annotations
+
+import re
+
+from trainlint.context import FileContext
+from trainlint.edits import make_fix, replace, set_keyword
+from trainlint.facts import ArgsObject, ModelLoad
+from trainlint.knowledge import arguments as library_args
+from trainlint.memory import fmt_bytes
+from trainlint.rules.base import Rule, rule
+
+FP32 = {"float32", "torch.float32", "float", "torch.float", "fp32"}
+# Reference and teacher models, by the trainer keyword they are passed as.
+FROZEN_KEYWORDS = {"ref_model": "the reference model", "teacher_model": "the teacher model"}
+
+
+def computes_in_16_bit(ctx: FileContext, args: ArgsObject | None) -> str | None:
+    """"bf16" / "fp16" when the trainer's arguments make it compute in 16 bit; None when not, or not known."""
+    if args is None:
+        return None
+    for flag in ("bf16", "fp16"):
+        if args.get(flag).is_(True):
+            return flag
+    if args.call.opaque_kwargs or any(args.get(f).unknown for f in ("bf16", "fp16")):
+        return None
+    if args.library == "trl" and args.get("bf16").unset and args.get("fp16").unset:
+        effective = library_args.effective_values(args.class_name, ctx.versions, {})
+        if effective is not None and effective.get("bf16") is True:
+            return "bf16"
+    return None
+
+
+def loaded_in_fp32(ctx: FileContext, model: ModelLoad) -> str | None:
+    """Why the weights are fp32 (for the message), or None when they are not, or it is not known."""
+    dtype = model.dtype
+    if dtype.known and isinstance(dtype.value, str):
+        if dtype.value in FP32:
+            return f"dtype={dtype.value} is explicit"
+        if dtype.value != "auto":
+            return None
+    elif not dtype.unset:
+        return None
+    tv = ctx.versions.transformers
+    if dtype.unset and not tv.at_least(5):
+        return f"no dtype given, and transformers {tv.version} loads in fp32 by default"
+    spec = ctx.spec(model)
+    if spec is not None and spec.dtype in FP32:
+        how = 'dtype="auto"' if dtype.known else f"no dtype given: transformers {tv.version} loads \"auto\""
+        return f"{how} and the checkpoint's config.json says float32"
+    return None
+
+
+def _frozen_role(ctx: FileContext, model: ModelLoad) -> str | None:
+    for trainer in ctx.facts.trainers:
+        for keyword, role in FROZEN_KEYWORDS.items():
+            if model.variable is not None and trainer.call.kw_name(keyword) == model.variable:
+                return role
+    if ctx.uses_peft and not (model.quantization.known and model.quantization.value):
+        from trainlint.planning import training_model
+
+        if training_model(ctx) is model and not model.quantization.unknown:
+            return "LoRA's frozen base model"
+    return None
+
+
+def _cast_later(ctx: FileContext, model: ModelLoad) -> bool:
+    """`model.to(torch.bfloat16)`, `model.half()`, `model.bfloat16()` after loading: the weights do not stay fp32."""
+    if model.variable is None:
+        return True
+    v = re.escape(model.variable)
+    return re.search(rf"\b{v}\s*\.\s*(?:half|bfloat16|float16)\s*\(|\b{v}\s*\.\s*to\s*\([^)]*(?:float16|half|dtype)",
+                     ctx.text) is not None
+
+
+@rule("TL501", "frozen-weights-in-fp32", "weights and precision",
+      "Load frozen weights in 16 bit: dtype=torch.bfloat16 (torch_dtype= before transformers 5).")
+def check(self: Rule, ctx: FileContext):
+    args = ctx.main_args
+    precision = computes_in_16_bit(ctx, args)
+    if precision is None:
+        return
+    for model in ctx.facts.models:
+        if model.kind != "from_pretrained":
+            continue
+        role = _frozen_role(ctx, model)
+        why = loaded_in_fp32(ctx, model) if role else None
+        if why is None or _cast_later(ctx, model):
+            continue
+        spec = ctx.spec(model)
+        target = "float16" if precision == "fp16" else "bfloat16"
+        if spec is not None and spec.num_parameters:
+            n = spec.num_parameters
+            cost = (f"its {n / 1e9:.2f} B parameters take ~{fmt_bytes(4 * n)} in fp32 where {target} takes "
+                    f"~{fmt_bytes(2 * n)}: ~{fmt_bytes(2 * n)} saved")
+        else:
+            cost = "half of its weight memory would be saved"
+        keyword = "dtype" if ctx.versions.transformers.at_least(5) else "torch_dtype"
+        message = (f"{role} is loaded in fp32 ({why}) while the run computes in {precision}; it does not train, so "
+                   f"{cost}; load it with {keyword}=torch.{target}")
+        yield self.diagnostic(ctx, model.anchor, message, model.dtype).with_fix(_fix(ctx, model, keyword, target))
+
+
+def _fix(ctx: FileContext, model: ModelLoad, keyword: str, target: str) -> dict | None:
+    """Unsafe: bf16 needs a GPU with bf16 support (Ampere or newer; not T4/V100), and 16-bit frozen weights
+    change the numerics slightly (the forward runs in 16 bit instead of autocasting fp32 weights)."""
+    torch_alias = next((alias for alias, qual in ctx.facts.imports if qual == "torch"), None)
+    if torch_alias is None or model.call.opaque_kwargs:
+        return None
+    value = f"{torch_alias}.{target}"
+    message = f"Load with {keyword}={value}"
+    dtype = model.dtype
+    if dtype.known:
+        name = "dtype" if model.call.has_kw("dtype") else "torch_dtype"
+        span = model.call.kw_span(name)
+        if dtype.via != "literal" or span is None:
+            return None
+        return make_fix("unsafe", message, replace(span, f"{name}={value}"))
+    edits = set_keyword(model.call, keyword, value, ctx.text)
+    return make_fix("unsafe", message, *edits) if edits else None

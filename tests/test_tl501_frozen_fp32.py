@@ -1,0 +1,119 @@
+"""TL501: frozen weights (LoRA base, reference model, teacher) loaded in fp32 while the run computes in 16 bit;
+the default load dtype by transformers version (4.x fp32, 5.x "auto")."""
+
+import pytest
+
+from conftest import codes
+
+LORA = '''
+import torch
+from peft import LoraConfig, get_peft_model
+from transformers import AutoModelForCausalLM, Trainer, TrainingArguments
+
+model = AutoModelForCausalLM.from_pretrained("meta-llama/Llama-3.1-8B")
+model = get_peft_model(model, LoraConfig(r=16, target_modules="all-linear"))
+args = TrainingArguments(output_dir="out", bf16=True)
+trainer = Trainer(model=model, args=args)
+'''
+V4 = {"versions": {"transformers": "4.57.6"}}
+V5 = {"versions": {"transformers": "5.0.0"}}
+
+
+def tl501(found):
+    return [(line, m) for c, line, m in found if c == "TL501"]
+
+
+def test_lora_base_without_dtype_on_transformers_4_is_flagged_with_the_saving(lint):
+    [(line, message)] = tl501(lint(LORA, settings=V4))
+    assert line == 6
+    # Llama-3.1-8B: 8,030,261,248 parameters (knowledge/models.json) x 4 = 32.1 GB; x 2 = 16.1 GB
+    assert message == ("LoRA's frozen base model is loaded in fp32 (no dtype given, and transformers 4.57.6 loads in "
+                       "fp32 by default) while the run computes in bf16; it does not train, so its 8.03 B parameters "
+                       "take ~32.1 GB in fp32 where bfloat16 takes ~16.1 GB: ~16.1 GB saved; load it with "
+                       "torch_dtype=torch.bfloat16")
+
+
+def test_transformers_5_loads_auto_so_a_bf16_checkpoint_is_not_fp32(lint):
+    assert tl501(lint(LORA, settings=V5)) == []
+
+
+def test_explicit_float32_fires_on_every_version_and_the_fix_says_dtype_on_5(tmp_path, lint):
+    src = LORA.replace('"meta-llama/Llama-3.1-8B")', '"meta-llama/Llama-3.1-8B", dtype=torch.float32)')
+    [(_, message)] = tl501(lint(src, settings=V5))
+    assert "(dtype=float32 is explicit)" in message and message.endswith("load it with dtype=torch.bfloat16")
+    from trainlint.config import from_table
+    from trainlint.lint import enabled_codes, lint_file
+
+    script = tmp_path / "train.py"
+    script.write_text(src)
+    settings = from_table(V5, tmp_path, "test")
+    [diag] = [d for d in lint_file(script, settings, enabled_codes(settings)).diagnostics if d.code == "TL501"]
+    assert diag.fix["applicability"] == "unsafe"
+    assert [e["content"] for e in diag.fix["edits"]] == ["dtype=torch.bfloat16"]
+
+
+def test_fp16_runs_are_told_float16(lint):
+    [(_, message)] = tl501(lint(LORA.replace("bf16=True", "fp16=True"), settings=V4))
+    assert "computes in fp16" in message and message.endswith("torch_dtype=torch.float16")
+
+
+def test_fp32_checkpoint_loaded_auto_on_5(lint):
+    config = ('{"model_type": "llama", "architectures": ["LlamaForCausalLM"], "vocab_size": 32000, "hidden_size": 2048,'
+              ' "num_hidden_layers": 16, "num_attention_heads": 16, "num_key_value_heads": 16, "intermediate_size": '
+              '5632, "torch_dtype": "%s"}')
+    src = LORA.replace("meta-llama/Llama-3.1-8B", "./ckpt")
+    found = tl501(lint(src, files={"ckpt/config.json": config % "float32"}, settings=V5))
+    assert len(found) == 1
+    assert 'no dtype given: transformers 5.0.0 loads "auto" and the checkpoint\'s config.json says float32' in found[0][1]
+    assert tl501(lint(src, files={"ckpt/config.json": config % "bfloat16"}, settings=V5)) == []
+
+
+@pytest.mark.parametrize("change", [
+    ("bf16=True", "learning_rate=1e-4"),  # computes in fp32
+    ("model = get_peft_model(model, LoraConfig(r=16, target_modules=\"all-linear\"))\n", ""),  # full fine-tuning
+    ('"meta-llama/Llama-3.1-8B")', '"meta-llama/Llama-3.1-8B", quantization_config=BitsAndBytesConfig('
+                                   'load_in_4bit=True))'),  # QLoRA
+    ('"meta-llama/Llama-3.1-8B")', '"meta-llama/Llama-3.1-8B", torch_dtype=torch.bfloat16)'),
+    ("model = get_peft_model", "model = model.to(torch.bfloat16)\nmodel = get_peft_model"),
+    ('bf16=True', 'bf16=use_bf16'),  # not readable
+])
+def test_quiet_cases(lint, change):
+    assert tl501(lint(LORA.replace(*change), settings=V4)) == []
+
+
+def test_dpo_reference_model_and_distillation_teacher(lint):
+    dpo = '''
+import torch
+from transformers import AutoModelForCausalLM
+from trl import DPOConfig, DPOTrainer
+
+model = AutoModelForCausalLM.from_pretrained("Qwen/Qwen2.5-0.5B", dtype=torch.bfloat16)
+ref = AutoModelForCausalLM.from_pretrained("Qwen/Qwen2.5-0.5B", dtype=torch.float32)
+args = DPOConfig(output_dir="out")
+trainer = DPOTrainer(model=model, ref_model=ref, args=args)
+'''
+    found = tl501(lint(dpo))
+    assert [line for line, _ in found] == [7]
+    # DPOConfig leaves bf16 None -> `bf16 = not fp16` (trl base_config.py); 494,032,768 x 2 bytes saved
+    assert found[0][1].startswith("the reference model is loaded in fp32 (dtype=float32 is explicit) while the run "
+                                  "computes in bf16")
+    assert "~988 MB saved" in found[0][1]
+    # TRL 0.12's configs default to bf16=False: the run is fp32 there
+    assert tl501(lint(dpo, settings={"versions": {"trl": "0.12.0"}})) == []
+    teacher = dpo.replace("DPOConfig", "GKDConfig").replace("DPOTrainer", "GKDTrainer").replace("ref_model=ref",
+                                                                                                "teacher_model=ref")
+    assert [line for line, _ in tl501(lint(teacher))] == [7]
+
+
+def test_a_launch_decides_the_precision_and_the_pin_decides_the_load_dtype(tmp_path):
+    """FastChat-style layout: the script loads Llama-2-7b without a dtype, its repository pins transformers 4.46.3,
+    the launcher passes --bf16 True: reported in the script, naming the launch."""
+    import json
+
+    from test_launch import layout, run
+
+    repo = layout("fastchat_lora", tmp_path)
+    data = json.loads(run("check", "--output-format", "json", "--select", "TL501", ".", cwd=repo).stdout)
+    assert [(d["filename"], d["location"]["row"]) for d in data] == [("chatlora/train/train_lora.py", 38)]
+    assert "transformers 4.46.3 loads in fp32 by default" in data[0]["message"]
+    assert "~13.5 GB saved" in data[0]["message"] and "launched by scripts/train_lora.sh" in data[0]["message"]
