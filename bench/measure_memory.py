@@ -7,7 +7,7 @@ Two sets, two trackers:
   for full size). The code lives in the package (trainlint.verify.measure), where `verify --simulate` uses it.
 - `--live`: bench/live_measurements.json, small real models (a few tens of M parameters at most) trained
   for two steps on real CPU tensors under `verify`'s own live-bytes tracker (the TorchDispatchMode that
-  `trainlint verify` uses on CPU, trainlint.verify.harness._make_cpu_tracker), so the estimate is checked
+  `trainlint verify` uses on CPU, trainlint.verify.harness.memory_cpu.make_cpu_tracker), so the estimate is checked
   against the same counter verify reports. These are the configurations issue 14 found over- or
   under-estimated (LoRA on all linear layers in fp32 without checkpointing, LoRA + checkpointing on a tiny
   model, full fine-tuning in fp32 with SGD under checkpointing) and their neighbours.
@@ -79,7 +79,7 @@ def measure_live(spec: dict) -> dict:
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM
 
-    from trainlint.verify.harness import _make_cpu_tracker
+    from trainlint.verify.harness.memory_cpu import make_cpu_tracker as _make_cpu_tracker
     from trainlint.verify.measure import DTYPES, _make_optimizer, _model_record  # (patches dropout as CUDA runs it)
 
     t0 = time.perf_counter()

@@ -8,7 +8,7 @@ edit; the launchers are unchanged. Prints the median and best wall time of N run
   unchanged script (cached)   a re-run with nothing changed
   edited script, no cache     --no-cache: the launchers are lexed again too
 
-    python bench/one_file_launches.py [--runs 10]
+    python bench/one_file_launches.py [--runs 10] [--src OTHER/src]   # --src: another checkout's trainlint
 """
 
 from __future__ import annotations
@@ -47,8 +47,9 @@ def timed(root: Path, args: list[str], edit: bool, n: int, env: dict) -> list[fl
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", type=int, default=10)
+    ap.add_argument("--src", default=str(HERE.parent / "src"), help="the trainlint source tree to time")
     a = ap.parse_args()
-    env = {**os.environ, "PYTHONPATH": str(HERE.parent / "src")}
+    env = {**os.environ, "PYTHONPATH": a.src}
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp) / "repo"
         shutil.copytree(LAYOUT, root)
@@ -60,7 +61,7 @@ def main() -> int:
                 ("unchanged script (cached)", timed(root, [], False, a.runs, env)),
                 ("edited script, no cache", timed(root, ["--no-cache"], True, a.runs, env))]
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
-    print(f"one file with launches ({SCRIPT}), {a.runs} runs each, load average {load:.2f}")
+    print(f"one file with launches ({SCRIPT}), {a.runs} runs each, {a.src}, load average {load:.2f}")
     for label, runs in rows:
         print(f"  {label:30s} median {statistics.median(runs):.3f} s  best {min(runs):.3f} s")
     return 0

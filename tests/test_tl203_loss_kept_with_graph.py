@@ -164,7 +164,7 @@ MEASURE = r'''
 import json, sys
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM
-from trainlint.verify.harness import _make_cpu_tracker
+from trainlint.verify.harness.memory_cpu import make_cpu_tracker as _make_cpu_tracker
 
 torch.manual_seed(0)
 cfg = LlamaConfig(vocab_size=1000, hidden_size=64, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,

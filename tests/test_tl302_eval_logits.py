@@ -128,7 +128,7 @@ MEASURE = r'''
 import json, sys
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM, Trainer, TrainerCallback, TrainingArguments
-from trainlint.verify.harness import _make_cpu_tracker
+from trainlint.verify.harness.memory_cpu import make_cpu_tracker as _make_cpu_tracker
 
 def run(preprocess, out_dir, batches=4, bs=2, seq=64, vocab=2000):
     torch.manual_seed(0)

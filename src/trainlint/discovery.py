@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from fnmatch import fnmatch
+from functools import lru_cache
 from pathlib import Path
 
 from trainlint.config import Settings
@@ -85,3 +86,20 @@ def _framework_config(path: Path) -> bool:
     from trainlint.frameworks.check import looks_like_config
 
     return looks_like_config(path)
+
+
+def repo_root(path: Path, settings: Settings) -> Path:
+    """The git top-level the file belongs to; else the settings' root when the file is under it; else its folder
+    (then only that folder is searched, not below it: a file of an installed library is not a repository)."""
+    return _root(path.resolve().parent, settings.root.resolve())[0]
+
+
+@lru_cache(maxsize=256)
+def _root(here: Path, settings_root: Path) -> tuple[Path, bool]:
+    """(root, whether to search below it)."""
+    for folder in (here, *here.parents):
+        if (folder / ".git").exists():
+            return folder, True
+    if settings_root in (here, *here.parents):
+        return settings_root, True
+    return here, False

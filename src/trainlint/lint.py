@@ -23,7 +23,6 @@ from trainlint.facts.resolve import resolve_facts
 from trainlint.launch.model import Launch
 from trainlint.facts.names import INTERESTING_SHORTS, LIGER_APPLY_RE, MODEL_CLASS_RE, NOT_REPOSITORY_MODULES
 from trainlint.knowledge.versions import decide_versions
-from trainlint.notebook import Notebook, NotebookError, read_notebook
 from trainlint.rules import META_RULES, REGISTRY
 from trainlint.source import Source, Unreadable, read_source
 
@@ -207,6 +206,8 @@ def _config_problems(inv, launcher: Path, root: Path) -> list[Diagnostic]:
 
 
 def lint_notebook(path: Path, settings: Settings, codes: set[str], text: str | None = None) -> FileResult:
+    from trainlint.notebook import NotebookError, read_notebook  # (only for notebooks)
+
     display = _display(path)
     source = read_source(path) if text is None else Source(text, "utf-8", b"")
     reason = None
@@ -246,7 +247,7 @@ def lint_notebook(path: Path, settings: Settings, codes: set[str], text: str | N
     return result
 
 
-def to_cell(diag: Diagnostic, nb: Notebook) -> Diagnostic:
+def to_cell(diag: Diagnostic, nb) -> Diagnostic:
     """Combined-source coordinates -> the cell and the row inside it (Ruff's notebook convention)."""
     cell, row = nb.locate(diag.span.line)
     _, end_row = nb.locate(diag.span.end_line)
@@ -309,7 +310,7 @@ def lint_text(path: Path, text: str, settings: Settings, codes: set[str], raw: b
         facts = extract_facts(module, display, text, starts)
         if facts.hops and settings.follow_hops > 0 and not facts.declares_parameters:
             from trainlint.facts.modules import parse_helpers, with_parse_helpers
-            from trainlint.launch.discover import repo_root
+            from trainlint.discovery import repo_root
 
             helpers = parse_helpers(facts, path, repo_root(path, settings))
             if helpers:  # `args = get_args()` from a repository module: read again with args as parsed
@@ -318,18 +319,18 @@ def lint_text(path: Path, text: str, settings: Settings, codes: set[str], raw: b
         notes: list[str] = []
         if facts.hops and settings.follow_hops > 0:  # the repository's own functions and classes it calls
             from trainlint.facts.inline import follow_calls
-            from trainlint.launch.discover import repo_root
+            from trainlint.discovery import repo_root
 
             facts, notes, result.reached = follow_calls(facts, path, repo_root(path, settings), _display,
                                                         settings.follow_hops)
         if any(p.parser_class for p in facts.parsed):  # a parser class of the repository's own (H4ArgumentParser)
             from trainlint.facts.modules import confirm_parsers
-            from trainlint.launch.discover import repo_root
+            from trainlint.discovery import repo_root
 
             facts = confirm_parsers(facts, path, repo_root(path, settings), text)
         if facts.parsed:  # argument dataclasses it imports from the repository's own modules
             from trainlint.facts.modules import with_imported_classes
-            from trainlint.launch.discover import repo_root
+            from trainlint.discovery import repo_root
 
             facts = with_imported_classes(facts, path, repo_root(path, settings), _display)
         versions = decide_versions(path, facts.pip_pins, settings.version_overrides())
@@ -369,7 +370,7 @@ def _reaches_relevant(text: str, path: Path, settings: Settings) -> bool:
     if settings.follow_hops <= 0 or path.suffix != ".py":
         return False
     from trainlint.facts.modules import find_module
-    from trainlint.launch.discover import repo_root
+    from trainlint.discovery import repo_root
 
     root = repo_root(path, settings)
     todo, seen = [(path, text, 0)], {path.resolve()}

@@ -15,8 +15,11 @@ _SPLIT_SLICE = re.compile(r"^\s*\w+\s*\[\s*(-?\d*)\s*:\s*(-?\d*)\s*\]\s*$")
 def eval_sets(collector, resolver, trainers) -> tuple[EvalSet, ...]:
     """One EvalSet per trainer call that passes `eval_dataset=`."""
     out = []
+    by_index = {raw.index: raw for raw in (*collector.raw_calls, *collector.hop_calls)}
     for trainer in trainers:
-        raw = collector.raw_calls[trainer.call.index]
+        raw = by_index.get(trainer.call.index)
+        if raw is None:
+            continue
         node = next((a.value for a in raw.node.args if a.keyword is not None and a.keyword.value == "eval_dataset"),
                     None)
         if node is None:

@@ -11,6 +11,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from trainlint.config import Settings
+from trainlint.discovery import _root, repo_root  # noqa: F401  (re-exported: the launch layer's callers)
 from trainlint.discovery import display
 from trainlint.facts.model import ScriptFacts
 from trainlint.facts.values import Value
@@ -23,23 +24,6 @@ MAX_LAUNCHER_BYTES = 2 * 1024 * 1024
 _SKIP = {".git", ".hg", ".svn", "__pycache__", "node_modules", "build", "dist", ".venv", "venv", ".tox", ".nox",
          ".mypy_cache", ".pytest_cache", ".ruff_cache", ".trainlint_cache", ".eggs", ".ipynb_checkpoints",
          "site-packages"}
-
-
-def repo_root(path: Path, settings: Settings) -> Path:
-    """The git top-level the file belongs to; else the settings' root when the file is under it; else its folder
-    (then only that folder is searched, not below it: a file of an installed library is not a repository)."""
-    return _root(path.resolve().parent, settings.root.resolve())[0]
-
-
-@lru_cache(maxsize=256)
-def _root(here: Path, settings_root: Path) -> tuple[Path, bool]:
-    """(root, whether to search below it)."""
-    for folder in (here, *here.parents):
-        if (folder / ".git").exists():
-            return folder, True
-    if settings_root in (here, *here.parents):
-        return settings_root, True
-    return here, False
 
 
 @dataclass(frozen=True)
@@ -347,10 +331,24 @@ def base_launch(launch: Launch, script: Path, facts: ScriptFacts, versions: Vers
         return None, f"launcher {display(launcher)}: {old.note}"
     root = repo_root(launcher, settings)
     me = script.resolve()
-    mine = [inv for inv in read_launch_text(old.text, launcher).invocations if target_of(inv, launcher, root) == me]
+    mine = [inv for inv in _read_base(old.text, launcher).invocations if target_of(inv, launcher, root) == me]
     if launch.ordinal >= len(mine):
         return None, f"launcher {display(launcher)} at {ref} does not launch it"
     return launch_of(mine[launch.ordinal], launcher, root, facts, versions), f"launcher {old.note}"
+
+
+def _read_base(text: str, launcher: Path) -> Indexed:
+    """The launcher's text at the git base, read through the store (an unchanged launcher is not lexed again)."""
+    from trainlint.launch import store
+
+    raw = text.encode("utf-8")
+    stored = store.load(launcher, raw)
+    if stored is not None:
+        return Indexed(*stored)
+    read: list[str] = []
+    indexed = read_launch_text(text, launcher, read)
+    store.save(launcher, raw, indexed.invocations, indexed.problems, read)
+    return indexed
 
 
 CONFIG_SUFFIXES = (".yaml", ".yml", ".json")

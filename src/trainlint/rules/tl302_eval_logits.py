@@ -20,7 +20,6 @@ import re
 from trainlint.context import FileContext
 from trainlint.edits import make_fix, set_keyword
 from trainlint.facts import ArgsObject, TrainerCall
-from trainlint.knowledge import arguments as library_args
 from trainlint.memory import fmt_bytes
 from trainlint.rules.base import Rule, rule
 
@@ -69,6 +68,8 @@ def _reduced(ctx: FileContext, trainer: TrainerCall, args: ArgsObject | None) ->
         return True
     batch_metrics = args.get("batch_eval_metrics")
     if batch_metrics.is_(True):
+        from trainlint.knowledge import arguments as library_args  # (lazy: ~13 ms)
+
         fields = library_args.library_fields(args.class_name, ctx.versions)
         if fields is None or "batch_eval_metrics" in fields:
             return True  # (before transformers 4.41 the field does not exist: the logits are still kept)

@@ -18,7 +18,6 @@ import re
 from trainlint.context import FileContext
 from trainlint.edits import make_fix, replace, set_keyword
 from trainlint.facts import ArgsObject, ModelLoad
-from trainlint.knowledge import arguments as library_args
 from trainlint.memory import fmt_bytes
 from trainlint.rules.base import Rule, rule
 
@@ -37,6 +36,8 @@ def computes_in_16_bit(ctx: FileContext, args: ArgsObject | None) -> str | None:
     if args.call.opaque_kwargs or any(args.get(f).unknown for f in ("bf16", "fp16")):
         return None
     if args.library == "trl" and args.get("bf16").unset and args.get("fp16").unset:
+        from trainlint.knowledge import arguments as library_args  # (lazy: ~13 ms)
+
         effective = library_args.effective_values(args.class_name, ctx.versions, {})
         if effective is not None and effective.get("bf16") is True:
             return "bf16"
