@@ -4,7 +4,7 @@ for it, the settings, and the training shape (sequence length, batch) resolved f
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from functools import cached_property
+from functools import cached_property, lru_cache
 from pathlib import Path
 
 from trainlint.config import Settings
@@ -185,9 +185,6 @@ class FileContext:
     @cached_property
     def base(self) -> tuple[ScriptFacts | None, str]:
         """The facts of this file at the git base, or None and the reason there are none."""
-        import libcst as cst
-
-        from trainlint.facts import extract_facts
         from trainlint.facts.resolve import resolve_facts
         from trainlint.history import base_version
 
@@ -201,9 +198,8 @@ class FileContext:
             if old.text == self.text:
                 raw = self.raw_facts
             else:
-                try:
-                    raw = extract_facts(cst.parse_module(old.text), self.display, old.text)
-                except (cst.ParserSyntaxError, RecursionError):
+                raw = _base_facts(self.display, old.text)  # once per file, whatever the number of launches
+                if raw is None:
                     return None, f"{old.note}: the base version does not parse"
             launch, launch_note = base_launch(self.launch, self.path, raw, self.versions, self.settings,
                                               self.settings.diff_base)
@@ -212,11 +208,10 @@ class FileContext:
             return resolve_facts(raw, launch, self.versions), f"{old.note}; {launch_note}"
         if old.text == self.text:
             return self.facts, f"{old.note}: unchanged"  # same text, same facts: nothing to parse again
-        try:
-            module = cst.parse_module(old.text)
-        except (cst.ParserSyntaxError, RecursionError):
+        raw = _base_facts(self.display, old.text)
+        if raw is None:
             return None, f"{old.note}: the base version does not parse"
-        return resolve_facts(extract_facts(module, self.display, old.text), launch, self.versions), old.note
+        return resolve_facts(raw, launch, self.versions), old.note
 
     @property
     def launch_anchor(self) -> Span:
@@ -257,6 +252,19 @@ class FileContext:
         if "base" in self.__dict__:
             lines.append(f"git history: {self.base[1]}")
         return lines
+
+
+@lru_cache(maxsize=64)
+def _base_facts(display: str, text: str) -> ScriptFacts | None:
+    """The (launch-blind) facts of a file's base version; None when it does not parse."""
+    import libcst as cst
+
+    from trainlint.facts import extract_facts
+
+    try:
+        return extract_facts(cst.parse_module(text), display, text)
+    except (cst.ParserSyntaxError, RecursionError):
+        return None
 
 
 def is_peft_from_pretrained(call: Call) -> bool:

@@ -803,7 +803,7 @@ def extract_facts(module: cst.Module, path: str, text: str,
 
     seq_evidence, batch_evidence, accum_evidence = _evidence(calls, args_objects, trainers, collector, resolver)
     pins = tuple(_pip_pins(text))
-    functions = tuple(_functions(collector, resolver))
+    functions = tuple(_functions(collector, resolver, text))
     hops = tuple(_hops(collector, resolver, calls, {f.scope for f in functions}))
     return with_local_trainers(ScriptFacts(
         path=path,
@@ -1093,9 +1093,33 @@ def _pip_pins(text: str):
             yield name, re.sub(r"\s+", "", spec)
 
 
-def _functions(c: _Collector, resolver: _Resolver):
+def _function_lines(text: str, names: list[str]) -> list[Span] | None:
+    """Each function definition's lines, from `ast` (LibCST's positions for a whole `def` would generate its
+    code again: most of a file's cost); None when ast does not read the file the same way."""
+    import ast
+
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+    found: list[tuple[str, Span]] = []
+
+    class Defs(ast.NodeVisitor):
+        def visit_FunctionDef(self, node):  # pre-order, in source order, as the LibCST walk
+            found.append((node.name, Span(node.lineno, node.col_offset + 1, node.end_lineno or node.lineno,
+                                          (node.end_col_offset or 0) + 1)))
+            self.generic_visit(node)
+
+        visit_AsyncFunctionDef = visit_FunctionDef
+
+    Defs().visit(tree)
+    return [span for _, span in found] if [n for n, _ in found] == names else None
+
+
+def _functions(c: _Collector, resolver: _Resolver, text: str):
     """Each function (and method) the file defines, with its parameters' defaults, for the calls that bind them."""
-    for scope, node in c.function_nodes:
+    lines = _function_lines(text, [node.name.value for _, node in c.function_nodes]) if c.function_nodes else []
+    for i, (scope, node) in enumerate(c.function_nodes):
         outer = scope.rpartition(".")[0] if "." in scope else MODULE_SCOPE
         params = [*node.params.posonly_params, *node.params.params]
         is_method = scope.split(".")[-2:-1] and scope.split(".")[-2].startswith("class ")
@@ -1109,7 +1133,7 @@ def _functions(c: _Collector, resolver: _Resolver):
         star = node.params.star_arg.name.value if isinstance(node.params.star_arg, cst.Param) else None
         kwstar = node.params.star_kwarg.name.value if isinstance(node.params.star_kwarg, cst.Param) else None
         yield FunctionDef(scope, tuple(out), len(params), star, kwstar, tuple(c.returns.get(scope, ())),
-                          c._span(node))
+                          lines[i] if lines is not None else c._span(node))
 
 
 def _hops(c: _Collector, resolver: _Resolver, calls: list[Call], defined: set[str]):

@@ -20,25 +20,18 @@ import re
 from trainlint.context import FileContext
 from trainlint.edits import make_fix, set_keyword
 from trainlint.facts import ArgsObject, TrainerCall
+from trainlint.knowledge.heads import head_for
 from trainlint.memory import fmt_bytes
 from trainlint.rules.base import Rule, rule
 
 TRAINERS = {"Trainer", "Seq2SeqTrainer", "SFTTrainer"}
-_VOCAB_HEADS = ("ForCausalLM", "LMHeadModel", "ForConditionalGeneration", "ForMaskedLM", "ForSeq2SeqLM",
-                "ForImageTextToText", "ForVision2Seq")
-_OTHER_HEADS = ("ForSequenceClassification", "ForTokenClassification", "ForQuestionAnswering",
-                "ForMultipleChoice", "ForImageClassification", "ForAudioClassification", "ForObjectDetection",
-                "ForSemanticSegmentation", "ForNextSentencePrediction")
 
 
-def vocab_logits_head(class_name: str) -> bool | None:
-    """Whether a model class's head produces vocabulary logits; None when the class does not say (AutoModel, a
-    custom class). A small local table: the model-head catalog (issue 11 branch) can replace it."""
-    if class_name.endswith(_VOCAB_HEADS):
-        return True
-    if class_name.endswith(_OTHER_HEADS):
-        return False
-    return None
+def vocab_logits_head(model) -> bool | None:
+    """Whether the loaded model's head produces vocabulary logits (knowledge/heads.py, from the loading class);
+    None when the class does not say (AutoModel's subclasses of the repository, a custom class)."""
+    head = head_for(model.class_name, model.kind)
+    return None if head is None else head.kind == "vocab"
 
 
 def _evaluates(ctx: FileContext, trainer: TrainerCall, args: ArgsObject | None) -> bool | None:
@@ -100,7 +93,7 @@ def check(self: Rule, ctx: FileContext):
         if not _evaluates(ctx, trainer, args) or _reduced(ctx, trainer, args) is not False:
             continue
         model = ctx.model_for(trainer.model_variable)
-        if model is None or vocab_logits_head(model.class_name) is not True:
+        if model is None or vocab_logits_head(model) is not True:
             continue
         spec = ctx.spec(model)
         if spec is None or not spec.vocab_size:
