@@ -67,6 +67,7 @@ class Plan:
     checkpointing: bool = False
     attention: str = "sdpa"  # "eager" | "sdpa"
     loss: str = "full"  # "full" | "chunked" | "liger"
+    reference_logits: bool = False  # a reference / teacher model's logits are built in the same step (TRL DPO, KTO, GKD)
     optimizer: str = "adamw"
     master_weights: bool = False  # fp32 master copy kept by the optimizer wrapper (DeepSpeed, apex)
     world_size: int = 1
@@ -235,6 +236,10 @@ def logits_bytes(p: Plan) -> int:
         return int(min(CHUNKED_LOSS_BYTES, full))
     if p.loss == "liger":
         return int(tokens * g.hidden * LIGER_BYTES_PER_TOKEN_PER_HIDDEN)
+    if p.reference_logits:
+        # knowledge/trl_trainers.py: the reference forward runs under no_grad while the policy's loss graph is
+        # alive; its logits are at least one more [batch x seq x vocab] tensor in the activation dtype
+        full += tokens * g.vocab * p.act_bytes
     return full
 
 

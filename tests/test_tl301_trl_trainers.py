@@ -1,0 +1,167 @@
+"""TL301 on TRL's other trainers: each version boundary of knowledge/trl_trainers.py, one side flagged and one not."""
+
+import pytest
+from conftest import codes
+
+from trainlint.knowledge import trl_trainers
+from trainlint.knowledge.versions import LibraryVersion
+
+DPO = '''
+from transformers import AutoModelForCausalLM
+from trl import DPOConfig, DPOTrainer
+
+model = AutoModelForCausalLM.from_pretrained("google/gemma-2-2b", dtype="bfloat16")
+args = DPOConfig(output_dir="out", per_device_train_batch_size=2, max_length=2048{extra})
+trainer = DPOTrainer(model=model, args=args, train_dataset=ds)
+'''
+
+
+def pins(trl: str) -> dict[str, str]:
+    return {"requirements.txt": f"trl=={trl}\ntransformers==4.57.6\n"}
+
+
+def test_dpo_before_the_fused_head_counts_both_rows_and_the_reference_logits(lint):
+    found = lint(DPO.format(extra=""), files=pins("1.14.2"))
+    assert [(c, line) for c, line, _ in found] == [("TL301", 7)]
+    message = found[0][2]
+    # chosen + rejected: 2 x 2 = 4 rows x 2048 x 256000 = 2.1e9 logits = 4.2 GB in bf16; full fine-tuning of a
+    # softcapped Gemma 2 keeps 16 B/logit at peak (33.6 GB, memory.loss_bytes_per_element) plus the reference's 4.2 GB
+    assert "DPOTrainer in TRL 1.14.2 computes the full logits on a 256,000-token vocabulary" in message
+    assert "[4 x 2,048 x 256,000] (2 rows per example) logits are ~4.2 GB in bf16" in message
+    assert "~37.7 GB at peak (with ~4.2 GB more for the reference model's logits)" in message
+    assert "set use_liger_kernel=True" in message and "upgrade TRL to >= 1.15" in message
+
+
+def test_dpo_from_1_15_is_quiet(lint):
+    assert lint(DPO.format(extra=""), files=pins("1.15.0")) == []
+
+
+def test_dpo_precomputed_reference_is_not_counted(lint):
+    found = lint(DPO.format(extra=", precompute_ref_log_probs=True"), files=pins("1.14.2"))
+    assert codes(found) == ["TL301"] and "reference" not in found[0][2]
+
+
+@pytest.mark.parametrize("trl,flag,quiet", [
+    ("0.18.2", "use_liger_loss", False),    # no fused DPO loss before 0.19
+    ("0.19.1", "use_liger_loss", True),     # LigerFusedLinearDPOLoss behind use_liger_loss 0.19-0.24
+    ("0.25.1", "use_liger_loss", True),     # 0.25-0.27 copy use_liger_loss into use_liger_kernel
+])
+def test_dpo_liger_flag_per_version(lint, trl, flag, quiet):
+    found = lint(DPO.format(extra=f", {flag}=True"), files=pins(trl))
+    assert (found == []) is quiet
+
+
+def test_use_liger_kernel_always_silences_it(lint):
+    # TrainingArguments.use_liger_kernel patches the model's forward in every version; whether that forward still
+    # builds the logits without labels (DPO <= 0.24) is liger-kernel's behaviour, not read here: say nothing
+    for trl in ("0.18.2", "0.24.0", "1.14.2"):
+        assert lint(DPO.format(extra=", use_liger_kernel=True"), files=pins(trl)) == []
+
+
+def test_dpo_on_old_trl_names_the_flag_of_that_version(lint):
+    found = lint(DPO.format(extra=""), files=pins("0.19.1"))
+    assert "set use_liger_loss=True" in found[0][2]
+    found = lint(DPO.format(extra=""), files=pins("0.18.2"))
+    assert "use_liger" not in found[0][2] and "upgrade TRL to >= 1.15" in found[0][2]
+
+
+GRPO = '''
+from trl import GRPOConfig, GRPOTrainer
+
+args = GRPOConfig(output_dir="out", per_device_train_batch_size=8, max_completion_length=1024{extra})
+trainer = GRPOTrainer(model="google/gemma-2-2b", reward_funcs=reward, args=args, train_dataset=ds)
+'''
+
+
+def test_grpo_projects_only_the_completion(lint):
+    found = lint(GRPO.format(extra=""), files=pins("1.14.2"))
+    assert [(c, line) for c, line, _ in found] == [("TL301", 5)]
+    # 8 x 1024 x 256000 = 2.1e9 logits: 4.2 GB in bf16; no reference logits in the step (separate no-grad pass)
+    assert "[8 x 1,024 x 256,000] logits are ~4.2 GB in bf16" in found[0][2]
+    assert "reference" not in found[0][2]
+
+
+@pytest.mark.parametrize("trl,extra,quiet", [
+    ("1.14.2", "", False), ("1.15.0", "", True),                        # fused LM head from 1.15
+    ("0.16.1", ", use_liger_loss=True", False),                         # GRPO's Liger loss arrived in 0.17
+    ("0.17.0", ", use_liger_loss=True", True),
+    ("0.24.0", ", use_liger_loss=True", True), ("0.25.1", ", use_liger_loss=True", True),  # copied into use_liger_kernel
+])
+def test_grpo_boundaries(lint, trl, extra, quiet):
+    assert (lint(GRPO.format(extra=extra), files=pins(trl)) == []) is quiet
+
+
+def test_grpo_default_completion_length_comes_from_the_library(lint):
+    src = GRPO.format(extra="").replace(", max_completion_length=1024", "")
+    found = lint(src, files=pins("1.14.2"))
+    # GRPOConfig.max_completion_length default 512 in 1.14.2 (grpo_config.py:70; knowledge/arguments.json)
+    assert "[8 x 512 x 256,000]" in found[0][2]
+
+
+KTO = '''
+from trl import KTOConfig, KTOTrainer
+
+args = KTOConfig(output_dir="out", per_device_train_batch_size=2, max_length=2048{extra})
+trainer = KTOTrainer(model="google/gemma-2-2b", args=args, train_dataset=ds)
+'''
+
+
+@pytest.mark.parametrize("trl,extra,quiet", [
+    ("0.16.1", ", use_liger_loss=True", False), ("0.17.0", ", use_liger_loss=True", True),
+    ("1.7.0", "", False), ("1.8.0", ", use_liger_kernel=True", True),
+    ("1.14.2", "", False), ("1.15.0", "", True),
+])
+def test_kto_boundaries(lint, trl, extra, quiet):
+    assert (lint(KTO.format(extra=extra), files=pins(trl)) == []) is quiet
+
+
+def test_orpo_and_cpo_always_build_the_logits(lint):
+    for name in ("ORPO", "CPO"):
+        src = KTO.format(extra=", use_liger_loss=True").replace("KTO", name)
+        found = lint(src, files=pins("1.16.0"))
+        assert codes(found) == ["TL301"] and "no fused path in this trainer" in found[0][2]
+
+
+@pytest.mark.parametrize("trl,quiet", [("1.14.2", False), ("1.15.0", True)])
+def test_rloo_boundary(lint, trl, quiet):
+    src = GRPO.format(extra="").replace("GRPO", "RLOO")
+    assert (lint(src, files=pins(trl)) == []) is quiet
+
+
+GKD = '''
+from trl import GKDConfig, GKDTrainer
+
+args = GKDConfig(output_dir="out", per_device_train_batch_size=2, max_length=2048{extra})
+trainer = GKDTrainer(model="google/gemma-2-2b", teacher_model="google/gemma-2-9b", args=args, train_dataset=ds)
+'''
+
+
+@pytest.mark.parametrize("trl,extra,quiet", [
+    ("0.21.0", "", False), ("0.22.2", ", use_liger_kernel=True", True),  # LigerFusedLinearJSDLoss from 0.22
+    ("1.14.2", "", False),  # trl.experimental.gkd: no Liger path, still the full student and teacher logits
+])
+def test_gkd_boundaries_and_teacher_logits(lint, trl, extra, quiet):
+    found = lint(GKD.format(extra=extra), files=pins(trl))
+    assert (found == []) is quiet
+    if found:
+        assert "teacher model's logits" in found[0][2]
+
+
+@pytest.mark.parametrize("trl,quiet", [("1.9.2", False), ("1.10.0", True)])
+def test_distillation_boundary(lint, trl, quiet):
+    src = GKD.format(extra="").replace("GKD", "Distillation")
+    assert (lint(src, files=pins(trl)) == []) is quiet
+
+
+def test_reward_trainer_never_fires(lint):
+    src = KTO.format(extra="").replace("KTO", "Reward")
+    assert lint(src, files=pins("0.19.1")) == []
+
+
+def test_every_row_is_ordered_and_contiguous():
+    for name, rows in trl_trainers.LOSS.items():
+        for a, b in zip(rows, rows[1:]):
+            assert a.until == b.since, name
+        assert rows[-1].until is None, name
+    assert trl_trainers.loss_row("DPOTrainer", LibraryVersion("trl", "1.14.2", "")).full_logits
+    assert not trl_trainers.loss_row("DPOTrainer", LibraryVersion("trl", "1.15.0", "")).full_logits
