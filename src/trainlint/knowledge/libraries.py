@@ -91,3 +91,41 @@ def sft_loss_is_chunked(trl: LibraryVersion, loss_type: object, use_liger: bool)
             return loss_type == "chunked_nll"
         return False if loss_type is None else None
     return False
+
+
+# Reentrant checkpointing by default and the automatic input hook, across transformers 5.0's development (read from
+# the wheels' modeling_utils.py `gradient_checkpointing_enable` / `_activation_checkpointing_enable`):
+#   4.34.0-4.57.6, 5.0.0rc0, 5.0.0rc1: kwargs None -> {"use_reentrant": True}; inputs hooked only for transformers-native
+#     adapters (`_hf_peft_config_loaded`, 4.34.0 modeling_utils.py l.1830; absent from 4.33.3's gradient_checkpointing_enable)
+#   5.0.0rc2, 5.0.0rc3: still {"use_reentrant": True} (rc2 l.3083), but `needs_embedding_grads = self.main_input_name ==
+#     "input_ids"` hooks every input_ids model (rc2 l.3100-3102)
+#   5.0.0 and later: {"use_reentrant": False} (5.0.0 l.3099) and the input_ids hook (l.3116-3118)
+# A ".dev" build of 5.0.0 is any commit in between (huggingface/transformers#42489 reports 5.0.0.dev0 failing): unknown.
+ADAPTER_HOOK_SINCE = (4, 34)
+
+
+def gc_reentrant_default(transformers: LibraryVersion) -> bool | None:
+    """Whether `gradient_checkpointing_enable()` without kwargs checkpoints reentrantly; None when not known."""
+    if not transformers.at_least(5):
+        return True
+    pre = transformers.pre
+    if transformers.tuple[:3] in ((5,), (5, 0), (5, 0, 0)) and pre is not None:
+        return None if pre[0] != "rc" else True
+    return False
+
+
+def hooks_input_ids_models(transformers: LibraryVersion) -> bool | None:
+    """Whether `gradient_checkpointing_enable()` itself hooks the inputs of every input_ids model."""
+    if not transformers.at_least(5):
+        return False
+    pre = transformers.pre
+    if transformers.tuple[:3] in ((5,), (5, 0), (5, 0, 0)) and pre is not None:
+        if pre[0] != "rc":
+            return None
+        return pre[1] >= 2
+    return True
+
+
+def add_adapter_hooks(transformers: LibraryVersion) -> bool:
+    """transformers-native adapters (`model.add_adapter`) get their inputs hooked by gradient_checkpointing_enable."""
+    return transformers.at_least(*ADAPTER_HOOK_SINCE)

@@ -38,6 +38,19 @@ def parse_version(text: str) -> tuple[int, ...]:
     return tuple(parts)
 
 
+_PRE_RE = re.compile(r"^\s*\d+(?:\.\d+)*[-_.]?(a|alpha|b|beta|c|rc|pre|preview|dev)[-_.]?(\d*)", re.I)
+
+
+def pre_release(text: str) -> tuple[str, int] | None:
+    """'5.0.0rc1' -> ("rc", 1); '5.0.0.dev0' -> ("dev", 0); a final release -> None (PEP 440 spellings)."""
+    m = _PRE_RE.match(text)
+    if not m:
+        return None
+    kind = m.group(1).lower()
+    kind = {"alpha": "a", "beta": "b", "c": "rc", "pre": "rc", "preview": "rc"}.get(kind, kind)
+    return kind, int(m.group(2) or 0)
+
+
 def _cmp(a: tuple[int, ...], b: tuple[int, ...]) -> int:
     n = max(len(a), len(b))
     a, b = a + (0,) * (n - len(a)), b + (0,) * (n - len(b))
@@ -94,7 +107,14 @@ class LibraryVersion:
         return parse_version(self.version)
 
     def at_least(self, *minimum: int) -> bool:
+        """Release-number comparison: a pre-release of X counts as X here; rules whose fact changed during X's
+        development ask `pre` (5.0.0rc1 is not 5.0.0: libraries.gc_reentrant_default)."""
         return _cmp(self.tuple, tuple(minimum)) >= 0
+
+    @property
+    def pre(self) -> tuple[str, int] | None:
+        """("rc", 1) for 5.0.0rc1, ("dev", 0) for 5.0.0.dev0 (a snapshot of any commit before the release)."""
+        return pre_release(self.version)
 
 
 @dataclass(frozen=True)
