@@ -4,7 +4,7 @@ import pytest
 from conftest import codes
 
 from trainlint.knowledge import trl_trainers
-from trainlint.knowledge.versions import LibraryVersion
+from trainlint.knowledge.versions import LibraryVersion, parse_version
 
 DPO = '''
 from transformers import AutoModelForCausalLM
@@ -14,6 +14,12 @@ model = AutoModelForCausalLM.from_pretrained("google/gemma-2-2b", dtype="bfloat1
 args = DPOConfig(output_dir="out", per_device_train_batch_size=2, max_length=2048{extra})
 trainer = DPOTrainer(model=model, args=args, train_dataset=ds)
 '''
+
+
+def expected(quiet: bool, trl: str, extra: str) -> list[str]:
+    """TL301 unless quiet; TL007 too where the keyword does not exist yet in that release (knowledge/api_versions)."""
+    too_early = "use_liger_loss" in extra and trl in ("0.18.2", "0.16.1")
+    return ([] if quiet else ["TL301"]) if not too_early else ["TL007", "TL301"]
 
 
 def pins(trl: str) -> dict[str, str]:
@@ -42,13 +48,13 @@ def test_dpo_precomputed_reference_is_not_counted(lint):
 
 
 @pytest.mark.parametrize("trl,flag,quiet", [
-    ("0.18.2", "use_liger_loss", False),    # no fused DPO loss before 0.19
+    ("0.18.2", "use_liger_loss", False),    # no fused DPO loss before 0.19 (nor the keyword: TL007 too)
     ("0.19.1", "use_liger_loss", True),     # LigerFusedLinearDPOLoss behind use_liger_loss 0.19-0.24
     ("0.25.1", "use_liger_loss", True),     # 0.25-0.27 copy use_liger_loss into use_liger_kernel
 ])
 def test_dpo_liger_flag_per_version(lint, trl, flag, quiet):
     found = lint(DPO.format(extra=f", {flag}=True"), files=pins(trl))
-    assert (found == []) is quiet
+    assert codes(found) == expected(quiet, trl, flag)
 
 
 def test_use_liger_kernel_always_silences_it(lint):
@@ -83,12 +89,12 @@ def test_grpo_projects_only_the_completion(lint):
 
 @pytest.mark.parametrize("trl,extra,quiet", [
     ("1.14.2", "", False), ("1.15.0", "", True),                        # fused LM head from 1.15
-    ("0.16.1", ", use_liger_loss=True", False),                         # GRPO's Liger loss arrived in 0.17
+    ("0.16.1", ", use_liger_loss=True", False),                         # GRPO's Liger loss arrived in 0.17 (TL007 too)
     ("0.17.0", ", use_liger_loss=True", True),
     ("0.24.0", ", use_liger_loss=True", True), ("0.25.1", ", use_liger_loss=True", True),  # copied into use_liger_kernel
 ])
 def test_grpo_boundaries(lint, trl, extra, quiet):
-    assert (lint(GRPO.format(extra=extra), files=pins(trl)) == []) is quiet
+    assert codes(lint(GRPO.format(extra=extra), files=pins(trl))) == expected(quiet, trl, extra)
 
 
 def test_grpo_default_completion_length_comes_from_the_library(lint):
@@ -107,17 +113,19 @@ trainer = KTOTrainer(model="google/gemma-2-2b", args=args, train_dataset=ds)
 
 
 @pytest.mark.parametrize("trl,extra,quiet", [
-    ("0.16.1", ", use_liger_loss=True", False), ("0.17.0", ", use_liger_loss=True", True),
+    ("0.16.1", ", use_liger_loss=True", False), ("0.17.0", ", use_liger_loss=True", True),  # (0.16.1: TL007 too)
     ("1.7.0", "", False), ("1.8.0", ", use_liger_kernel=True", True),
     ("1.14.2", "", False), ("1.15.0", "", True),
 ])
 def test_kto_boundaries(lint, trl, extra, quiet):
-    assert (lint(KTO.format(extra=extra), files=pins(trl)) == []) is quiet
+    assert codes(lint(KTO.format(extra=extra), files=pins(trl))) == expected(quiet, trl, extra)
 
 
 def test_orpo_and_cpo_always_build_the_logits(lint):
     for name in ("ORPO", "CPO"):
-        src = KTO.format(extra=", use_liger_loss=True").replace("KTO", name)
+        # trl.experimental from 0.29 (`from trl import ORPOTrainer` fails there: TL007)
+        src = KTO.format(extra=", use_liger_loss=True").replace("KTO", name).replace(
+            "from trl import", f"from trl.experimental.{name.lower()} import")
         found = lint(src, files=pins("1.16.0"))
         assert codes(found) == ["TL301"] and "no fused path in this trainer" in found[0][2]
 
@@ -125,7 +133,7 @@ def test_orpo_and_cpo_always_build_the_logits(lint):
 @pytest.mark.parametrize("trl,quiet", [("1.14.2", False), ("1.15.0", True)])
 def test_rloo_boundary(lint, trl, quiet):
     src = GRPO.format(extra="").replace("GRPO", "RLOO")
-    assert (lint(src, files=pins(trl)) == []) is quiet
+    assert codes(lint(src, files=pins(trl))) == ([] if quiet else ["TL301"])
 
 
 GKD = '''
@@ -141,16 +149,23 @@ trainer = GKDTrainer(model="google/gemma-2-2b", teacher_model="google/gemma-2-9b
     ("1.14.2", "", False),  # trl.experimental.gkd: no Liger path, still the full student and teacher logits
 ])
 def test_gkd_boundaries_and_teacher_logits(lint, trl, extra, quiet):
-    found = lint(GKD.format(extra=extra), files=pins(trl))
-    assert (found == []) is quiet
+    src = GKD.format(extra=extra)
+    if parse_version(trl) >= (0, 29):
+        src = src.replace("from trl import", "from trl.experimental.gkd import")  # moved in 0.29
+    found = lint(src, files=pins(trl))
+    assert codes(found) == ([] if quiet else ["TL301"])
     if found:
         assert "teacher model's logits" in found[0][2]
 
 
 @pytest.mark.parametrize("trl,quiet", [("1.9.2", False), ("1.10.0", True)])
 def test_distillation_boundary(lint, trl, quiet):
-    src = GKD.format(extra="").replace("GKD", "Distillation")
-    assert (lint(src, files=pins(trl)) == []) is quiet
+    # DistillationConfig has max_length 1.1-1.9 only (arguments.json): the length comes from the tokenizer here
+    src = GKD.format(extra="").replace("GKD", "Distillation").replace(", max_length=2048", "") + \
+        "enc = tokenizer(texts, max_length=2048, truncation=True)\n"
+    if parse_version(trl) < (1, 10):
+        src = src.replace("from trl import", "from trl.experimental.distillation import")
+    assert codes(lint(src, files=pins(trl))) == ([] if quiet else ["TL301"])
 
 
 def test_reward_trainer_never_fires(lint):
