@@ -180,3 +180,37 @@ def test_every_row_is_ordered_and_contiguous():
         assert rows[-1].until is None, name
     assert trl_trainers.loss_row("DPOTrainer", LibraryVersion("trl", "1.14.2", "")).full_logits
     assert not trl_trainers.loss_row("DPOTrainer", LibraryVersion("trl", "1.15.0", "")).full_logits
+
+
+def test_estimate_counts_the_pair_and_the_reference_logits(tmp_path):
+    """`trainlint estimate` on a DPO script (TRL 1.14.2): the forward runs on chosen + rejected, the reference
+    model's logits are one more [rows x seq x vocab] tensor; on 1.15 the fused head makes the loss chunked."""
+    import json
+    import subprocess
+    import sys
+    import textwrap
+
+    from trainlint.memory.estimate import CHUNKED_LOSS_BYTES, Geometry, Plan, logits_bytes
+
+    script = tmp_path / "dpo.py"
+    script.write_text(textwrap.dedent(DPO.format(extra="")))
+    (tmp_path / "requirements.txt").write_text("trl==1.14.2\ntransformers==4.57.6\n")
+
+    def run():
+        out = subprocess.run([sys.executable, "-m", "trainlint", "estimate", str(script), "--format", "json"],
+                             capture_output=True, text=True, timeout=120, cwd=tmp_path)
+        assert out.returncode == 0, out.stderr
+        return json.loads(out.stdout)
+
+    data = run()
+    assert "batch 4 x 2,048 tokens" in data["plan"]  # per_device_train_batch_size=2, chosen + rejected
+    text = json.dumps(data)
+    assert "runs chosen and rejected together" in text and "reference model's logits" in text
+    g = Geometry(vocab=256000, hidden=2304, layers=26, heads=8, kv_heads=4, head_dim=256, intermediate=9216,
+                 params=2_614_341_888, tied=True, softcap=True)
+    with_ref = logits_bytes(Plan(g, batch=4, seq=2048, reference_logits=True))
+    without = logits_bytes(Plan(g, batch=4, seq=2048))
+    assert with_ref - without == 4 * 2048 * 256000 * 2  # one more bf16 logits tensor
+    assert data["consumers"]["logits"] == with_ref
+    (tmp_path / "requirements.txt").write_text("trl==1.15.0\ntransformers==4.57.6\n")
+    assert run()["consumers"]["logits"] == CHUNKED_LOSS_BYTES  # the fused head: TRL's chunked loss (R 3.1)

@@ -19,7 +19,7 @@ Loss paths (`flags`: config keywords that switch on the fused path; anything els
 | DPOTrainer | 0.19-0.24 | yes | `use_liger_loss=True` (LigerFusedLinearDPOLoss) | same | 0.19.1 dpo_trainer.py:336, :1614 |
 | DPOTrainer | 0.25-1.14 | yes | `use_liger_kernel=True` (`use_liger_loss` copied into it 0.25-0.27) | same | 0.25.1 dpo_config.py:541; 1.13.0 dpo_trainer.py:1765 `compute_loss`, :1382 `outputs.logits`, :1420 ref forward |
 | DPOTrainer | >= 1.15 | never (`add_fused_lm_head` on policy and ref) | - | - | 1.15.0 dpo_trainer.py:930-938 |
-| KTOTrainer | <= 0.16 | yes (completions + KL batch) | none | ref model, unless `precompute_ref_log_probs` | 0.16.1 kto_trainer.py |
+| KTOTrainer | <= 0.16 | yes (the KL batch runs under no_grad: 0.19.1 kto_trainer.py:1192) | none | ref model, unless `precompute_ref_log_probs` | 0.16.1 kto_trainer.py |
 | KTOTrainer | 0.17-0.24 | yes | `use_liger_loss=True` | same | 0.17.0 kto_trainer.py:787, :1375 |
 | KTOTrainer | 0.25 | yes | `use_liger_kernel=True` | same | 0.25.1 kto_trainer.py |
 | KTOTrainer | 0.26-1.7 (trl.experimental.kto) | yes | none (no Liger code in the trainer) | same | 0.26.2, 1.7.0 experimental/kto/kto_trainer.py |
@@ -46,7 +46,7 @@ trainer leaves it to transformers' Trainer, whose behaviour per transformers ver
 |---|---|---|---|
 | SFTTrainer (and GKDTrainer, its subclass in every version: 0.11.4 gkd_trainer.py:40, 1.16.0 experimental/gkd/gkd_trainer.py:54) | <= 0.19 | only when given `peft_config` and a model that is not yet a PeftModel | 0.8.6 sft_trainer.py:184-220; 0.19.1 :565 (`if isinstance(model, PeftModel): return model`), :615-621 |
 | SFTTrainer | >= 0.20 | `peft_config` or a PeftModel | 0.20.0 sft_trainer.py:433; 0.22.2 models/utils.py `prepare_peft_model` :546; 0.26.2 sft_trainer.py:707 |
-| DPOTrainer, KTOTrainer, ORPOTrainer, CPOTrainer | <= 0.28 (KTO, ORPO, CPO: every version) | whenever checkpointing is on, PEFT or not | 0.8.6 dpo_trainer.py:239-263; 0.19.1 :589 `_prepare_gradient_checkpointing`; 1.3.0 experimental/kto/kto_trainer.py:332, :353; 1.16.0 experimental/orpo/orpo_trainer.py:236 (and cpo) |
+| DPOTrainer, KTOTrainer, ORPOTrainer, CPOTrainer | DPO <= 0.28, KTO <= 1.3, ORPO and CPO every version | whenever checkpointing is on, PEFT or not | 0.8.6 dpo_trainer.py:239-263; 0.19.1 :589 `_prepare_gradient_checkpointing`; 1.3.0 experimental/kto/kto_trainer.py:332, :353; 1.16.0 experimental/orpo/orpo_trainer.py:236 (and cpo) |
 | DPOTrainer, KTOTrainer | DPO >= 0.29, KTO >= 1.4 | a PeftModel (after `peft_config`) with checkpointing on | 0.29.1 dpo_trainer.py:561; 1.4.0 experimental/kto/kto_trainer.py:314 |
 | GRPOTrainer | 0.14-0.15 | no: `get_peft_model` then transformers' Trainer | 0.15.2 grpo_trainer.py:246-252 |
 | GRPOTrainer | >= 0.16 | any model, checkpointing on and reentrant | 0.16.1 grpo_trainer.py:311, :563-581; 0.22.2 `prepare_peft_model`; 0.26.2 :323 |
@@ -86,11 +86,11 @@ LOSS: dict[str, tuple[LossRow, ...]] = {
         LossRow((1, 15), None, False),
     ),
     "KTOTrainer": (
-        LossRow((0,), (0, 17), True, (), 2, "ref"),
-        LossRow((0, 17), (0, 25), True, ("use_liger_loss",), 2, "ref"),
-        LossRow((0, 25), (0, 26), True, ("use_liger_kernel", "use_liger_loss"), 2, "ref"),
-        LossRow((0, 26), (1, 8), True, (), 2, "ref"),
-        LossRow((1, 8), (1, 15), True, ("use_liger_kernel",), 2, "ref"),
+        LossRow((0,), (0, 17), True, (), 1, "ref"),
+        LossRow((0, 17), (0, 25), True, ("use_liger_loss",), 1, "ref"),
+        LossRow((0, 25), (0, 26), True, ("use_liger_kernel", "use_liger_loss"), 1, "ref"),
+        LossRow((0, 26), (1, 8), True, (), 1, "ref"),
+        LossRow((1, 8), (1, 15), True, ("use_liger_kernel",), 1, "ref"),
         LossRow((1, 15), None, False),
     ),
     "ORPOTrainer": (LossRow((0,), None, True, (), 2),),
