@@ -92,7 +92,8 @@ def test_soft_facts_steer_but_never_conflict(lint):
 
 def test_unknown_keywords_are_not_bounds():
     assert api_versions.field_range("transformers", "TrainingArguments", "no_such_field") is None
-    assert api_versions.field_range("transformers", "TrainingArguments", "output_dir")[:2] == (None, None)
+    assert api_versions.field_range("transformers", "TrainingArguments", "output_dir") is None  # in every release
+    assert api_versions.scan_field_range("transformers", "TrainingArguments", "output_dir")[:2] == (None, None)
     since, until, _ = api_versions.field_range("trl", "SFTConfig", "max_seq_length")
     assert since is None and until == (0, 20, 0)
 
@@ -138,3 +139,17 @@ def test_verbose_prints_the_bound_and_why(tmp_path: Path):
     assert "trl 0.12.2 (not pinned: the newest release known that accepts this file's calls (trl < 0.13.0))" in text
     assert "trl: this file's calls bound it to < 0.13.0" in text
     assert "SFTTrainer(dataset_text_field=) (line 7): removed in 0.13.0 (trl 0.12.2 sft_trainer.py" in text
+
+
+def test_the_committed_index_is_what_the_generator_writes():
+    import importlib.util
+
+    path = Path(__file__).resolve().parents[1] / "scripts" / "gen_api_fields.py"
+    spec = importlib.util.spec_from_file_location("gen_api_fields", path)
+    gen = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(gen)
+    committed = json.loads(gen.OUT.read_text())
+    assert committed == json.loads(json.dumps(gen.build()))
+    # and the index agrees with arguments.json read directly
+    for lib, cls, field in (("transformers", "TrainingArguments", "evaluation_strategy"), ("trl", "SFTConfig", "max_length")):
+        assert api_versions.field_range(lib, cls, field)[:2] == api_versions.scan_field_range(lib, cls, field)[:2]

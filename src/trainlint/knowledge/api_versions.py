@@ -19,6 +19,8 @@ steer the choice of version but never make a conflict.
 
 from __future__ import annotations
 
+import json
+import os
 import re
 from dataclasses import dataclass
 from functools import lru_cache
@@ -117,14 +119,35 @@ def _show(v: V) -> str:
     return ".".join(map(str, v + (0,) * (3 - len(v))))
 
 
-@lru_cache(maxsize=None)
-def field_range(lib: str, class_name: str, field: str) -> tuple[V | None, V | None, str] | None:
-    """(since, until, source) of a keyword of a library argument class from arguments.json's releases; None when
-    the class was never read, or the keyword is a field of no release read (a typo is not a version bound)."""
-    from trainlint.knowledge import arguments
+@lru_cache(maxsize=1)
+def _index() -> dict:
+    """api_fields.json (scripts/gen_api_fields.py): the bounded fields only, a small file to load."""
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "api_fields.json")
+    with open(path, encoding="utf-8") as fh:
+        return json.load(fh)
 
-    versions = arguments.read_versions(lib)
-    present = [v for v in versions if field in _fields_of(lib, class_name, v)]
+
+def field_range(lib: str, class_name: str, field: str) -> tuple[V | None, V | None, str] | None:
+    """(since, until, source) of a keyword of a library argument class, from the releases read in arguments.json
+    (through the api_fields.json index); None when the keyword is not bounded by them (present in every release
+    read, or in none: a typo is not a version bound)."""
+    found = _index()["libraries"].get(lib, {}).get("classes", {}).get(class_name, {}).get(field)
+    if found is None:
+        return None
+    since, until = (parse_version(x) if x else None for x in found)
+    return since, until, f"{lib} {class_name} fields per release (knowledge/arguments.json)"
+
+
+def released(lib: str) -> tuple[str, ...]:
+    """Every release of `lib` read in arguments.json, oldest first (from the small index)."""
+    return tuple(_index()["libraries"].get(lib, {}).get("releases", ()))
+
+
+@lru_cache(maxsize=None)
+def scan_field_range(lib: str, class_name: str, field: str) -> tuple[V | None, V | None, str] | None:
+    """field_range computed from arguments.json itself (what scripts/gen_api_fields.py writes into the index)."""
+    versions, table = _presence(lib)
+    present = [v for i, v in enumerate(versions) if field in _fields_at(table, class_name, i)]
     if not present:
         return None
     first, last = versions.index(present[0]), versions.index(present[-1])
@@ -134,11 +157,37 @@ def field_range(lib: str, class_name: str, field: str) -> tuple[V | None, V | No
 
 
 @lru_cache(maxsize=None)
-def _fields_of(lib: str, class_name: str, version: str) -> frozenset[str]:
-    """The keywords `class_name` declares itself or inherits within `lib` at a release read."""
+def _presence(lib: str) -> tuple[tuple[str, ...], tuple[dict[str, tuple[frozenset[str], tuple[str, ...]]], ...]]:
+    """Per release read (oldest first): class -> (its own field names, its same-library bases). Walks the stored
+    differences once instead of building every release's full snapshot (arguments._snapshot), which costs a
+    pre-commit run more than the rest of linting a file."""
     from trainlint.knowledge import arguments
 
-    classes = arguments._snapshot(lib, version)["classes"]
+    entry = arguments._data()["libraries"][lib]
+    current: dict[str, tuple[frozenset[str], tuple[str, ...]]] = {}
+    out = []
+    for v in entry["stored"]:
+        for name, cd in entry["data"][v].get("classes", {}).items():
+            if cd is None:
+                current.pop(name, None)
+                continue
+            fields, bases = current.get(name, (frozenset(), ()))
+            if not cd.get("$diff"):
+                fields = frozenset(cd.get("fields", {}))
+            elif "fields" in cd:
+                changed = cd["fields"]
+                fields = frozenset((set(fields) - {f for f, rec in changed.items() if rec is None})
+                                   | {f for f, rec in changed.items() if rec is not None})
+            if "bases" in cd and cd["bases"] is not None:
+                bases = tuple(b for b in cd["bases"] if ":" not in b)  # same-library bases only
+            current[name] = (fields, bases)
+        out.append(dict(current))
+    return tuple(entry["stored"]), tuple(out)
+
+
+def _fields_at(table, class_name: str, i: int) -> frozenset[str]:
+    """The keywords `class_name` declares itself or inherits within its library at release index i."""
+    classes = table[i]
     out: set[str] = set()
     todo, seen = [class_name], set()
     while todo:
@@ -146,14 +195,15 @@ def _fields_of(lib: str, class_name: str, version: str) -> frozenset[str]:
         if name in seen or name not in classes:
             continue
         seen.add(name)
-        out |= set(classes[name].get("fields", {}))
-        todo.extend(b for b in classes[name].get("bases", []) if ":" not in b)  # same-library bases only
+        fields, bases = classes[name]
+        out |= fields
+        todo.extend(bases)
     return frozenset(out)
 
 
 def _own_trl_keyword(class_name: str, name: str) -> bool:
     """A TRL config keyword that is not a TrainingArguments field in any release read (so TRL's release decides)."""
-    return field_range("transformers", "TrainingArguments", name) is None
+    return name not in _index()["training_arguments_fields"]
 
 
 def evidence(facts, text: str = "") -> tuple[Evidence, ...]:
