@@ -214,3 +214,32 @@ def test_estimate_counts_the_pair_and_the_reference_logits(tmp_path):
     assert data["consumers"]["logits"] == with_ref
     (tmp_path / "requirements.txt").write_text("trl==1.15.0\ntransformers==4.57.6\n")
     assert run()["consumers"]["logits"] == CHUNKED_LOSS_BYTES  # the fused head: TRL's chunked loss (R 3.1)
+
+
+def test_dpo_notebook_pinned_to_an_old_trl_on_gemma_is_flagged(tmp_path):
+    """The issue's case: a notebook that pins trl 0.8.6 (a `!pip install` line) and runs DPO on a 256k vocabulary."""
+    import json
+    import subprocess
+    import sys
+
+    cells = [
+        {"cell_type": "code", "metadata": {}, "execution_count": 1, "outputs": [],
+         "source": ["!pip install -q trl==0.8.6 transformers==4.40.2 peft\n"]},
+        {"cell_type": "code", "metadata": {}, "execution_count": 2, "outputs": [], "source": [
+            "import torch\n", "from transformers import AutoModelForCausalLM, TrainingArguments\n",
+            "from trl import DPOTrainer\n",
+            "model = AutoModelForCausalLM.from_pretrained('google/gemma-2b', torch_dtype=torch.bfloat16)\n",
+            "args = TrainingArguments(output_dir='o', per_device_train_batch_size=2, bf16=True)\n",
+            "trainer = DPOTrainer(model, ref_model=None, args=args, beta=0.1, train_dataset=ds, tokenizer=tok,\n",
+            "                     max_length=1024, max_prompt_length=512)\n"]},
+    ]
+    nb = tmp_path / "dpo.ipynb"
+    nb.write_text(json.dumps({"nbformat": 4, "nbformat_minor": 5, "metadata": {}, "cells": cells}))
+    out = subprocess.run([sys.executable, "-m", "trainlint", "check", str(nb), "--no-cache"], capture_output=True,
+                         text=True, cwd=tmp_path, timeout=120)
+    assert out.returncode == 1, out.stderr
+    # 2 x 2 rows x 1024 x 256000 = 1.05e9 logits: 2.1 GB in bf16; 12 B/logit at peak (full fine-tuning) = 12.6 GB
+    # plus the reference model's 2.1 GB
+    assert ("dpo.ipynb:cell 2:6:11: TL301 DPOTrainer in TRL 0.8.6 computes the full logits on a 256,000-token "
+            "vocabulary: the [4 x 1,024 x 256,000] (2 rows per example) logits are ~2.1 GB in bf16") in out.stdout
+    assert "~14.7 GB at peak (with ~2.1 GB more for the reference model's logits)" in out.stdout
