@@ -243,3 +243,21 @@ def test_dpo_notebook_pinned_to_an_old_trl_on_gemma_is_flagged(tmp_path):
     assert ("dpo.ipynb:cell 2:6:11: TL301 DPOTrainer in TRL 0.8.6 computes the full logits on a 256,000-token "
             "vocabulary: the [4 x 1,024 x 256,000] (2 rows per example) logits are ~2.1 GB in bf16") in out.stdout
     assert "~14.7 GB at peak (with ~2.1 GB more for the reference model's logits)" in out.stdout
+
+
+@pytest.mark.parametrize("trl,imports,expect", [
+    ("0.19.1", "from trl import PPOConfig, PPOTrainer", ["TL301"]),
+    ("0.29.1", "from trl import PPOConfig, PPOTrainer", ["TL007", "TL301"]),  # moved to trl.experimental.ppo
+    ("0.29.1", "from trl.experimental.ppo import PPOConfig, PPOTrainer", ["TL301"]),
+])
+def test_ppo_has_no_fused_path(lint, trl, imports, expect):
+    src = f'''
+    {imports}
+    args = PPOConfig(output_dir="out", per_device_train_batch_size=2)
+    trainer = PPOTrainer(args=args, processing_class=tok, model="google/gemma-2-2b", ref_model=None,
+                         reward_model=rm, value_model=vm, train_dataset=ds)
+    '''
+    found = lint(src, files=pins(trl))
+    assert codes(found) == expect
+    # PPOConfig has no max_completion_length (its length is response_length): the cost is given per token
+    assert "per token of each example" not in found[-1][2] and "per token at peak" in found[-1][2]
