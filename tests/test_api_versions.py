@@ -1,5 +1,5 @@
 """Versions from API usage (knowledge/api_versions.py): bounds from keywords and imports, the newest release that
-accepts the file, conflicts with pins (TL007), notebook outputs as evidence, and --verbose."""
+accepts the file, conflicts with pins (TL009), notebook outputs as evidence, and --verbose."""
 
 import json
 import subprocess
@@ -37,13 +37,13 @@ def test_the_same_script_without_old_keywords_stays_on_the_installed_trl(lint):
 @pytest.mark.parametrize("pin,conflict", [("0.12.2", False), ("0.13.0", True)])
 def test_a_pin_the_calls_cannot_run_on_is_reported(lint, pin, conflict):
     found = lint(OLD_SFT, files={"requirements.txt": f"trl=={pin}\n"})
-    assert ("TL007" in codes(found)) is conflict
+    assert ("TL009" in codes(found)) is conflict
     if conflict:
-        message = next(m for c, _, m in found if c == "TL007")
+        message = next(m for c, _, m in found if c == "TL009")
         assert message.startswith("trl 0.13.0 (pinned trl==0.13.0 in ")
         assert "SFTTrainer(dataset_text_field=) (line 7) removed in 0.13.0" in message
         assert "the rules assume 0.13.0" in message
-        assert [line for c, line, _ in found if c == "TL007"] == [7]
+        assert [line for c, line, _ in found if c == "TL009"] == [7]
 
 
 @pytest.mark.parametrize("keyword,pin,conflict", [
@@ -58,7 +58,7 @@ def test_training_arguments_keywords_from_the_field_table(lint, keyword, pin, co
     args = TrainingArguments(output_dir="o", {keyword}=0.1)
     '''
     found = lint(src, files={"requirements.txt": f"transformers=={pin}\n"})
-    assert codes(found) == (["TL007"] if conflict else [])
+    assert codes(found) == (["TL009"] if conflict else [])
 
 
 @pytest.mark.parametrize("pin,conflict", [("0.25.1", False), ("0.26.2", True)])
@@ -68,7 +68,7 @@ def test_imports_bound_the_version(lint, pin, conflict):
     trainer = SFTTrainer(model=model)
     '''
     found = lint(src, files={"requirements.txt": f"trl=={pin}\n"})
-    assert codes(found) == (["TL007"] if conflict else [])
+    assert codes(found) == (["TL009"] if conflict else [])
     if conflict:
         assert found[0][1] == 2
 
@@ -79,7 +79,7 @@ def test_load_in_4bit_keyword_is_gone_in_5(lint, pin, conflict):
     from transformers import AutoModelForCausalLM
     model = AutoModelForCausalLM.from_pretrained("meta-llama/Llama-3.2-1B", load_in_4bit=True)
     '''
-    assert codes(lint(src, files={"requirements.txt": f"transformers=={pin}\n"})) == (["TL007"] if conflict else [])
+    assert codes(lint(src, files={"requirements.txt": f"transformers=={pin}\n"})) == (["TL009"] if conflict else [])
 
 
 def test_soft_facts_steer_but_never_conflict(lint):

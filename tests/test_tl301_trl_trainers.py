@@ -17,9 +17,9 @@ trainer = DPOTrainer(model=model, args=args, train_dataset=ds)
 
 
 def expected(quiet: bool, trl: str, extra: str) -> list[str]:
-    """TL301 unless quiet; TL007 too where the keyword does not exist yet in that release (knowledge/api_versions)."""
+    """TL301 unless quiet; TL009 too where the keyword does not exist yet in that release (knowledge/api_versions)."""
     too_early = "use_liger_loss" in extra and trl in ("0.18.2", "0.16.1")
-    return ([] if quiet else ["TL301"]) if not too_early else ["TL007", "TL301"]
+    return ([] if quiet else ["TL301"]) if not too_early else ["TL009", "TL301"]
 
 
 def pins(trl: str) -> dict[str, str]:
@@ -48,7 +48,7 @@ def test_dpo_precomputed_reference_is_not_counted(lint):
 
 
 @pytest.mark.parametrize("trl,flag,quiet", [
-    ("0.18.2", "use_liger_loss", False),    # no fused DPO loss before 0.19 (nor the keyword: TL007 too)
+    ("0.18.2", "use_liger_loss", False),    # no fused DPO loss before 0.19 (nor the keyword: TL009 too)
     ("0.19.1", "use_liger_loss", True),     # LigerFusedLinearDPOLoss behind use_liger_loss 0.19-0.24
     ("0.25.1", "use_liger_loss", True),     # 0.25-0.27 copy use_liger_loss into use_liger_kernel
 ])
@@ -89,7 +89,7 @@ def test_grpo_projects_only_the_completion(lint):
 
 @pytest.mark.parametrize("trl,extra,quiet", [
     ("1.14.2", "", False), ("1.15.0", "", True),                        # fused LM head from 1.15
-    ("0.16.1", ", use_liger_loss=True", False),                         # GRPO's Liger loss arrived in 0.17 (TL007 too)
+    ("0.16.1", ", use_liger_loss=True", False),                         # GRPO's Liger loss arrived in 0.17 (TL009 too)
     ("0.17.0", ", use_liger_loss=True", True),
     ("0.24.0", ", use_liger_loss=True", True), ("0.25.1", ", use_liger_loss=True", True),  # copied into use_liger_kernel
 ])
@@ -113,7 +113,7 @@ trainer = KTOTrainer(model="google/gemma-2-2b", args=args, train_dataset=ds)
 
 
 @pytest.mark.parametrize("trl,extra,quiet", [
-    ("0.16.1", ", use_liger_loss=True", False), ("0.17.0", ", use_liger_loss=True", True),  # (0.16.1: TL007 too)
+    ("0.16.1", ", use_liger_loss=True", False), ("0.17.0", ", use_liger_loss=True", True),  # (0.16.1: TL009 too)
     ("1.7.0", "", False), ("1.8.0", ", use_liger_kernel=True", True),
     ("1.14.2", "", False), ("1.15.0", "", True),
 ])
@@ -123,7 +123,7 @@ def test_kto_boundaries(lint, trl, extra, quiet):
 
 def test_orpo_and_cpo_always_build_the_logits(lint):
     for name in ("ORPO", "CPO"):
-        # trl.experimental from 0.29 (`from trl import ORPOTrainer` fails there: TL007)
+        # trl.experimental from 0.29 (`from trl import ORPOTrainer` fails there: TL009)
         src = KTO.format(extra=", use_liger_loss=True").replace("KTO", name).replace(
             "from trl import", f"from trl.experimental.{name.lower()} import")
         found = lint(src, files=pins("1.16.0"))
@@ -247,7 +247,7 @@ def test_dpo_notebook_pinned_to_an_old_trl_on_gemma_is_flagged(tmp_path):
 
 @pytest.mark.parametrize("trl,imports,expect", [
     ("0.19.1", "from trl import PPOConfig, PPOTrainer", ["TL301"]),
-    ("0.29.1", "from trl import PPOConfig, PPOTrainer", ["TL007", "TL301"]),  # moved to trl.experimental.ppo
+    ("0.29.1", "from trl import PPOConfig, PPOTrainer", ["TL009", "TL301"]),  # moved to trl.experimental.ppo
     ("0.29.1", "from trl.experimental.ppo import PPOConfig, PPOTrainer", ["TL301"]),
 ])
 def test_ppo_has_no_fused_path(lint, trl, imports, expect):

@@ -340,7 +340,7 @@ def lint_text(path: Path, text: str, settings: Settings, codes: set[str], raw: b
         versions = decide_versions(path, facts.pip_pins, settings.version_overrides(), bounds(facts, text), observed)
         for conflict in versions.conflicts:
             result.diagnostics.append(_meta(
-                "TL007", display, f"{conflict.library} {conflict.version} ({conflict.source}) cannot run this file's "
+                "TL009", display, f"{conflict.library} {conflict.version} ({conflict.source}) cannot run this file's "
                                   f"calls: {'; '.join(conflict.uses)}; the rules assume {conflict.version}",
                 conflict.line))
         if launches is not None:
