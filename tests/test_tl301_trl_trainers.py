@@ -212,6 +212,13 @@ def test_estimate_counts_the_pair_and_the_reference_logits(tmp_path):
     without = logits_bytes(Plan(g, batch=4, seq=2048))
     assert with_ref - without == 4 * 2048 * 256000 * 2  # one more bf16 logits tensor
     assert data["consumers"]["logits"] == with_ref
+    # no PEFT and no ref_model: DPO keeps a frozen copy of the model (trl_trainers.REFERENCE_COPY)
+    assert "keeps a frozen copy of the model as its reference" in text
+    script.write_text(textwrap.dedent(DPO.format(extra=", precompute_ref_log_probs=True")))
+    pre = run()
+    assert pre["consumers"]["weights"] * 2 == data["consumers"]["weights"]
+    assert pre["consumers"]["logits"] == without
+    script.write_text(textwrap.dedent(DPO.format(extra="")))
     (tmp_path / "requirements.txt").write_text("trl==1.15.0\ntransformers==4.57.6\n")
     assert run()["consumers"]["logits"] == CHUNKED_LOSS_BYTES  # the fused head: TRL's chunked loss (R 3.1)
 

@@ -16,7 +16,7 @@ from trainlint.knowledge.libraries import SOFTCAPPED
 from trainlint.memory import dtype_bytes
 from trainlint.memory.estimate import Geometry, Plan
 from trainlint.rules.tl101_eager_attention import attention_in_effect
-from trainlint.rules.tl301_unfused_cross_entropy import loss_path, trl_logits_shape
+from trainlint.rules.tl301_unfused_cross_entropy import loss_path, trl_logits_shape, trl_reference_copy
 
 # peft/utils/constants.py TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING (0.21.2): the default targets
 DEFAULT_LORA_TARGETS = {"llama": ("q_proj", "v_proj"), "mistral": ("q_proj", "v_proj"), "qwen2": ("q_proj", "v_proj"),
@@ -247,6 +247,10 @@ def plan_for(ctx: FileContext, overrides: Overrides) -> tuple[Plan, ModelLoad, l
             notes.append(f"{trainer} runs chosen and rejected together: {rows} x the batch per forward")
         if reference is not None:
             notes.append(f"{trainer} builds the {reference} model's logits in the same step")
+    reference_copy = trl_reference_copy(ctx)
+    if reference_copy is not None:
+        notes.append(f"{reference_copy} keeps a frozen copy of the model as its reference (no PEFT, no ref_model, "
+                     f"no precompute_ref_log_probs)")
     sharding = _sharding(ctx, notes)
     world = overrides.world_size or 1
     if sharding and not overrides.world_size:
@@ -264,6 +268,7 @@ def plan_for(ctx: FileContext, overrides: Overrides) -> tuple[Plan, ModelLoad, l
         attention="eager" if impl in ("eager", "paged|eager") else "sdpa",
         loss=loss,
         reference_logits=trl_shape is not None and trl_shape[1] is not None,
+        reference_weights=reference_copy is not None,
         optimizer=_optimizer(ctx, notes),
         world_size=world,
         sharding=sharding,

@@ -113,6 +113,11 @@ LOSS: dict[str, tuple[LossRow, ...]] = {
         LossRow((1, 10), None, False),
     ),
 }
+# DPO / KTO keep a frozen copy of the policy as the reference model when none is passed, unless the model is a
+# PeftModel (the reference is the model with its adapters disabled) or `precompute_ref_log_probs=True`:
+# 0.8.6 dpo_trainer.py:291-295, 0.19.1 :323-327 and kto_trainer.py:472-476 (`create_reference_model(model)`);
+# 1.13.0 dpo_trainer.py:919-934, kto_trainer.py:927-942 (`create_model_from_path`, the same model id and kwargs).
+REFERENCE_COPY = frozenset({"DPOTrainer", "KTOTrainer"})
 # A DPO / KTO script that precomputes the reference log-probabilities runs no reference forward in the step.
 NO_REFERENCE_FLAGS = ("precompute_ref_log_probs",)
 # Trainers whose model has no vocabulary head (RewardTrainer: AutoModelForSequenceClassification).

@@ -68,6 +68,7 @@ class Plan:
     attention: str = "sdpa"  # "eager" | "sdpa"
     loss: str = "full"  # "full" | "chunked" | "liger"
     reference_logits: bool = False  # a reference / teacher model's logits are built in the same step (TRL DPO, KTO, GKD)
+    reference_weights: bool = False  # a frozen copy of the weights kept as the reference (TRL DPO / KTO without PEFT)
     optimizer: str = "adamw"
     master_weights: bool = False  # fp32 master copy kept by the optimizer wrapper (DeepSpeed, apex)
     world_size: int = 1
@@ -132,7 +133,9 @@ def weights_bytes(p: Plan) -> int:
         emb = embedding_params(g)
         base = int((g.params - emb) * 1 + emb * 2)
     adapters = lora_params(g, p.lora_r, p.lora_targets) * 4 if p.lora_r else 0  # PEFT keeps adapters in fp32
-    return base + adapters
+    # knowledge/trl_trainers.py REFERENCE_COPY: the reference is the same model loaded again, frozen (no grads)
+    reference = base if p.reference_weights and not p.lora_r else 0  # (with PEFT the reference is the base model)
+    return base + adapters + reference
 
 
 def trainable(p: Plan) -> tuple[int, int]:

@@ -239,6 +239,24 @@ def loss_path(ctx: FileContext) -> str:
     return "full"
 
 
+def trl_reference_copy(ctx: FileContext) -> str | None:
+    """The TRL trainer that keeps a frozen copy of the model as its reference (knowledge/trl_trainers.py
+    REFERENCE_COPY): no PEFT, no `ref_model` passed, no precomputed reference log-probabilities; else None."""
+    if ctx.uses_peft:
+        return None
+    for trainer in ctx.facts.trainers:
+        if trainer.library != "trl" or trainer.class_name not in trl_trainers.REFERENCE_COPY:
+            continue
+        ref = trainer.call.kw("ref_model")
+        if not (ref.unset or ref.is_(None)):
+            continue  # the script's own reference model: not this model's copy
+        args = ctx.trainer_args(trainer)
+        pre = args.get("precompute_ref_log_probs") if args is not None else UNSET
+        if pre.unset or pre.is_(False):
+            return trainer.class_name
+    return None
+
+
 def trl_logits_shape(ctx: FileContext) -> tuple[int, str | None, str] | None:
     """(rows per example, "reference"/"teacher"/None, trainer) when a TRL trainer builds the full logits of more
     than one row per example or of a second model in the same step (knowledge/trl_trainers.py); else None."""
