@@ -40,8 +40,9 @@ LABELS: dict[str, tuple[set[str], str]] = {
     "axolotl/examples__llama-2__lora.yml": (set(), "32,000-token vocabulary, flash_attention_2"),
     "axolotl/examples__llama-3-vision__lora-11b.yaml": (set(), "128,256 vocab is TL301, model not in the catalog"),
     "axolotl/examples__llama-3__fft-8b.yaml": ({"TL301"}, "128,256 vocab, no loss plugin; the NousResearch mirror resolves to Llama 3"),
-    "axolotl/examples__llama-3__lora-1b-deduplicate-dpo.yml": (set(), "rl: dpo: TRL's DPOTrainer, a loss path TL301 "
-                                                                     "does not model"),
+    "axolotl/examples__llama-3__lora-1b-deduplicate-dpo.yml": ({"TL301"}, "rl: dpo: the pinned trl 1.9.0's DPOTrainer "
+                                                                         "builds the full logits (fused head from 1.15; "
+                                                                         "knowledge/trl_trainers.py)"),
     "axolotl/examples__llama-3__lora-1b.yml": ({"TL301"}, "128,256 vocab, no loss plugin; the NousResearch mirror resolves to Llama 3.2"),
     "axolotl/examples__llama-3__qlora.yml": ({"TL301"}, "128,256 vocab, no loss plugin; the NousResearch mirror resolves to Llama 3"),
     "axolotl/examples__magistral__magistral-small-qlora.yaml": (set(), "CutCrossEntropyPlugin listed"),

@@ -124,12 +124,13 @@ def test_compute_loss_func_brings_the_full_logits_back(lint):
     assert codes(found) == ["TL301"] and "compute_loss_func" in found[0][2]
 
 
-def test_other_trl_trainers_are_not_guessed(lint):
+def test_dpo_by_model_id_on_old_trl_is_flagged(lint):
     src = '''
     from trl import DPOConfig, DPOTrainer
     DPOTrainer(model="Qwen/Qwen2.5-7B", args=DPOConfig(output_dir="o", max_length=4096))
     '''
-    assert lint(src, files={"requirements.txt": "trl==0.19.1\n"}) == []
+    found = lint(src, files={"requirements.txt": "trl==0.19.1\n"})
+    assert codes(found) == ["TL301"] and "DPOTrainer in TRL 0.19.1" in found[0][2]  # tests/test_tl301_trl_trainers.py
 
 
 MANUAL = '''

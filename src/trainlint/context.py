@@ -226,6 +226,7 @@ class FileContext:
 
     def verbose_lines(self) -> list[str]:
         lines = [f"{v.name} {v.version} ({v.source})" for v in self.versions.all()]
+        lines.extend(self.versions.notes)
         if self.facts.declares_parameters:
             lines.append(f"launch: {self.launch.label}" + (f" (values from {', '.join(self.launch.sources)})"
                                                            if self.launch.sources else ""))

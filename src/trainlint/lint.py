@@ -232,7 +232,9 @@ def lint_notebook(path: Path, settings: Settings, codes: set[str], text: str | N
     bad = bad_cells(nb)  # cells that are not Python: each reported once, the rest linted without them
     if bad:
         nb = without_cells(nb, set(bad))
-    result = lint_text(path, nb.source, settings, codes)
+    from trainlint.notebook import installed_in_outputs
+
+    result = lint_text(path, nb.source, settings, codes, observed=installed_in_outputs(nb))
     from trainlint.launch.notebook import lint_written_scripts
 
     written = lint_written_scripts(path, nb, settings, codes)  # `%%writefile train.py` cells, as launched
@@ -261,9 +263,10 @@ def to_cell(diag: Diagnostic, nb) -> Diagnostic:
 
 
 def lint_text(path: Path, text: str, settings: Settings, codes: set[str], raw: bytes | None = None,
-              launches=None) -> FileResult:
+              launches=None, observed: tuple[tuple[str, str, str], ...] = ()) -> FileResult:
     """Lint `text` as the contents of `path` (the fixer re-lints its result this way), under the launches
-    `launches(facts, versions)` returns (None: the launches found for it in its repository)."""
+    `launches(facts, versions)` returns (None: the launches found for it in its repository). `observed`: library
+    versions the file shows were installed (notebook outputs, notebook.installed_in_outputs)."""
     display = _display(path)
     result = FileResult(path, display)
     if not _RELEVANT_BYTES.search(raw if raw is not None else text.encode("utf-8", "surrogatepass")) and \
@@ -333,7 +336,14 @@ def lint_text(path: Path, text: str, settings: Settings, codes: set[str], raw: b
             from trainlint.discovery import repo_root
 
             facts = with_imported_classes(facts, path, repo_root(path, settings), _display)
-        versions = decide_versions(path, facts.pip_pins, settings.version_overrides())
+        from trainlint.knowledge.api_versions import bounds
+
+        versions = decide_versions(path, facts.pip_pins, settings.version_overrides(), bounds(facts, text), observed)
+        for conflict in versions.conflicts:
+            result.diagnostics.append(_meta(
+                "TL009", display, f"{conflict.library} {conflict.version} ({conflict.source}) cannot run this file's "
+                                  f"calls: {'; '.join(conflict.uses)}; the rules assume {conflict.version}",
+                conflict.line))
         if launches is not None:
             launches = launches(facts, versions)
         else:

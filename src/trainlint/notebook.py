@@ -247,3 +247,34 @@ def write_back(nb: Notebook, new_source: str) -> str:
         else:
             cell["source"] = text
     return json.dumps(data, **style) + tail
+
+
+_INSTALLED_RE = re.compile(r"Successfully installed ([^\n]+)")
+_INSTALLED_LIBS = ("transformers", "trl", "peft")
+
+
+def installed_in_outputs(nb: Notebook) -> tuple[tuple[str, str, str], ...]:
+    """(library, "==version", where) from pip's `Successfully installed trl-0.8.6 ...` lines in the code cells'
+    stored outputs (what the notebook really ran on when it was saved); the last cell that installs a library wins."""
+    found: dict[str, tuple[str, str, str]] = {}
+    for i in nb.code_cells:
+        outputs = nb.data["cells"][i].get("outputs")
+        for out in outputs if isinstance(outputs, list) else ():
+            if not isinstance(out, dict):
+                continue
+            texts = [out.get("text")]
+            data = out.get("data")
+            if isinstance(data, dict):
+                texts.append(data.get("text/plain"))
+            for text in texts:
+                text = "".join(text) if isinstance(text, list) else text
+                if not isinstance(text, str):
+                    continue
+                for line in _INSTALLED_RE.findall(text):
+                    for word in line.split():
+                        name, _, version = word.rpartition("-")
+                        if name.lower() in _INSTALLED_LIBS and re.match(r"\d", version):
+                            found[name.lower()] = (name.lower(), f"=={version}",
+                                                   f"the stored output of cell {i + 1} (`Successfully installed "
+                                                   f"{word}`)")
+    return tuple(found.values())

@@ -16,7 +16,7 @@ from trainlint.knowledge.libraries import SOFTCAPPED
 from trainlint.memory import dtype_bytes
 from trainlint.memory.estimate import Geometry, Plan
 from trainlint.rules.tl101_eager_attention import attention_in_effect
-from trainlint.rules.tl301_unfused_cross_entropy import loss_path
+from trainlint.rules.tl301_unfused_cross_entropy import loss_path, trl_logits_shape, trl_reference_copy
 
 # peft/utils/constants.py TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING (0.21.2): the default targets
 DEFAULT_LORA_TARGETS = {"llama": ("q_proj", "v_proj"), "mistral": ("q_proj", "v_proj"), "qwen2": ("q_proj", "v_proj"),
@@ -238,6 +238,19 @@ def plan_for(ctx: FileContext, overrides: Overrides) -> tuple[Plan, ModelLoad, l
         unknown.append("sequence length")
     elif not overrides.seq and ctx.seq_len.via == "SFTConfig.max_length default":
         notes.append(f"sequence length {seq}: SFTConfig's default max_length")
+    loss = loss_path(ctx)
+    trl_shape = trl_logits_shape(ctx) if loss == "full" else None
+    if trl_shape is not None and batch is not None:
+        rows, reference, trainer = trl_shape
+        if rows > 1:
+            batch *= rows
+            notes.append(f"{trainer} runs chosen and rejected together: {rows} x the batch per forward")
+        if reference is not None:
+            notes.append(f"{trainer} builds the {reference} model's logits in the same step")
+    reference_copy = trl_reference_copy(ctx)
+    if reference_copy is not None:
+        notes.append(f"{reference_copy} keeps a frozen copy of the model as its reference (no PEFT, no ref_model, "
+                     f"no precompute_ref_log_probs)")
     sharding = _sharding(ctx, notes)
     world = overrides.world_size or 1
     if sharding and not overrides.world_size:
@@ -253,7 +266,9 @@ def plan_for(ctx: FileContext, overrides: Overrides) -> tuple[Plan, ModelLoad, l
         lora_targets=targets or ("q_proj", "v_proj"),
         checkpointing=bool(gc),
         attention="eager" if impl in ("eager", "paged|eager") else "sdpa",
-        loss=loss_path(ctx),
+        loss=loss,
+        reference_logits=trl_shape is not None and trl_shape[1] is not None,
+        reference_weights=reference_copy is not None,
         optimizer=_optimizer(ctx, notes),
         world_size=world,
         sharding=sharding,

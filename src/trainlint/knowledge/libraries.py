@@ -6,6 +6,10 @@ Read from the installed sources (transformers 5.24.0, trl 1.16.0, peft 0.21.2) a
 
 from __future__ import annotations
 
+import json
+import os
+from functools import lru_cache
+
 from trainlint.knowledge.versions import LibraryVersion
 
 # transformers 5.24.0 modeling_utils.py:get_correct_attn_implementation (l.1855):
@@ -62,8 +66,42 @@ def default_attention(model_type: str | None, transformers: LibraryVersion) -> s
         return "eager"
     if transformers.at_least(5):
         return "sdpa"
-    # 4.36-4.57: default sdpa with the same silent fallback, but the per-architecture support list of
-    # those releases was not read here, so only the explicit choices are trusted.
+    # 4.36-4.57: sdpa when the class declares `_supports_sdpa`, else eager (4.40.2 modeling_utils.py
+    # `_check_and_enable_sdpa` l.1629: `if not is_torch_sdpa_available() or not cls._supports_sdpa: return config`);
+    # the flag per architecture and release line is read from the wheels (attention_defaults.json). Assumes the
+    # torch the script runs on has SDPA (torch >= 2.1.1, `is_torch_sdpa_available`).
+    supported = sdpa_supported(model_type, transformers)
+    if supported is None:
+        return None
+    return "sdpa" if supported else "eager"
+
+
+# model_type -> folder under transformers/models where they differ (configuration_auto.py
+# SPECIAL_MODEL_TYPE_TO_MODULE_NAME and the text configs of multimodal checkpoints)
+_MODULE_OF = {"gemma3_text": "gemma3", "llama4_text": "llama4", "qwen3_vl_text": "qwen3_vl", "qwen2_5_vl_text": "qwen2_5_vl",
+              "xlm-roberta": "xlm_roberta", "openai-gpt": "openai", "gpt-sw3": "gpt_sw3"}
+
+
+@lru_cache(maxsize=1)
+def _attention_data() -> dict:
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "attention_defaults.json")
+    with open(path, encoding="utf-8") as fh:
+        return json.load(fh)
+
+
+def sdpa_supported(model_type: str, transformers: LibraryVersion) -> bool | None:
+    """Whether an architecture declares `_supports_sdpa = True` in a transformers 4.36-4.57 release line (read
+    from that line's last patch release, scripts/gen_attention_defaults.py); None when not read or not literal."""
+    line = ".".join(str(p) for p in transformers.tuple[:2])
+    data = _attention_data()
+    if line not in data["release_lines"]:
+        return None
+    folder = _MODULE_OF.get(model_type, model_type.replace("-", "_"))
+    states = data["folders"].get(folder, {}).get("sdpa", {})
+    if line in states.get("true", ()):
+        return True
+    if line in states.get("false", ()):
+        return False
     return None
 
 
@@ -91,3 +129,41 @@ def sft_loss_is_chunked(trl: LibraryVersion, loss_type: object, use_liger: bool)
             return loss_type == "chunked_nll"
         return False if loss_type is None else None
     return False
+
+
+# Reentrant checkpointing by default and the automatic input hook, across transformers 5.0's development (read from
+# the wheels' modeling_utils.py `gradient_checkpointing_enable` / `_activation_checkpointing_enable`):
+#   4.34.0-4.57.6, 5.0.0rc0, 5.0.0rc1: kwargs None -> {"use_reentrant": True}; inputs hooked only for transformers-native
+#     adapters (`_hf_peft_config_loaded`, 4.34.0 modeling_utils.py l.1830; absent from 4.33.3's gradient_checkpointing_enable)
+#   5.0.0rc2, 5.0.0rc3: still {"use_reentrant": True} (rc2 l.3083), but `needs_embedding_grads = self.main_input_name ==
+#     "input_ids"` hooks every input_ids model (rc2 l.3100-3102)
+#   5.0.0 and later: {"use_reentrant": False} (5.0.0 l.3099) and the input_ids hook (l.3116-3118)
+# A ".dev" build of 5.0.0 is any commit in between (huggingface/transformers#42489 reports 5.0.0.dev0 failing): unknown.
+ADAPTER_HOOK_SINCE = (4, 34)
+
+
+def gc_reentrant_default(transformers: LibraryVersion) -> bool | None:
+    """Whether `gradient_checkpointing_enable()` without kwargs checkpoints reentrantly; None when not known."""
+    if not transformers.at_least(5):
+        return True
+    pre = transformers.pre
+    if transformers.tuple[:3] in ((5,), (5, 0), (5, 0, 0)) and pre is not None:
+        return None if pre[0] != "rc" else True
+    return False
+
+
+def hooks_input_ids_models(transformers: LibraryVersion) -> bool | None:
+    """Whether `gradient_checkpointing_enable()` itself hooks the inputs of every input_ids model."""
+    if not transformers.at_least(5):
+        return False
+    pre = transformers.pre
+    if transformers.tuple[:3] in ((5,), (5, 0), (5, 0, 0)) and pre is not None:
+        if pre[0] != "rc":
+            return None
+        return pre[1] >= 2
+    return True
+
+
+def add_adapter_hooks(transformers: LibraryVersion) -> bool:
+    """transformers-native adapters (`model.add_adapter`) get their inputs hooked by gradient_checkpointing_enable."""
+    return transformers.at_least(*ADAPTER_HOOK_SINCE)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
@@ -36,6 +36,19 @@ def parse_version(text: str) -> tuple[int, ...]:
         if m.end() != len(piece):
             break
     return tuple(parts)
+
+
+_PRE_RE = re.compile(r"^\s*\d+(?:\.\d+)*[-_.]?(a|alpha|b|beta|c|rc|pre|preview|dev)[-_.]?(\d*)", re.I)
+
+
+def pre_release(text: str) -> tuple[str, int] | None:
+    """'5.0.0rc1' -> ("rc", 1); '5.0.0.dev0' -> ("dev", 0); a final release -> None (PEP 440 spellings)."""
+    m = _PRE_RE.match(text)
+    if not m:
+        return None
+    kind = m.group(1).lower()
+    kind = {"alpha": "a", "beta": "b", "c": "rc", "pre": "rc", "preview": "rc"}.get(kind, kind)
+    return kind, int(m.group(2) or 0)
 
 
 def _cmp(a: tuple[int, ...], b: tuple[int, ...]) -> int:
@@ -94,7 +107,25 @@ class LibraryVersion:
         return parse_version(self.version)
 
     def at_least(self, *minimum: int) -> bool:
+        """Release-number comparison: a pre-release of X counts as X here; rules whose fact changed during X's
+        development ask `pre` (5.0.0rc1 is not 5.0.0: libraries.gc_reentrant_default)."""
         return _cmp(self.tuple, tuple(minimum)) >= 0
+
+    @property
+    def pre(self) -> tuple[str, int] | None:
+        """("rc", 1) for 5.0.0rc1, ("dev", 0) for 5.0.0.dev0 (a snapshot of any commit before the release)."""
+        return pre_release(self.version)
+
+
+@dataclass(frozen=True)
+class Conflict:
+    """A pinned version that calls in the file cannot run on (api_versions.Bound.against)."""
+
+    library: str
+    version: str
+    source: str  # where the version came from
+    uses: tuple[str, ...]  # Evidence.describe() of each use that rules it out
+    line: int  # the first such use
 
 
 @dataclass(frozen=True)
@@ -102,6 +133,10 @@ class Versions:
     transformers: LibraryVersion
     trl: LibraryVersion
     peft: LibraryVersion
+    # what the file's own calls said about its versions (for --verbose), and pins they contradict; not part of
+    # equality: rules and caches key on the versions themselves
+    notes: tuple[str, ...] = field(default=(), compare=False)
+    conflicts: tuple[Conflict, ...] = field(default=(), compare=False)
 
     def all(self) -> tuple[LibraryVersion, ...]:
         return (self.transformers, self.trl, self.peft)
@@ -231,12 +266,37 @@ def _version_in(info: str):
     return _UNSURE
 
 
-def decide_versions(path: Path, script_pins: tuple[tuple[str, str], ...], overrides: dict[str, str]) -> Versions:
+# The last patch release of each line read from the wheels below the oldest release in arguments.json, so a bound
+# like "trl < 0.13" picks a release that exists.
+_OLDER_RELEASES = {"trl": ("0.7.11", "0.8.6", "0.9.6", "0.10.1", "0.11.4"),
+                   "transformers": ("4.33.3", "4.34.1", "4.35.2")}
+
+
+def _candidates(library: str) -> list[str]:
+    """Known releases of `library`, newest first."""
+    found = set(_KNOWN_MINORS.get(library, ())) | set(_OLDER_RELEASES.get(library, ())) | {NEWEST_KNOWN[library]}
+    if library in ("transformers", "trl"):
+        from trainlint.knowledge.api_versions import released
+
+        found |= set(released(library))
+    return sorted(found, key=parse_version, reverse=True)
+
+
+def decide_versions(path: Path, script_pins: tuple[tuple[str, str], ...], overrides: dict[str, str],
+                    bounds: dict | None = None, observed: tuple[tuple[str, str, str], ...] = ()) -> Versions:
+    """`bounds`: api_versions.bounds() of the file; `observed`: (library, "==X", where) read from what the file
+    shows was installed (a notebook's stored `Successfully installed ...` output)."""
     pins = {name: (spec, where) for name, spec, where in project_pins(path.resolve().parent)}
     script = {name: spec for name, spec in script_pins}
-    out = {}
+    seen = {name: (spec, where) for name, spec, where in observed}
+    bounds = bounds or {}
+    out, notes, conflicts = {}, [], []
     for library in LIBRARIES:
         installed = installed_version(library)
+        bound = bounds.get(library)
+        if bound is not None:
+            notes.append(f"{library}: this file's calls bound it to {bound.describe().split(' ', 1)[1]}")
+            notes.extend(f"  {e.describe()}" for e in bound.evidence)
         if library in overrides:
             out[library] = LibraryVersion(library, overrides[library], "trainlint settings")
             continue
@@ -246,13 +306,31 @@ def decide_versions(path: Path, script_pins: tuple[tuple[str, str], ...], overri
             version = resolve_spec(library, spec, installed)
             if version:
                 chosen = LibraryVersion(library, version, f"pinned {library}{spec} in {where}")
+        if chosen is None and library in seen:
+            spec, where = seen[library]
+            chosen = LibraryVersion(library, spec.lstrip("="), f"installed per {where}")
         if chosen is None and library in script:
             version = resolve_spec(library, script[library], installed)
             if version:
                 chosen = LibraryVersion(library, version, f"`pip install {library}{script[library]}` in the script")
+        if chosen is not None and bound is not None:
+            against = bound.against(chosen.version)
+            if against:
+                conflicts.append(Conflict(library, chosen.version, chosen.source, tuple(e.brief() for e in against),
+                                          min(e.line for e in against)))
+                notes.append(f"{library} {chosen.version} ({chosen.source}) conflicts with the calls above: kept")
         if chosen is None and installed:
-            chosen = LibraryVersion(library, installed, "installed in this environment")
+            if bound is None or bound.allows(installed, strict_only=True):
+                chosen = LibraryVersion(library, installed, "installed in this environment")
+            else:
+                notes.append(f"{library} {installed} is installed here, but this file's calls cannot run on it")
+        if chosen is None and bound is not None:
+            fits = next((v for v in _candidates(library) if bound.allows(v)), None) or \
+                next((v for v in _candidates(library) if bound.allows(v, strict_only=True)), None)
+            if fits is not None:
+                chosen = LibraryVersion(library, fits, f"not pinned: the newest release known that accepts this file's "
+                                                       f"calls ({bound.describe()})")
         if chosen is None:
             chosen = LibraryVersion(library, NEWEST_KNOWN[library], "not pinned or installed: newest known")
         out[library] = chosen
-    return Versions(**out)
+    return Versions(**out, notes=tuple(notes), conflicts=tuple(conflicts))

@@ -67,6 +67,8 @@ class Plan:
     checkpointing: bool = False
     attention: str = "sdpa"  # "eager" | "sdpa"
     loss: str = "full"  # "full" | "chunked" | "liger"
+    reference_logits: bool = False  # a reference / teacher model's logits are built in the same step (TRL DPO, KTO, GKD)
+    reference_weights: bool = False  # a frozen copy of the weights kept as the reference (TRL DPO / KTO without PEFT)
     optimizer: str = "adamw"
     master_weights: bool = False  # fp32 master copy kept by the optimizer wrapper (DeepSpeed, apex)
     world_size: int = 1
@@ -131,7 +133,9 @@ def weights_bytes(p: Plan) -> int:
         emb = embedding_params(g)
         base = int((g.params - emb) * 1 + emb * 2)
     adapters = lora_params(g, p.lora_r, p.lora_targets) * 4 if p.lora_r else 0  # PEFT keeps adapters in fp32
-    return base + adapters
+    # knowledge/trl_trainers.py REFERENCE_COPY: the reference is the same model loaded again, frozen (no grads)
+    reference = base if p.reference_weights and not p.lora_r else 0  # (with PEFT the reference is the base model)
+    return base + adapters + reference
 
 
 def trainable(p: Plan) -> tuple[int, int]:
@@ -235,6 +239,10 @@ def logits_bytes(p: Plan) -> int:
         return int(min(CHUNKED_LOSS_BYTES, full))
     if p.loss == "liger":
         return int(tokens * g.hidden * LIGER_BYTES_PER_TOKEN_PER_HIDDEN)
+    if p.reference_logits:
+        # knowledge/trl_trainers.py: the reference forward runs under no_grad while the policy's loss graph is
+        # alive; its logits are at least one more [batch x seq x vocab] tensor in the activation dtype
+        full += tokens * g.vocab * p.act_bytes
     return full
 
 

@@ -25,6 +25,8 @@ META_RULES = {
     "TL007": ("framework-config-key", "an axolotl / LLaMA-Factory config key the framework refuses, ignores, or that "
                                       "has no effect (unknown, removed, or a plugin's key without the plugin)"),
     "TL008": ("model-path-missing", "a framework config's model is a local path that does not exist"),
+    "TL009": ("version-conflict", "a pinned or installed library version that the file's own calls cannot run on "
+                                  "(a keyword or import that release does not have)"),
 }
 
 __all__ = ["REGISTRY", "Rule", "META_RULES"]

@@ -37,6 +37,9 @@ def attention_in_effect(ctx: FileContext, model: ModelLoad, spec: ModelSpec | No
     if default == "eager":
         if not ctx.versions.transformers.at_least(*libraries.SDPA_DEFAULT_SINCE):
             return "eager", f"transformers {tv} (< 4.36) uses eager unless flash-attention is chosen"
+        if not ctx.versions.transformers.at_least(5):
+            return "eager", (f"{spec.model_type} does not declare _supports_sdpa in transformers {tv}, so it loads with "
+                             f"eager attention when attn_implementation is unset")
         return "eager", f"{spec.model_type} falls back to eager in transformers {tv} when attn_implementation is unset"
     return default, f"transformers {tv} default"
 

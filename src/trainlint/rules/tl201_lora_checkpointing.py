@@ -13,7 +13,7 @@ from trainlint.edits import insert_line_after, make_fix, set_keyword
 from trainlint.diagnostics import Span
 from trainlint.facts import Call, TrainerCall, Value
 from trainlint.facts.values import UNSET
-from trainlint.knowledge import libraries
+from trainlint.knowledge import libraries, trl_trainers
 from trainlint.rules.base import Rule, rule
 
 GC_ENABLE = ("gradient_checkpointing_enable", "activation_checkpointing_enable")
@@ -32,9 +32,13 @@ class PeftWrap:
 
 def peft_wraps(ctx: FileContext) -> list[PeftWrap]:
     out = []
+    old_adapters = not libraries.add_adapter_hooks(ctx.versions.transformers)
     for call in ctx.facts.calls:
         if call.short in ("get_peft_model", "inject_adapter_in_model") or is_peft_from_pretrained(call):
             out.append(PeftWrap(call, call.arg_name(0, "model"), call.target))
+        elif call.short == "add_adapter" and old_adapters and call.receiver:
+            # before 4.34 nothing hooks transformers-native adapters: the model is adapted in place
+            out.append(PeftWrap(call, call.receiver, call.receiver))
     return out
 
 
@@ -101,8 +105,8 @@ def _trainable_head(ctx: FileContext) -> bool:
 def _hooked_explicitly(ctx: FileContext) -> bool:
     if any(c.short == "enable_input_require_grads" for c in ctx.facts.calls):
         return True
-    if any(c.short == "add_adapter" for c in ctx.facts.calls):
-        return True  # transformers-native adapters set _hf_peft_config_loaded, which 4.35+ and 5.x hook
+    if any(c.short == "add_adapter" for c in ctx.facts.calls) and libraries.add_adapter_hooks(ctx.versions.transformers):
+        return True  # transformers-native adapters set _hf_peft_config_loaded, which 4.34.0+ hook (libraries.py)
     for call in ctx.facts.calls_named("prepare_model_for_kbit_training"):
         use_gc = call.kw("use_gradient_checkpointing")
         quantized = _quantized(ctx, call.arg_name(0, "model"))
@@ -119,8 +123,19 @@ def _symptom(ctx: FileContext) -> str:
     return "the first backward fails with `element 0 of tensors does not require grad and does not have a grad_fn`"
 
 
+def _gc_defaults(ctx: FileContext) -> tuple[bool, bool] | None:
+    """(reentrant by default, input_ids models hooked) for the targeted transformers; None for a build whose
+    behaviour is not known (a 5.0.0 dev snapshot): then nothing version-dependent is claimed."""
+    tv = ctx.versions.transformers
+    reentrant, hooks = libraries.gc_reentrant_default(tv), libraries.hooks_input_ids_models(tv)
+    return None if reentrant is None or hooks is None else (reentrant, hooks)
+
+
 def _manual_gc(ctx: FileContext, wraps: list[PeftWrap]):
-    v5 = ctx.versions.transformers.at_least(5)
+    defaults = _gc_defaults(ctx)
+    if defaults is None:
+        return
+    v5, hooks_ids = not defaults[0], defaults[1]
     tv = ctx.versions.transformers.version
     for call in ctx.facts.calls:
         if call.short not in GC_ENABLE:
@@ -138,10 +153,10 @@ def _manual_gc(ctx: FileContext, wraps: list[PeftWrap]):
                                   "prepare_model_for_kbit_training: PEFT does not hook quantized models"), ()
             continue
         text = _text_model(ctx, before[-1].base_variable)
-        if v5 and text is not False:
+        if hooks_ids and text is not False:
             continue  # 5.x hooks every input_ids model (and an unknown input is not guessed)
         why = (f"transformers {tv} hooks the inputs only for input_ids models, and this model's main input is not "
-               f"input_ids" if v5 else
+               f"input_ids" if hooks_ids else
                f"transformers {tv} defaults to reentrant checkpointing and hooks the inputs only for "
                f"transformers-native adapters, not get_peft_model")
         yield call.span, f"{call.short}() after the model became a PeftModel: {why}", ()
@@ -154,8 +169,29 @@ def _trainer_is_peft(trainer: TrainerCall, wraps: list[PeftWrap]) -> bool:
     return any(span.line <= w.call.span.line <= span.end_line and w.call.index > trainer.call.index for w in wraps)
 
 
+def _trl_why(ctx: FileContext, trainer: TrainerCall, wraps: list[PeftWrap]) -> str | None:
+    """Why a TRL trainer leaves the inputs unhooked (knowledge/trl_trainers.py, per trainer and version), or None
+    when it hooks them itself (or its handling was not read)."""
+    name, trl = trainer.class_name, ctx.versions.trl
+    hook = trl_trainers.input_hook(name, trl)
+    given = trainer.call.has_kw("peft_config") and not trainer.call.kw("peft_config").is_(None)
+    if given and trainer.call.kw("peft_config").unknown:
+        return None
+    wrapped = _trainer_is_peft(trainer, wraps)
+    if hook == "peft_config" and wrapped:
+        return f"{name} in TRL {trl.version} returns early for a model that is already a PeftModel, so nothing hooks its inputs"
+    if hook == "trainer" and (given or wrapped):
+        how = "wraps the model with get_peft_model" if given and not wrapped else "takes the PeftModel as it is"
+        return (f"{name} in TRL {trl.version} {how} and leaves checkpointing to transformers' Trainer, "
+                f"which does not hook the inputs")
+    return None
+
+
 def _trainers(ctx: FileContext, wraps: list[PeftWrap]):
-    v5 = ctx.versions.transformers.at_least(5)
+    defaults = _gc_defaults(ctx)
+    if defaults is None:
+        return
+    v5, hooks_ids = not defaults[0], defaults[1]
     tv = ctx.versions.transformers.version
     for trainer in ctx.facts.trainers:
         args = ctx.trainer_args(trainer)
@@ -168,24 +204,25 @@ def _trainers(ctx: FileContext, wraps: list[PeftWrap]):
                      if args.get(n).known), None)
         decided = (flag, kwargs)  # a launch's `--gradient_checkpointing True` is where the trap is set
         if trainer.library == "trl":
-            if trainer.call.has_kw("peft_config") or ctx.versions.trl.at_least(0, 20):
-                continue  # TRL hooks it: sft_trainer.py l.899 `model.enable_input_require_grads()` (and earlier versions)
-            if v5 or not _trainer_is_peft(trainer, wraps):
-                continue
+            why = _trl_why(ctx, trainer, wraps)
+            if why is None:
+                continue  # the trainer hooks the inputs itself (or its handling is not known)
             if reentrant_in_effect(kwargs, v5, via_trainer=True) is not True:
                 continue
-            yield trainer.call.span, (f"{trainer.class_name} in TRL {ctx.versions.trl.version} returns early for a model "
-                                      f"that is already a PeftModel, so nothing hooks its inputs"), decided
+            text = _text_model(ctx, next((w.base_variable for w in wraps), trainer.model_variable))
+            if hooks_ids and text is not False:
+                continue
+            yield trainer.call.span, why, decided
             continue
         if not _trainer_is_peft(trainer, wraps):
             continue
         if reentrant_in_effect(kwargs, v5, via_trainer=True) is not True:
             continue
         text = _text_model(ctx, next((w.base_variable for w in wraps), None))
-        if v5 and text is not False:
+        if hooks_ids and text is not False:
             continue
         why = (f"the Trainer enables reentrant checkpointing and transformers {tv} hooks the inputs only for "
-               f"input_ids models" if v5 else
+               f"input_ids models" if hooks_ids else
                f"the Trainer enables checkpointing with transformers {tv}'s reentrant default and nothing hooks "
                f"the inputs of a get_peft_model model")
         yield trainer.call.span, why, decided

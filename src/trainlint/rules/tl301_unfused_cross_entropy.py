@@ -6,12 +6,15 @@ Docs: rules/TL301.md. Library facts: trainlint/knowledge/libraries.py (sft_loss_
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
 from trainlint.context import FileContext
 from trainlint.edits import make_fix, set_keyword
 from trainlint.diagnostics import Span
-from trainlint.facts import Call, ModelLoad, TrainerCall
-from trainlint.knowledge import libraries
+from trainlint.facts import Call, ModelLoad, TrainerCall, Value
+from trainlint.facts.values import UNKNOWN, UNSET, library_default
+from trainlint.knowledge import libraries, trl_trainers
+from trainlint.knowledge.arguments import library_fields
 from trainlint.knowledge.heads import computes_vocab_logits
 from trainlint.memory import dtype_bytes, fmt_bytes, logits_bytes, loss_peak_bytes
 from trainlint.rules.base import Rule, rule
@@ -43,35 +46,109 @@ def fused_loss_applied(ctx: FileContext) -> bool:
         q.endswith(("cce_patch", "linear_cross_entropy")) for _, q in ctx.facts.imports)
 
 
-def _cost(ctx: FileContext, model: ModelLoad, vocab: int) -> str:
+def _cost(ctx: FileContext, model: ModelLoad, vocab: int, shape: TrainerShape | None = None) -> str:
     size = 4 if model.dtype.known and dtype_bytes(str(model.dtype.value), 2) == 4 else 2
     label = "fp32" if size == 4 else "bf16"
-    seq, batch = ctx.seq_len, ctx.batch
+    seq, batch = (shape.seq, shape.batch) if shape is not None else (ctx.seq_len, ctx.batch)
+    rows, second = (shape.rows, shape.reference) if shape is not None else (1, None)
     spec = ctx.spec(model)
     # a LoRA script freezes the LM head, which changes what the loss keeps at peak (memory.loss_bytes_per_element)
     head = dict(trainable_head=not ctx.uses_peft, softcap=spec is not None and spec.model_type in libraries.SOFTCAPPED)
+    extra = ""
     if seq.known and batch.known:
-        shape = f"[{batch.value} x {seq.value:,} x {vocab:,}]"
-        first = fmt_bytes(logits_bytes(batch.value, seq.value, vocab, size))
-        peak = fmt_bytes(loss_peak_bytes(batch.value, seq.value, vocab, size, **head))
+        n = batch.value * rows
+        shape_text = f"[{n} x {seq.value:,} x {vocab:,}]" + (f" ({rows} rows per example)" if rows > 1 else "")
+        first = fmt_bytes(logits_bytes(n, seq.value, vocab, size))
+        peak_bytes = loss_peak_bytes(n, seq.value, vocab, size, **head)
+        if second is not None:
+            # the reference / teacher forward runs under no_grad while the policy's graph is alive: its logits
+            # are at least one more [rows x seq x vocab] tensor in the model dtype (knowledge/trl_trainers.py)
+            peak_bytes += logits_bytes(n, seq.value, vocab, size)
+            extra = f" (with ~{first} more for the {second} model's logits)"
+        peak = fmt_bytes(peak_bytes)
         if size == 2:
-            fp32 = fmt_bytes(logits_bytes(batch.value, seq.value, vocab, 4))
-            return (f"the {shape} logits are ~{first} in {label} plus ~{fp32} for the fp32 copy the loss makes, "
-                    f"~{peak} at peak")
-        return f"the {shape} logits are ~{first} in {label}, ~{peak} at peak with the loss"
-    per_token = fmt_bytes(loss_peak_bytes(1, 1, vocab, size, **head))
-    return f"the logits cost ~{per_token} per token at peak ({vocab:,} x {loss_peak_bytes(1, 1, 1, size, **head)} bytes)"
+            fp32 = fmt_bytes(logits_bytes(n, seq.value, vocab, 4))
+            return (f"the {shape_text} logits are ~{first} in {label} plus ~{fp32} for the fp32 copy the loss makes, "
+                    f"~{peak} at peak{extra}")
+        return f"the {shape_text} logits are ~{first} in {label}, ~{peak} at peak with the loss{extra}"
+    if rows == 1 and second is None:
+        per_token = fmt_bytes(loss_peak_bytes(1, 1, vocab, size, **head))
+        return (f"the logits cost ~{per_token} per token at peak ({vocab:,} x {loss_peak_bytes(1, 1, 1, size, **head)} "
+                f"bytes)")
+    per_example = loss_peak_bytes(rows, 1, vocab, size, **head) + (logits_bytes(rows, 1, vocab, size) if second else 0)
+    also = f", the {second} model's logits included" if second else ""
+    return f"the logits cost ~{fmt_bytes(per_example)} per token of each example at peak ({rows} x {vocab:,}-wide rows{also})"
 
 
-def _diagnose(self: Rule, ctx: FileContext, model: ModelLoad | None, span: Span, what: str, fix: str):
+def _diagnose(self: Rule, ctx: FileContext, model: ModelLoad | None, span: Span, what: str, fix: str,
+              shape: TrainerShape | None = None):
     if model is not None and not computes_vocab_logits(model.class_name, model.kind):
         return None  # a classification / QA head (or none): its logits are num_labels wide, not the vocabulary
     spec = ctx.spec(model) if model is not None else None
     vocab = spec.vocab_size if spec is not None else None
     if vocab is None or vocab < ctx.settings.large_vocab:
         return None
-    return self.diagnostic(ctx, span, f"{what} on a {vocab:,}-token vocabulary: {_cost(ctx, model, vocab)}; {fix}",
-                           model.model_id if model is not None else None)
+    return self.diagnostic(ctx, span, f"{what} on a {vocab:,}-token vocabulary: {_cost(ctx, model, vocab, shape)}; "
+                                      f"{fix}", model.model_id if model is not None else None)
+
+
+@dataclass(frozen=True)
+class TrainerShape:
+    """The logits a TRL trainer builds per step: rows per example, the length that is projected, a second model."""
+
+    batch: Value
+    seq: Value
+    rows: int = 1
+    reference: str | None = None  # "reference" | "teacher"
+
+
+def _completion_length(ctx: FileContext, trainer: TrainerCall, args) -> Value:
+    """GRPO / RLOO / PPO project only the completion tokens (`logits_to_keep`): max_completion_length, written or
+    the library default for the targeted version (knowledge/arguments.json); unknown otherwise."""
+    if args is not None:
+        value = args.get("max_completion_length")
+        if value.known and isinstance(value.value, int) and not isinstance(value.value, bool):
+            return value
+        if not value.unset:
+            return UNKNOWN
+        fields = library_fields(args.class_name, ctx.versions)
+        info = fields.get("max_completion_length") if fields else None
+        if info is not None and isinstance(info.default, int) and not isinstance(info.default, bool):
+            return library_default(info.default)
+    return UNKNOWN
+
+
+def _trl_trainer_diagnostic(self: Rule, ctx: FileContext, trainer: TrainerCall, args):
+    """DPO / KTO / ORPO / CPO / GRPO / RLOO / PPO / GKD / Distillation: knowledge/trl_trainers.py per version."""
+    name, trl = trainer.class_name, ctx.versions.trl
+    if name in trl_trainers.NO_VOCAB_LOGITS:
+        return None  # a reward model's head scores sequences; no vocabulary logits
+    row = trl_trainers.loss_row(name, trl)
+    if row is None or not row.full_logits:
+        return None
+    for flag in row.flags:
+        value = args.get(flag) if args is not None else UNSET
+        if value.is_(True) or value.unknown:
+            return None
+    reference = None
+    if row.reference == "teacher":
+        reference = "teacher"
+    elif row.reference == "ref":
+        pre = args.get("precompute_ref_log_probs") if args is not None else UNSET
+        if pre.unknown:
+            return None
+        reference = None if pre.is_(True) else "reference"
+    seq = _completion_length(ctx, trainer, args) if name in ("GRPOTrainer", "RLOOTrainer", "PPOTrainer") \
+        else ctx.seq_len
+    shape = TrainerShape(ctx.batch, seq, row.rows, reference)
+    fixes = [f"set {row.flags[0]}=True (needs the liger-kernel package and a CUDA GPU)"] if row.flags else []
+    if any(not r.full_logits for r in trl_trainers.LOSS[name]):
+        fixes.append("upgrade TRL to >= 1.15 (fused LM head)")
+    if not fixes:
+        fixes.append("compute the loss with a fused linear cross-entropy (no fused path in this trainer)")
+    what = f"{name} in TRL {trl.version} computes the full logits"
+    return _diagnose(self, ctx, ctx.model_for(trainer.model_variable), trainer.call.span, what, " or ".join(fixes),
+                     shape)
 
 
 def _override_diagnostic(self: Rule, ctx: FileContext, trainer: TrainerCall):
@@ -108,7 +185,7 @@ def _trainer_diagnostic(self: Rule, ctx: FileContext, trainer: TrainerCall):
         return diag.with_fix(make_fix("unsafe", "Set use_liger_kernel=True (needs liger-kernel and a CUDA GPU)",
                                       *edits) if edits else None)
     if trainer.class_name != "SFTTrainer":
-        return None  # other TRL trainers: their loss path per version was not checked (rules/TL301.md)
+        return _trl_trainer_diagnostic(self, ctx, trainer, args) if trainer.library == "trl" else None
     trl = ctx.versions.trl
     chunked, forced_by = sft_loss(ctx, trainer, args)
     if chunked is None:
@@ -153,7 +230,50 @@ def loss_path(ctx: FileContext) -> str:
             chunked, forced_by = sft_loss(ctx, trainer, args)
             if chunked and forced_by is None:
                 return "chunked"
+        elif trainer.library == "trl":
+            row = trl_trainers.loss_row(trainer.class_name, ctx.versions.trl)
+            if row is not None and not row.full_logits:
+                return "chunked"  # TRL >= 1.15's fused LM head / the chunked distillation loss
+            if row is not None and args is not None and any(args.get(f).is_(True) for f in row.flags):
+                return "liger"
     return "full"
+
+
+def trl_reference_copy(ctx: FileContext) -> str | None:
+    """The TRL trainer that keeps a frozen copy of the model as its reference (knowledge/trl_trainers.py
+    REFERENCE_COPY): no PEFT, no `ref_model` passed, no precomputed reference log-probabilities; else None."""
+    if ctx.uses_peft:
+        return None
+    for trainer in ctx.facts.trainers:
+        if trainer.library != "trl" or trainer.class_name not in trl_trainers.REFERENCE_COPY:
+            continue
+        ref = trainer.call.kw("ref_model")
+        if not (ref.unset or ref.is_(None)):
+            continue  # the script's own reference model: not this model's copy
+        args = ctx.trainer_args(trainer)
+        pre = args.get("precompute_ref_log_probs") if args is not None else UNSET
+        if pre.unset or pre.is_(False):
+            return trainer.class_name
+    return None
+
+
+def trl_logits_shape(ctx: FileContext) -> tuple[int, str | None, str] | None:
+    """(rows per example, "reference"/"teacher"/None, trainer) when a TRL trainer builds the full logits of more
+    than one row per example or of a second model in the same step (knowledge/trl_trainers.py); else None."""
+    for trainer in ctx.facts.trainers:
+        if trainer.library != "trl" or trainer.class_name == "SFTTrainer":
+            continue
+        row = trl_trainers.loss_row(trainer.class_name, ctx.versions.trl)
+        if row is None or not row.full_logits:
+            continue
+        args = ctx.trainer_args(trainer)
+        reference = row.reference
+        if reference == "ref":
+            pre = args.get("precompute_ref_log_probs") if args is not None else UNSET
+            reference = None if pre.is_(True) else "reference"
+        if row.rows > 1 or reference is not None:
+            return row.rows, reference, trainer.class_name
+    return None
 
 
 def _manual_loss_calls(ctx: FileContext) -> list[Call]:

@@ -1,0 +1,269 @@
+"""Which library versions a script's own calls can run on: keywords and imports that a release added or removed,
+intersected into a bound per library, so an unpinned script is linted against the newest release that accepts it
+(and a pin that its calls cannot run on is reported, not silently believed).
+
+Two sources, both read from the released wheels (nothing imported):
+- keywords of TrainingArguments / Seq2SeqTrainingArguments / the TRL configs: the per-release field lists of
+  arguments.json (bench/gen_argument_fields.py: every release of transformers 4.36.0-5.24.0 and trl 0.12.0-1.16.0);
+  a keyword present in the oldest release read gets no lower bound (older releases were not read), one present in
+  the newest gets no upper bound. Examples it yields: `TrainingArguments(evaluation_strategy=)` up to 4.50.3 (gone in
+  4.51.0), `eval_strategy=` from 4.41.0, `SFTConfig(max_seq_length=)` up to 0.19.1, `SFTConfig(max_length=)` from
+  0.16.0, `warmup_ratio=` up to 4.57.x.
+- the hand-read facts in FACTS below (trainer keywords, `from_pretrained` keywords, top-level imports), each with
+  the file it was read in.
+
+`strict` facts raise at run time outside their range (TypeError for an unknown keyword, ImportError); the others
+(`from_pretrained(dtype=)` before 4.56, swallowed into the config) only say what the author expected, so they
+steer the choice of version but never make a conflict.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+
+from trainlint.knowledge.versions import parse_version
+
+V = tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class ApiFact:
+    library: str  # "transformers" | "trl"
+    kind: str  # "kwarg" | "import"
+    owner: str  # the class / method a keyword belongs to (short name); "trl" / "transformers" for imports
+    name: str
+    since: V | None  # first release that accepts it; None: every release read
+    until: V | None  # first release that rejects it; None: still accepted in the newest read
+    source: str
+    strict: bool = True
+
+
+_TRL_MOVED_TO_EXPERIMENTAL = ("CPOTrainer", "CPOConfig", "ORPOTrainer", "ORPOConfig", "GKDTrainer", "GKDConfig",
+                              "PPOTrainer", "PPOConfig", "BCOTrainer", "BCOConfig", "XPOTrainer", "XPOConfig",
+                              "NashMDTrainer", "NashMDConfig", "OnlineDPOTrainer", "OnlineDPOConfig",
+                              "PRMTrainer", "PRMConfig")
+
+FACTS: tuple[ApiFact, ...] = (
+    # SFTTrainer.__init__ signature (trl/trainer/sft_trainer.py): 0.11.4 takes tokenizer=, dataset_text_field=,
+    # max_seq_length=; 0.12.2 takes processing_class= with `@deprecate_kwarg("tokenizer", new_name="processing_class",
+    # version="0.16.0")` (l.127) and still dataset_text_field / max_seq_length; 0.13.0 has neither; 0.16.1 has no
+    # deprecate_kwarg.
+    ApiFact("trl", "kwarg", "SFTTrainer", "tokenizer", None, (0, 16), "trl 0.15.2 sft_trainer.py deprecate_kwarg; gone in 0.16.0"),
+    ApiFact("trl", "kwarg", "SFTTrainer", "dataset_text_field", None, (0, 13), "trl 0.12.2 sft_trainer.py SFTTrainer.__init__; gone in 0.13.0"),
+    ApiFact("trl", "kwarg", "SFTTrainer", "max_seq_length", None, (0, 13), "trl 0.12.2 sft_trainer.py SFTTrainer.__init__; gone in 0.13.0"),
+    ApiFact("trl", "kwarg", "SFTTrainer", "processing_class", (0, 12), None, "trl 0.12.2 sft_trainer.py SFTTrainer.__init__"),
+    ApiFact("trl", "kwarg", "DPOTrainer", "tokenizer", None, (0, 16), "trl 0.12.2 dpo_trainer.py:216 deprecate_kwarg (0.16.0); gone in 0.16.1"),
+    ApiFact("trl", "kwarg", "DPOTrainer", "processing_class", (0, 12), None, "trl 0.12.2 dpo_trainer.py DPOTrainer.__init__"),
+    # trl/__init__.py `_import_structure`
+    ApiFact("trl", "import", "trl", "setup_chat_format", None, (0, 26), "trl 0.25.1 __init__.py exports it; 0.26.2 does not"),
+    ApiFact("trl", "import", "trl", "GRPOTrainer", (0, 14), None, "trl 0.14.0 __init__.py (absent in 0.13.0)"),
+    ApiFact("trl", "import", "trl", "GRPOConfig", (0, 14), None, "trl 0.14.0 __init__.py (absent in 0.13.0)"),
+    ApiFact("trl", "import", "trl", "GKDTrainer", (0, 11), (0, 29), "trl 0.11.4 __init__.py; trl.experimental.gkd from 0.29.1"),
+    ApiFact("trl", "import", "trl", "DistillationTrainer", (1, 10), None, "trl 1.10.0 __init__.py (trl.experimental.distillation before)"),
+    *(ApiFact("trl", "import", "trl", name, None, (0, 29), "trl 0.28.0 __init__.py exports it; 0.29.1 moved it to trl.experimental")
+      for name in _TRL_MOVED_TO_EXPERIMENTAL if name not in ("GKDTrainer",)),
+    # transformers modeling_utils.py PreTrainedModel.from_pretrained
+    ApiFact("transformers", "kwarg", "from_pretrained", "attn_implementation", (4, 36), None,
+            "transformers 4.36.0 modeling_utils.py l.1235 (4.35.2 has no such keyword)"),
+    ApiFact("transformers", "kwarg", "from_pretrained", "dtype", (4, 56), None,
+            "transformers 4.56.2 modeling_utils.py l.4754 `kwargs.pop(\"dtype\")` (4.55.4: swallowed into the config)",
+            strict=False),
+    ApiFact("transformers", "kwarg", "from_pretrained", "load_in_4bit", None, (5,),
+            "transformers 4.57.6 modeling_utils.py l.4635; 5.0.0 pops it no more (TypeError in the model's __init__)"),
+    ApiFact("transformers", "kwarg", "from_pretrained", "load_in_8bit", None, (5,),
+            "transformers 4.57.6 modeling_utils.py; 5.0.0 pops it no more"),
+)
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """One use in the script and the range of releases it allows."""
+
+    library: str
+    what: str  # "SFTTrainer(dataset_text_field=)"
+    line: int
+    since: V | None
+    until: V | None
+    source: str
+    strict: bool = True
+
+    def allows(self, version: str) -> bool:
+        v = parse_version(version)
+        return (self.since is None or _cmp(v, self.since) >= 0) and (self.until is None or _cmp(v, self.until) < 0)
+
+    def brief(self) -> str:
+        return self.describe().split(" (", 2)[0] + f" (line {self.line}) " + self._range()
+
+    def _range(self) -> str:
+        lo = f"from {_show(self.since)}" if self.since else ""
+        hi = f"removed in {_show(self.until)}" if self.until else ""
+        return " and ".join(p for p in (lo, hi) if p)
+
+    def describe(self) -> str:
+        lo = f"from {_show(self.since)}" if self.since else ""
+        hi = f"removed in {_show(self.until)}" if self.until else ""
+        return f"{self.what} (line {self.line}): {' and '.join(p for p in (lo, hi) if p)} ({self.source})"
+
+
+def _cmp(a: V, b: V) -> int:
+    n = max(len(a), len(b))
+    a, b = a + (0,) * (n - len(a)), b + (0,) * (n - len(b))
+    return (a > b) - (a < b)
+
+
+def _show(v: V) -> str:
+    return ".".join(map(str, v + (0,) * (3 - len(v))))
+
+
+@lru_cache(maxsize=1)
+def _index() -> dict:
+    """api_fields.json (scripts/gen_api_fields.py): the bounded fields only, a small file to load."""
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "api_fields.json")
+    with open(path, encoding="utf-8") as fh:
+        return json.load(fh)
+
+
+def field_range(lib: str, class_name: str, field: str) -> tuple[V | None, V | None, str] | None:
+    """(since, until, source) of a keyword of a library argument class, from the releases read in arguments.json
+    (through the api_fields.json index); None when the keyword is not bounded by them (present in every release
+    read, or in none: a typo is not a version bound)."""
+    found = _index()["libraries"].get(lib, {}).get("classes", {}).get(class_name, {}).get(field)
+    if found is None:
+        return None
+    since, until = (parse_version(x) if x else None for x in found)
+    return since, until, f"{lib} {class_name} fields per release (knowledge/arguments.json)"
+
+
+def released(lib: str) -> tuple[str, ...]:
+    """Every release of `lib` read in arguments.json, oldest first (from the small index)."""
+    return tuple(_index()["libraries"].get(lib, {}).get("releases", ()))
+
+
+@lru_cache(maxsize=None)
+def scan_field_range(lib: str, class_name: str, field: str) -> tuple[V | None, V | None, str] | None:
+    """field_range computed from arguments.json itself (what scripts/gen_api_fields.py writes into the index)."""
+    versions, table = _presence(lib)
+    present = [v for i, v in enumerate(versions) if field in _fields_at(table, class_name, i)]
+    if not present:
+        return None
+    first, last = versions.index(present[0]), versions.index(present[-1])
+    since = None if first == 0 else parse_version(present[0])
+    until = None if last == len(versions) - 1 else parse_version(versions[last + 1])
+    return since, until, f"{lib} {present[0]}-{present[-1]} {class_name} fields (knowledge/arguments.json)"
+
+
+@lru_cache(maxsize=None)
+def _presence(lib: str) -> tuple[tuple[str, ...], tuple[dict[str, tuple[frozenset[str], tuple[str, ...]]], ...]]:
+    """Per release read (oldest first): class -> (its own field names, its same-library bases). Walks the stored
+    differences once instead of building every release's full snapshot (arguments._snapshot), which costs a
+    pre-commit run more than the rest of linting a file."""
+    from trainlint.knowledge import arguments
+
+    entry = arguments._data()["libraries"][lib]
+    current: dict[str, tuple[frozenset[str], tuple[str, ...]]] = {}
+    out = []
+    for v in entry["stored"]:
+        for name, cd in entry["data"][v].get("classes", {}).items():
+            if cd is None:
+                current.pop(name, None)
+                continue
+            fields, bases = current.get(name, (frozenset(), ()))
+            if not cd.get("$diff"):
+                fields = frozenset(cd.get("fields", {}))
+            elif "fields" in cd:
+                changed = cd["fields"]
+                fields = frozenset((set(fields) - {f for f, rec in changed.items() if rec is None})
+                                   | {f for f, rec in changed.items() if rec is not None})
+            if "bases" in cd and cd["bases"] is not None:
+                bases = tuple(b for b in cd["bases"] if ":" not in b)  # same-library bases only
+            current[name] = (fields, bases)
+        out.append(dict(current))
+    return tuple(entry["stored"]), tuple(out)
+
+
+def _fields_at(table, class_name: str, i: int) -> frozenset[str]:
+    """The keywords `class_name` declares itself or inherits within its library at release index i."""
+    classes = table[i]
+    out: set[str] = set()
+    todo, seen = [class_name], set()
+    while todo:
+        name = todo.pop()
+        if name in seen or name not in classes:
+            continue
+        seen.add(name)
+        fields, bases = classes[name]
+        out |= fields
+        todo.extend(bases)
+    return frozenset(out)
+
+
+def _own_trl_keyword(class_name: str, name: str) -> bool:
+    """A TRL config keyword that is not a TrainingArguments field in any release read (so TRL's release decides)."""
+    return name not in _index()["training_arguments_fields"]
+
+
+def evidence(facts, text: str = "") -> tuple[Evidence, ...]:
+    """What the script's calls and imports say about the versions it can run on (`text`: to place imports)."""
+    out: list[Evidence] = []
+    by_owner = {(f.owner, f.name): f for f in FACTS if f.kind == "kwarg"}
+    owned = [(a.call, a.class_name, a.library, True) for a in facts.args_objects]
+    owned += [(t.call, t.class_name, t.library, False) for t in facts.trainers]
+    owned += [(c, "from_pretrained", "transformers", False) for c in facts.calls
+              if c.short == "from_pretrained" and c.qualname.startswith("transformers.")]
+    for call, owner, lib, dataclass_args in owned:
+        for name, _ in call.kwargs:
+            fact = by_owner.get((owner, name))
+            if fact is not None and fact.library == lib:
+                out.append(Evidence(lib, f"{owner}({name}=)", call.span.line, fact.since, fact.until, fact.source,
+                                    fact.strict))
+                continue
+            if not dataclass_args or (lib == "trl" and not _own_trl_keyword(owner, name)):
+                continue
+            found = field_range(lib, owner, name)
+            if found is not None and (found[0] or found[1]):
+                out.append(Evidence(lib, f"{owner}({name}=)", call.span.line, found[0], found[1], found[2]))
+    imported = {q for _, q in facts.imports}
+    for fact in FACTS:
+        qual = f"{fact.owner}.{fact.name}"
+        if fact.kind == "import" and qual in imported:
+            out.append(Evidence(fact.library, f"from {fact.owner} import {fact.name}", _import_line(text, fact),
+                                fact.since, fact.until, fact.source, fact.strict))
+    return tuple(out)
+
+
+def _import_line(text: str, fact: ApiFact) -> int:
+    pattern = re.compile(rf"^\s*from\s+{re.escape(fact.owner)}\s+import\b.*\b{re.escape(fact.name)}\b")
+    for i, line in enumerate(text.splitlines(), start=1):
+        if pattern.search(line):
+            return i
+    return 1
+
+
+@dataclass(frozen=True)
+class Bound:
+    library: str
+    evidence: tuple[Evidence, ...]
+
+    def allows(self, version: str, strict_only: bool = False) -> bool:
+        return all(e.allows(version) for e in self.evidence if e.strict or not strict_only)
+
+    def against(self, version: str) -> tuple[Evidence, ...]:
+        """The strict uses that cannot run on `version`."""
+        return tuple(e for e in self.evidence if e.strict and not e.allows(version))
+
+    def describe(self) -> str:
+        lo = max((e.since for e in self.evidence if e.since), default=None, key=lambda v: v + (0,) * 4)
+        hi = min((e.until for e in self.evidence if e.until), default=None, key=lambda v: v + (0,) * 4)
+        parts = ([f">= {_show(lo)}"] if lo else []) + ([f"< {_show(hi)}"] if hi else [])
+        return f"{self.library} {', '.join(parts) or 'any'}"
+
+
+def bounds(facts, text: str = "") -> dict[str, Bound]:
+    found: dict[str, list[Evidence]] = {}
+    for e in evidence(facts, text):
+        found.setdefault(e.library, []).append(e)
+    return {lib: Bound(lib, tuple(es)) for lib, es in found.items()}

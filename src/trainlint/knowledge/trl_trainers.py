@@ -1,0 +1,169 @@
+"""TRL trainers by version: whether the training loss builds the full [batch x seq x vocab] logits, which config
+flag switches on a fused/chunked path, whether a reference or teacher model's logits are built while the policy's
+graph is alive, and whether the trainer itself makes the inputs require grad for PEFT + reentrant checkpointing.
+
+Every row was read from the released wheels (`pip download --no-deps trl==X`, unzipped; file paths are relative to the
+wheel root), at these versions: 0.7.11, 0.8.6, 0.9.6, 0.10.1, 0.11.4, 0.12.2, 0.13.0, 0.14.0, 0.15.2, 0.16.1, 0.17.0,
+0.18.2, 0.19.1, 0.20.0, 0.21.0, 0.22.2, 0.23.1, 0.24.0, 0.25.1, 0.26.2, 0.27.2, 0.28.0, 0.29.1, 1.0.0, 1.1.0, 1.2.0,
+1.3.0, 1.4.0, 1.5.1, 1.6.0, 1.7.0, 1.8.0, 1.9.2, 1.10.0, 1.11.0, 1.12.0, 1.13.0, 1.14.0, 1.14.2, 1.15.0, 1.16.0.
+A boundary between two read versions is placed at the first read version that shows the change; a release between
+them that was not read is answered by the nearest row below it. See also ../shared/research/trl-chunked-loss-versions.md.
+SFTTrainer's loss is decided by knowledge.libraries.sft_loss_is_chunked (loss_type history); RewardTrainer trains a
+sequence-classification head (no vocabulary logits).
+
+Loss paths (`flags`: config keywords that switch on the fused path; anything else computes `outputs.logits`):
+
+| trainer | versions | full logits | fused path | reference/teacher logits in the same step | source |
+|---|---|---|---|---|---|
+| DPOTrainer | <= 0.18 | yes (chosen + rejected concatenated: 2 x batch rows) | none | ref model, unless `precompute_ref_log_probs` | 0.18.2 dpo_trainer.py `concatenated_forward`, `get_batch_loss_metrics` (policy, then `compute_ref_log_probs`) |
+| DPOTrainer | 0.19-0.24 | yes | `use_liger_loss=True` (LigerFusedLinearDPOLoss) | same | 0.19.1 dpo_trainer.py:336, :1614 |
+| DPOTrainer | 0.25-1.14 | yes | `use_liger_kernel=True` (`use_liger_loss` copied into it 0.25-0.27) | same | 0.25.1 dpo_config.py:541; 1.13.0 dpo_trainer.py:1765 `compute_loss`, :1382 `outputs.logits`, :1420 ref forward |
+| DPOTrainer | >= 1.15 | never (`add_fused_lm_head` on policy and ref) | - | - | 1.15.0 dpo_trainer.py:930-938 |
+| KTOTrainer | <= 0.16 | yes (the KL batch runs under no_grad: 0.19.1 kto_trainer.py:1192) | none | ref model, unless `precompute_ref_log_probs` | 0.16.1 kto_trainer.py |
+| KTOTrainer | 0.17-0.24 | yes | `use_liger_loss=True` | same | 0.17.0 kto_trainer.py:787, :1375 |
+| KTOTrainer | 0.25 | yes | `use_liger_kernel=True` | same | 0.25.1 kto_trainer.py |
+| KTOTrainer | 0.26-1.7 (trl.experimental.kto) | yes | none (no Liger code in the trainer) | same | 0.26.2, 1.7.0 experimental/kto/kto_trainer.py |
+| KTOTrainer | 1.8-1.14 | yes | `use_liger_kernel=True` | same | 1.8.0 trainer/kto_trainer.py; 1.13.0 :1762 |
+| KTOTrainer | >= 1.15 | never | - | - | 1.15.0 kto_trainer.py:941-948 |
+| ORPOTrainer, CPOTrainer | all (experimental from 0.26) | yes (2 x batch rows) | none (no Liger code in either trainer) | none | 0.8.6 orpo_trainer.py:662, cpo_trainer.py:501; 1.16.0 experimental/orpo, experimental/cpo |
+| GRPOTrainer | 0.14-0.16 | yes (completion tokens, `logits_to_keep`) | none | ref logps in a separate no-grad pass (beta != 0; default 0.04 <= 0.18, 0.0 from 0.19) | 0.16.1 grpo_trainer.py; grpo_config.py `beta` |
+| GRPOTrainer | 0.17-0.24 | yes | `use_liger_loss=True` | same | 0.17.0 grpo_trainer.py:543, :1183 |
+| GRPOTrainer | 0.25-1.14 | yes | `use_liger_kernel=True` | same | 0.25.1 grpo_trainer.py; 1.14.2 :1382 |
+| GRPOTrainer | >= 1.15 | never | - | - | 1.15.0 grpo_trainer.py:1040-1049 |
+| RLOOTrainer | 0.9-1.14 | yes | none | ref logps in a separate no-grad pass | 0.19.1 rloo_trainer.py (`ref_policy`); 1.14.2 :1000 |
+| RLOOTrainer | >= 1.15 | never | - | - | 1.15.0 rloo_trainer.py:686-694 |
+| PPOTrainer | all (experimental from 0.26, gone from 1.13) | yes | none | ref logps in a separate no-grad pass | 0.19.1 ppo_trainer.py (`ref_model`); 1.10.0 experimental/ppo |
+| GKDTrainer | 0.11-0.21 | yes (student, and the teacher in the same step) | none (0.11-0.15 `use_liger` only loads the models with Liger; the JSD still reads the full logits) | teacher | 0.11.4 gkd_trainer.py:75 |
+| GKDTrainer | 0.22-1.13 | yes | `use_liger_kernel=True` (LigerFusedLinearJSDLoss) | teacher | 0.22.2 gkd_trainer.py:97-105 |
+| GKDTrainer | >= 1.14 (trl.experimental.gkd) | yes | none | teacher | 1.14.2 experimental/gkd/gkd_trainer.py (no Liger) |
+| DistillationTrainer | 1.3-1.9 (trl.experimental.distillation) | yes (student and teacher) | `use_liger_kernel=True` (fused JSD) | teacher | 1.9.2 experimental/distillation/distillation_trainer.py:444, :1057 |
+| DistillationTrainer | >= 1.10 | never (`_chunked_divergence_loss`: "The full `lm_head` projections are never materialized") | - | - | 1.10.0 trainer/distillation_trainer.py:152, :1460 |
+
+PEFT + gradient checkpointing (whether the trainer calls `enable_input_require_grads()` itself; "Trainer" means the
+trainer leaves it to transformers' Trainer, whose behaviour per transformers version TL201 already knows):
+
+| trainer | versions | hooks the inputs | source |
+|---|---|---|---|
+| SFTTrainer (and GKDTrainer, its subclass in every version: 0.11.4 gkd_trainer.py:40, 1.16.0 experimental/gkd/gkd_trainer.py:54) | <= 0.19 | only when given `peft_config` and a model that is not yet a PeftModel | 0.8.6 sft_trainer.py:184-220; 0.19.1 :565 (`if isinstance(model, PeftModel): return model`), :615-621 |
+| SFTTrainer | >= 0.20 | `peft_config` or a PeftModel | 0.20.0 sft_trainer.py:433; 0.22.2 models/utils.py `prepare_peft_model` :546; 0.26.2 sft_trainer.py:707 |
+| DPOTrainer, KTOTrainer, ORPOTrainer, CPOTrainer | DPO <= 0.28, KTO <= 1.3, ORPO and CPO every version | whenever checkpointing is on, PEFT or not | 0.8.6 dpo_trainer.py:239-263; 0.19.1 :589 `_prepare_gradient_checkpointing`; 1.3.0 experimental/kto/kto_trainer.py:332, :353; 1.16.0 experimental/orpo/orpo_trainer.py:236 (and cpo) |
+| DPOTrainer, KTOTrainer | DPO >= 0.29, KTO >= 1.4 | a PeftModel (after `peft_config`) with checkpointing on | 0.29.1 dpo_trainer.py:561; 1.4.0 experimental/kto/kto_trainer.py:314 |
+| GRPOTrainer | 0.14-0.15 | no: `get_peft_model` then transformers' Trainer | 0.15.2 grpo_trainer.py:246-252 |
+| GRPOTrainer | >= 0.16 | any model, checkpointing on and reentrant | 0.16.1 grpo_trainer.py:311, :563-581; 0.22.2 `prepare_peft_model`; 0.26.2 :323 |
+| RLOOTrainer | 0.22- | `peft_config` or a PeftModel | 0.22.2 rloo_trainer.py `prepare_peft_model`; 0.27.2 :322 |
+| RewardTrainer | <= 0.21 | only quantized models (`prepare_model_for_kbit_training`); a plain LoRA model: Trainer | 0.19.1 reward_trainer.py:147-167 |
+| RewardTrainer | >= 0.22 | `peft_config` or a PeftModel | 0.22.2 `prepare_peft_model`; 0.26.2 reward_trainer.py:358 |
+| DistillationTrainer | 1.3-1.9 | no: `get_peft_model` then Trainer | 1.3.0 experimental/distillation/distillation_trainer.py:432 |
+| DistillationTrainer | >= 1.10 | a PeftModel with checkpointing on | 1.10.0 trainer/distillation_trainer.py:527 |
+| PPOTrainer, old RLOOTrainer (<= 0.21) | - | not modelled: their own training loop never calls `gradient_checkpointing_enable` (0.19.1 ppo_trainer.py, rloo_trainer.py have no `gradient_checkpointing`) | |
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from trainlint.knowledge.versions import LibraryVersion
+
+V = tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class LossRow:
+    since: V
+    until: V | None  # exclusive; None: still true in 1.16.0
+    full_logits: bool
+    flags: tuple[str, ...] = ()  # config keywords whose True switches on a fused path
+    rows: int = 1  # logits rows per example (preference pairs: chosen + rejected)
+    reference: str | None = None  # "ref" | "teacher": a second model's logits in the same step; None: none / separate
+
+
+# (trainer) -> rows, oldest first; see the module docstring for the sources.
+LOSS: dict[str, tuple[LossRow, ...]] = {
+    "DPOTrainer": (
+        LossRow((0,), (0, 19), True, (), 2, "ref"),
+        LossRow((0, 19), (0, 25), True, ("use_liger_loss",), 2, "ref"),
+        LossRow((0, 25), (1, 15), True, ("use_liger_kernel", "use_liger_loss"), 2, "ref"),
+        LossRow((1, 15), None, False),
+    ),
+    "KTOTrainer": (
+        LossRow((0,), (0, 17), True, (), 1, "ref"),
+        LossRow((0, 17), (0, 25), True, ("use_liger_loss",), 1, "ref"),
+        LossRow((0, 25), (0, 26), True, ("use_liger_kernel", "use_liger_loss"), 1, "ref"),
+        LossRow((0, 26), (1, 8), True, (), 1, "ref"),
+        LossRow((1, 8), (1, 15), True, ("use_liger_kernel",), 1, "ref"),
+        LossRow((1, 15), None, False),
+    ),
+    "ORPOTrainer": (LossRow((0,), None, True, (), 2),),
+    "CPOTrainer": (LossRow((0,), None, True, (), 2),),
+    "GRPOTrainer": (
+        LossRow((0, 14), (0, 17), True),
+        LossRow((0, 17), (0, 25), True, ("use_liger_loss",)),
+        LossRow((0, 25), (1, 15), True, ("use_liger_kernel", "use_liger_loss")),
+        LossRow((1, 15), None, False),
+    ),
+    "RLOOTrainer": (LossRow((0, 9), (1, 15), True), LossRow((1, 15), None, False)),
+    "PPOTrainer": (LossRow((0,), None, True),),
+    "GKDTrainer": (
+        LossRow((0, 11), (0, 22), True, (), 1, "teacher"),
+        LossRow((0, 22), (1, 14), True, ("use_liger_kernel",), 1, "teacher"),
+        LossRow((1, 14), None, True, (), 1, "teacher"),
+    ),
+    "DistillationTrainer": (
+        LossRow((1, 3), (1, 10), True, ("use_liger_kernel",), 1, "teacher"),
+        LossRow((1, 10), None, False),
+    ),
+}
+# DPO / KTO keep a frozen copy of the policy as the reference model when none is passed, unless the model is a
+# PeftModel (the reference is the model with its adapters disabled) or `precompute_ref_log_probs=True`:
+# 0.8.6 dpo_trainer.py:291-295, 0.19.1 :323-327 and kto_trainer.py:472-476 (`create_reference_model(model)`);
+# 1.13.0 dpo_trainer.py:919-934, kto_trainer.py:927-942 (`create_model_from_path`, the same model id and kwargs).
+REFERENCE_COPY = frozenset({"DPOTrainer", "KTOTrainer"})
+# A DPO / KTO script that precomputes the reference log-probabilities runs no reference forward in the step.
+NO_REFERENCE_FLAGS = ("precompute_ref_log_probs",)
+# Trainers whose model has no vocabulary head (RewardTrainer: AutoModelForSequenceClassification).
+NO_VOCAB_LOGITS = frozenset({"RewardTrainer", "PRMTrainer"})
+
+
+def _cmp(a: V, b: V) -> int:
+    n = max(len(a), len(b))
+    a, b = a + (0,) * (n - len(a)), b + (0,) * (n - len(b))
+    return (a > b) - (a < b)
+
+
+def loss_row(trainer: str, trl: LibraryVersion) -> LossRow | None:
+    """The loss-path row for a TRL trainer at a version; None for SFT (see libraries), unknown trainers and versions
+    before the trainer existed."""
+    for row in LOSS.get(trainer, ()):
+        if _cmp(trl.tuple, row.since) >= 0 and (row.until is None or _cmp(trl.tuple, row.until) < 0):
+            return row
+    return None
+
+
+@dataclass(frozen=True)
+class HookRow:
+    since: V
+    until: V | None
+    hooks: str  # "peft_config" | "peft" (peft_config or a PeftModel) | "always" | "trainer" | "skip"
+
+
+HOOKS: dict[str, tuple[HookRow, ...]] = {
+    "SFTTrainer": (HookRow((0,), (0, 20), "peft_config"), HookRow((0, 20), None, "peft")),
+    "GKDTrainer": (HookRow((0,), (0, 20), "peft_config"), HookRow((0, 20), None, "peft")),
+    "DPOTrainer": (HookRow((0,), (0, 29), "always"), HookRow((0, 29), None, "peft")),
+    "KTOTrainer": (HookRow((0,), (1, 4), "always"), HookRow((1, 4), None, "peft")),
+    "ORPOTrainer": (HookRow((0,), None, "always"),),
+    "CPOTrainer": (HookRow((0,), None, "always"),),
+    "GRPOTrainer": (HookRow((0,), (0, 16), "trainer"), HookRow((0, 16), None, "peft")),
+    "RLOOTrainer": (HookRow((0,), (0, 22), "skip"), HookRow((0, 22), None, "peft")),
+    "RewardTrainer": (HookRow((0,), (0, 22), "trainer"), HookRow((0, 22), None, "peft")),
+    "DistillationTrainer": (HookRow((0,), (1, 10), "trainer"), HookRow((1, 10), None, "peft")),
+    "PPOTrainer": (HookRow((0,), None, "skip"),),
+}
+
+
+def input_hook(trainer: str, trl: LibraryVersion) -> str | None:
+    """How a TRL trainer hooks the inputs for PEFT + checkpointing at a version (HOOKS); None when not read."""
+    for row in HOOKS.get(trainer, ()):
+        if _cmp(trl.tuple, row.since) >= 0 and (row.until is None or _cmp(trl.tuple, row.until) < 0):
+            return row.hooks
+    return None
