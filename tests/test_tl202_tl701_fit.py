@@ -44,7 +44,7 @@ def test_checkpointing_off_over_24gb_is_flagged_with_the_estimates_figures(lint)
     # the page's worked example, as printed
     assert "~38.4 GB (activations kept for backward ~29.5 GB, of which checkpointing would free ~26.6 GB)" in message
     assert "~13.8 GB, which fits" in message
-    assert "the 24GB GPU (25.8 GB)" in message
+    assert "the 24 GiB GPU (25.8 GB)" in message
 
 
 def test_no_gpu_known_no_finding(lint):
@@ -88,7 +88,7 @@ def test_does_not_fit_lists_consumers_and_the_largest_lever(lint):
     found = lint(LLAMA_8B, settings=GPU24)
     assert sorted(codes(found)) == ["TL301", "TL701"]
     message = next(m for c, _, m in found if c == "TL701")
-    assert message.startswith("the run does not fit the 24GB GPU (25.8 GB): predicted peak ~81.9 GB per device at the "
+    assert message.startswith("the run does not fit the 24 GiB GPU (25.8 GB): predicted peak ~81.9 GB per device at the "
                               "start of backward plus ~1.0 GB of CUDA context, ~57.1 GB over")
     assert "weights 16.1 GB, gradients 16.1 GB, optimizer state 32.1 GB, activations 27.4 GB, logits/loss 6.3 GB" \
         in message
@@ -115,7 +115,7 @@ def test_a_specific_finding_that_makes_it_fit_is_the_only_one(lint):
     src = LLAMA_1B.replace(", use_liger_kernel=True", ", gradient_checkpointing=True")
     found = lint(src, settings=GPU24)
     assert codes(found) == ["TL301"]
-    assert found[0][2].endswith("this alone makes the run fit the 24GB GPU (25.8 GB): ~34.7 GB -> ~13.8 GB")
+    assert found[0][2].endswith("this alone makes the run fit the 24 GiB GPU (25.8 GB): ~34.7 GB -> ~13.8 GB")
     # without a GPU the same finding says nothing about a fit
     assert "fit" not in lint(src)[0][2]
 
@@ -193,4 +193,4 @@ def test_estimate_reads_the_per_path_gpu_table_too(tmp_path):
     done = subprocess.run([sys.executable, "-m", "trainlint", "estimate", "jobs/small/train.py"], cwd=tmp_path,
                           capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
-    assert "verdict: 24GB (25.8 GB): does NOT fit" in done.stdout
+    assert "verdict: 24 GiB: does NOT fit" in done.stdout
