@@ -52,7 +52,8 @@ LABELS: dict[str, tuple[set[str], str]] = {
     "axolotl/examples__mistral__orpo__mistral-qlora-orpo.yml": (set(), "rl: orpo; 32,000-token vocabulary"),
     "axolotl/examples__orpheus__finetune.yml": (set(), "LigerPlugin with liger_fused_linear_cross_entropy: true"),
     "axolotl/examples__phi__phi-qlora.yml": (set(), "51,200-token vocabulary"),
-    "axolotl/examples__qwen2-vl__lora-7b.yaml": (set(), "152,064 vocab is TL301, Qwen2-VL-7B not in the catalog"),
+    "axolotl/examples__qwen2-vl__lora-7b.yaml": ({"TL301"}, "152,064 vocab, no loss plugin; Qwen2-VL-7B-Instruct is "
+                                                            "now in the catalog (its config.json copy is cited there)"),
     "axolotl/examples__qwen3__8b-qat-fsdp2.yml": (set(), "LigerPlugin with liger_fused_linear_cross_entropy: true"),
     "axolotl/examples__qwen3__qlora-fsdp.yaml": ({"TL301"}, "Qwen3-8B, 151,936-token vocabulary, no loss plugin"),
     "axolotl/examples__qwen3__reward-model.yaml": (set(), "reward_model: no vocabulary CE"),
