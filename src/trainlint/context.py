@@ -220,6 +220,14 @@ class FileContext:
         return min(spans) if spans else Span.point(1)
 
     @cached_property
+    def launch_gpu(self):
+        """(LaunchGpu or None, why not): the GPU the launch requests (launch/gpu.py), for TL202/TL701 when no
+        setting names one; a file checked without a launch takes the one its launchers agree on."""
+        from trainlint.launch.gpu import gpu_of_context
+
+        return gpu_of_context(self)
+
+    @cached_property
     def world_size(self) -> Value:
         ws = self.launch.world_size
         return ws if isinstance(ws, Value) else UNSET
@@ -250,6 +258,10 @@ class FileContext:
                     lines.append(f"model at {where}: {model.model_id.value}: {spec.assumed_from}")
                 lines.append(f"model at {where}: {spec.describe()}")
         lines.append(f"sequence length: {_describe(self.seq_len)}; batch per device: {_describe(self.batch)}")
+        if self.settings.gpu is None and not self.settings.gpus:
+            from trainlint.launch.gpu import describe
+
+            lines.extend(describe(*self.launch_gpu))
         if "base" in self.__dict__:
             lines.append(f"git history: {self.base[1]}")
         return lines

@@ -21,7 +21,9 @@ GPUS: dict[str, tuple[int, str]] = {
     "RTX-5090": (32 * 1024, _VENDOR), "A6000": (48 * 1024, _VENDOR), "L40S": (46_068, _MODAL),
     "A100-40GB": (40_960, _MODAL), "A100-80GB": (81_920, _MODAL), "A100": (81_920, _MODAL),
     "H100": (81_559, _MODAL + "; also 81559MiB in nvidia-smi output in github.com/wilicc/gpu-burn issue #114"),
-    "H100-80GB": (81_559, _MODAL), "H200": (141 * 1024, _VENDOR), "B200": (180 * 1024, _VENDOR),
+    "H100-80GB": (81_559, _MODAL),
+    "H100-NVL": (94 * 1024, _VENDOR + ": 94GB per GPU, AnandTech's H100 NVL specification table, www.anandtech.com/show/18780"),
+    "H200": (141 * 1024, _VENDOR), "B200": (180 * 1024, _VENDOR),
     "MI300X": (192 * 1024, _VENDOR),
 }
 

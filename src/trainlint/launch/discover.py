@@ -232,7 +232,12 @@ def launch_of(inv: Invocation, launcher: Path, root: Path, facts: ScriptFacts, v
     launch = bind_words(facts, versions, list(inv.args), where, f"{where}:{inv.span.line}", bases[0], read,
                         inv.span, world)
     sharding = _accelerate_sharding(inv, read)
-    return replace(launch, sharding=sharding) if sharding is not None else launch
+    if sharding is not None:
+        launch = replace(launch, sharding=sharding)
+    from trainlint.launch.gpu import requested_gpu
+
+    gpu, note = requested_gpu(inv, where)
+    return replace(launch, gpu=gpu, gpu_note=note)
 
 
 def _accelerate_settings(inv: Invocation, read):

@@ -131,6 +131,8 @@ class Launch:
     sharding: Any = None  # facts.Value "zero2" | "zero3" from an accelerate config's DeepSpeed / FSDP, or None
     launcher: str | None = None  # the launcher file's absolute path (TL401 reads its git base version)
     ordinal: int = 0  # which of that launcher's invocations of the script this is
+    gpu: Any = None  # launch.gpu.LaunchGpu: the GPU the job requests (`#SBATCH --gres=gpu:l4:1`), or None
+    gpu_note: str = ""  # why the GPU it requests is not known (an ambiguous type), for --verbose
 
     @staticmethod
     def defaults() -> "Launch":

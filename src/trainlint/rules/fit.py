@@ -1,11 +1,13 @@
-"""Does the run fit the GPU it is meant for? The GPU a file's jobs run on (`--gpu`, `gpus` per path, `gpu`)
-and the run's estimate against it, shared by TL202 and TL701 so both judge with the same numbers as
+"""Does the run fit the GPU it is meant for? The GPU a file's jobs run on (`--gpu`, `gpus` per path, `gpu`,
+else the GPU its launch requests: launch/gpu.py) and the run's estimate against it, shared by TL202 and TL701 so both judge with the same numbers as
 `trainlint estimate` (memory.estimate, with its CUDA context allowance)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from dataclasses import replace as dc_replace
 from fnmatch import fnmatch
+from typing import Any
 
 from trainlint.context import FileContext
 from trainlint.diagnostics import Span
@@ -25,6 +27,7 @@ class Fit:
     capacity: int  # bytes
     plan: "Plan"
     estimate: "Estimate"
+    source: Any = None  # launch.gpu.LaunchGpu when the GPU is the one the launch requests (no setting gives one)
 
     @property
     def need(self) -> int:
@@ -44,11 +47,35 @@ class Fit:
 
     @property
     def where(self) -> str:
+        if self.source is not None:  # "the L4 (24.2 GB) the launch requests (scripts/train.slurm:3)"
+            return f"the {self.gpu} ({fmt_bytes(self.capacity)}) the launch requests ({self.source.span.file}:" \
+                   f"{self.source.span.line})"
         return f"the {self.gpu} GPU ({fmt_bytes(self.capacity)})"  # as `estimate` prints it
+
+    def related(self, diag):
+        """The finding relates to the line that requests the GPU, when a launch decided it."""
+        if self.source is None:
+            return diag
+        span = self.source.span
+        entry = (span.file, span.local(), f"the GPU the launch requests ({self.source.option})")
+        if diag.filename == span.file and diag.span == span.local():
+            return diag
+        return dc_replace(diag, related=diag.related + (entry,))
 
 
 def gpu_for(ctx: FileContext) -> tuple[str, int] | None:
-    return gpu_for_path(ctx.path, ctx.settings)
+    """The settings' GPU (`--gpu`, `gpus`, `gpu`), else the one the launch requests."""
+    gpu, _source = gpu_and_source(ctx)
+    return gpu
+
+
+def gpu_and_source(ctx: FileContext):
+    """(name, bytes) or None, and the LaunchGpu when the launch decided it: settings and --gpu win."""
+    chosen = gpu_for_path(ctx.path, ctx.settings)
+    if chosen is not None:
+        return chosen, None
+    source, _note = ctx.launch_gpu
+    return ((source.name, source.capacity), source) if source is not None else (None, None)
 
 
 def gpu_for_path(path, settings) -> tuple[str, int] | None:
@@ -64,7 +91,7 @@ def gpu_for_path(path, settings) -> tuple[str, int] | None:
 def run_fit(ctx: FileContext) -> Fit | None:
     """The estimate of the run against its GPU; None when no GPU is known or the estimate would rest on a
     guess (unknown model, batch or sequence length)."""
-    gpu = gpu_for(ctx)
+    gpu, source = gpu_and_source(ctx)
     if gpu is None:
         return None
     from trainlint.memory.estimate import estimate
@@ -76,7 +103,7 @@ def run_fit(ctx: FileContext) -> Fit | None:
         return None
     if unknown or ctx.gradient_checkpointing is None:
         return None
-    return Fit(gpu[0], gpu[1], plan, estimate(plan))
+    return Fit(gpu[0], gpu[1], plan, estimate(plan), source)
 
 
 def anchor(ctx: FileContext) -> tuple[Span, object]:
@@ -107,7 +134,5 @@ def with_fit_note(ctx: FileContext, diag, **changes):
     after = fit.need_with(**changes)
     if after > fit.capacity:
         return diag
-    from dataclasses import replace as dc_replace
-
-    return dc_replace(diag, message=f"{diag.message}; this alone makes the run fit {fit.where}: ~{fmt_bytes(fit.need)} "
-                                    f"-> ~{fmt_bytes(after)}")
+    return fit.related(dc_replace(diag, message=f"{diag.message}; this alone makes the run fit {fit.where}: "
+                                                f"~{fmt_bytes(fit.need)} -> ~{fmt_bytes(after)}"))

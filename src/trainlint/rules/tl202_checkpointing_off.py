@@ -56,7 +56,7 @@ def check(self: Rule, ctx: FileContext):
     if span is None:
         return
     deciding = args.get("gradient_checkpointing") if args is not None else None
-    yield self.diagnostic(ctx, span, message, deciding).with_fix(_fix(ctx, lora))
+    yield fit.related(self.diagnostic(ctx, span, message, deciding)).with_fix(_fix(ctx, lora))
 
 
 def estimate_activations_with_gc(fit: Fit) -> int:

@@ -80,4 +80,4 @@ def check(self: Rule, ctx: FileContext):
     message = (f"the run does not fit {fit.where}: predicted peak ~{fmt_bytes(est.peak)} per device at the "
                f"{est.peak_phase} plus ~{fmt_bytes(fit.need - est.peak)} of CUDA context, "
                f"~{fmt_bytes(fit.need - fit.capacity)} over ({consumers_text(est)}); {advice}")
-    yield self.diagnostic(ctx, span, message)
+    yield fit.related(self.diagnostic(ctx, span, message))
