@@ -86,6 +86,10 @@ def _key(path: Path, settings: Settings, codes: frozenset[str]) -> str | None:
             h.update(repr([framework_release(resolved, f) for f in ("axolotl", "llamafactory")]).encode())
     if settings.discover_launches and _PARAMETER_BYTES.search(data):
         h.update(_launch_stamp(resolved, settings).encode())  # launchers and the configs they pass decide its values
+    elif settings.discover_launches and settings.gpu is None and not settings.gpus:
+        from trainlint.launch.discover import _root, index_stamp
+
+        h.update(index_stamp(*_root(resolved.parent, settings.root.resolve())).encode())  # the GPU a launcher requests
     return h.hexdigest()
 
 

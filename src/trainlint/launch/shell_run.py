@@ -11,6 +11,7 @@ from __future__ import annotations
 import posixpath
 import re
 from dataclasses import dataclass, field
+from dataclasses import replace as dc_replace
 from pathlib import Path
 from typing import Callable
 
@@ -129,15 +130,16 @@ class Reader:
             stripped = line.strip()
             if stripped.startswith("#SBATCH"):
                 start = pos + line.index("#SBATCH") + len("#SBATCH")
-                lexer = Lexer(text)
+                masked = text[:start] + _mask_operators(text[start:eol]) + text[eol:]  # same offsets
+                lexer = Lexer(masked)
                 lexer.n, lexer.pos = eol, start
                 toks = [t for t in lexer.tokens() if isinstance(t, W)]
-                ex = Expander(State(), Frame(text))
+                ex = Expander(State(), Frame(masked))
                 fields = [Field(ex.parts(t.parts), (t.start, t.end)) for t in toks]
                 opts, _ = read_options(fields, 0, SBATCH, stop_at_command=False)
                 for name, value in opts:
                     if name:
-                        self.sbatch.append((name, value.word(self.doc) if value is not None else None))
+                        self.sbatch.append((name, _unmask(value.word(self.doc)) if value is not None else None))
                         self.slurm_env(name, value)
             elif stripped and not stripped.startswith("#"):
                 return
@@ -610,3 +612,32 @@ class Reader:
             else:
                 return None
         return result
+
+
+# sbatch reads a directive's words itself, not through a shell: split at blanks, quotes honoured, and `&`, `|`,
+# `(`, `)`, `[`, `]`, `*` ordinary characters (`#SBATCH --constraint=[a100|h100]*2`, `--gres=gpu:a100:2(S:0-1)`
+# as sbatch(1) writes them; no glob, no pipe). Outside quotes they are swapped for private-use characters, one for one, before the shell lexer sees
+# the line, and swapped back in the words it yields.
+_OPERATORS = "&|;<>()[]*?"
+_MASKED = "".join(chr(0xE000 + i) for i in range(len(_OPERATORS)))
+_MASK = str.maketrans(_OPERATORS, _MASKED)
+_UNMASK = str.maketrans(_MASKED, _OPERATORS)
+
+
+def _mask_operators(line: str) -> str:
+    out, quote = [], ""
+    for ch in line:
+        if quote:
+            quote = "" if ch == quote else quote
+        elif ch in "'\"":
+            quote = ch
+        elif ch in _OPERATORS:
+            ch = ch.translate(_MASK)
+        out.append(ch)
+    return "".join(out)
+
+
+def _unmask(word: Word) -> Word:
+    if word.text is None or not any(c in word.text for c in _MASKED):
+        return word
+    return dc_replace(word, text=word.text.translate(_UNMASK), raw=word.raw.translate(_UNMASK))
