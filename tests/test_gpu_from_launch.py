@@ -102,7 +102,7 @@ def test_tl701_fires_on_the_gpu_the_slurm_launcher_requests(lint):
                                                                command="srun python train.py")})
     assert "TL701" in codes(found)
     message = next(m for c, _, m in found if c == "TL701")
-    assert message.startswith("the run does not fit the L4 (24.2 GB) the launch requests (scripts/train.slurm:3): ")
+    assert message.startswith("the run does not fit the L4 GPU (24.2 GB) the launch requests (scripts/train.slurm:3): ")
 
 
 def test_the_finding_relates_to_the_line_that_requests_the_gpu(tmp_path):
@@ -115,7 +115,7 @@ def test_the_finding_relates_to_the_line_that_requests_the_gpu(tmp_path):
     assert out.returncode == 1, out.stderr
     (diag,) = json.loads(out.stdout)
     assert diag["code"] == "TL202" and diag["filename"] == "train.py" and diag["location"]["row"] == 7
-    assert "the L4 (24.2 GB) the launch requests (scripts/train.slurm:3)" in diag["message"]
+    assert "the L4 GPU (24.2 GB) the launch requests (scripts/train.slurm:3)" in diag["message"]
     related = [(r["filename"], r["location"]["row"], r["location"]["column"], r["message"]) for r in diag["related"]]
     assert ("scripts/train.slurm", 3, 16, "the GPU the launch requests (--gres=gpu:l4:1)") in related
 
@@ -135,7 +135,7 @@ def test_each_launch_is_judged_against_the_gpu_it_requests(lint):
              "big.slurm": slurm("--gres=gpu:a100_80gb:1", command="python train.py --batch 8")}
     found = lint(ARGPARSE_1B, files=files)
     assert codes(found) == ["TL202"]
-    assert "the L4 (24.2 GB) the launch requests (small.slurm:2)" in found[0][2]
+    assert "the L4 GPU (24.2 GB) the launch requests (small.slurm:2)" in found[0][2]
     assert "launched by small.slurm:3" in found[0][2] and "big.slurm" not in found[0][2]
 
 

@@ -47,10 +47,10 @@ class Fit:
 
     @property
     def where(self) -> str:
-        if self.source is not None:  # "the L4 (24.2 GB) the launch requests (scripts/train.slurm:3)"
-            return f"the {self.gpu} ({fmt_bytes(self.capacity)}) the launch requests ({self.source.span.file}:" \
-                   f"{self.source.span.line})"
-        return f"the {self.gpu} GPU ({fmt_bytes(self.capacity)})"  # as `estimate` prints it
+        gpu = f"the {self.gpu} GPU ({fmt_bytes(self.capacity)})"  # as `estimate` prints it
+        if self.source is not None:  # "the L4 GPU (24.2 GB) the launch requests (scripts/train.slurm:3)"
+            return f"{gpu} the launch requests ({self.source.span.file}:{self.source.span.line})"
+        return gpu
 
     def related(self, diag):
         """The finding relates to the line that requests the GPU, when a launch decided it."""
