@@ -172,3 +172,42 @@ def test_no_launches_flag_means_no_launch_gpu(tmp_path):
     out = subprocess.run([sys.executable, "-m", "trainlint", "check", "--no-cache", "--no-launches", "train.py"],
                          cwd=tmp_path, capture_output=True, text=True)
     assert out.returncode == 0, out.stdout
+
+
+def sky(accelerators: str, run: str = "python train.py") -> str:
+    return f"name: sft\nresources:\n  accelerators: {accelerators}\nworkdir: .\nrun: |\n  {run}\n"
+
+
+def test_a_skypilot_task_that_runs_the_script_gives_its_gpu(lint):
+    found = lint(LLAMA_1B, files={"sky/task.yaml": sky("L4:1", run="cd .. && python train.py")})
+    # (`run` executes in the workdir; the script is found from the task's folder or the repository root)
+    assert codes(found) == ["TL202"]
+    assert "the L4 GPU (24.2 GB) the launch requests (sky/task.yaml:3)" in found[0][2]
+
+
+@pytest.mark.parametrize("accelerators, fires", [
+    ("L4:1", True), ("L4", True), ("{L4: 1}", True), ("[L4:1, nvidia_l4:1]", True),
+    ("A100:8", False),  # SkyPilot's A100 is its 40 GB card, but the name alone is ambiguous: no guess
+    ("[L4:1, A100-80GB:1]", False),  # SkyPilot may pick either
+    ("tpu-v4-8", False),
+])
+def test_skypilot_accelerators_grammar(lint, accelerators, fires):
+    found = lint(LLAMA_1B, files={"task.yaml": sky(accelerators)})
+    assert codes(found) == (["TL202"] if fires else [])
+
+
+def test_a_skypilot_task_that_runs_another_script_says_nothing(lint):
+    assert lint(LLAMA_1B, files={"task.yaml": sky("L4:1", run="python eval.py  # train.py runs elsewhere")}) == []
+
+
+def test_a_changed_gpu_request_is_not_hidden_by_the_result_cache(tmp_path):
+    (tmp_path / "train.py").write_text(LLAMA_1B)
+    job = tmp_path / "job.slurm"
+    job.write_text(slurm("--gres=gpu:a100_80gb:1", command="python train.py"))
+    run = lambda: subprocess.run([sys.executable, "-m", "trainlint", "check", "train.py"], cwd=tmp_path,
+                                 capture_output=True, text=True)
+    assert run().returncode == 0
+    job.write_text(slurm("--gres=gpu:l4:1", command="python train.py"))
+    assert run().returncode == 1
+    (tmp_path / "task.yaml").write_text(sky("A100-80GB:1"))  # now the launchers disagree: no GPU
+    assert run().returncode == 0

@@ -86,10 +86,12 @@ def _key(path: Path, settings: Settings, codes: frozenset[str]) -> str | None:
             h.update(repr([framework_release(resolved, f) for f in ("axolotl", "llamafactory")]).encode())
     if settings.discover_launches and _PARAMETER_BYTES.search(data):
         h.update(_launch_stamp(resolved, settings).encode())  # launchers and the configs they pass decide its values
-    elif settings.discover_launches and settings.gpu is None and not settings.gpus:
+    if settings.discover_launches and settings.gpu is None and not settings.gpus:
         from trainlint.launch.discover import _root, index_stamp
+        from trainlint.launch.skypilot import task_stamp
 
-        h.update(index_stamp(*_root(resolved.parent, settings.root.resolve())).encode())  # the GPU a launcher requests
+        where = _root(resolved.parent, settings.root.resolve())  # the GPU a launcher or a SkyPilot task requests
+        h.update((index_stamp(*where) + task_stamp(*where)).encode())
     return h.hexdigest()
 
 

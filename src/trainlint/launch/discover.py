@@ -129,7 +129,9 @@ def clear_caches() -> None:
     """Forget what was read (for a process that lints a tree more than once while it changes: tests, a server)."""
     from trainlint.facts.modules import clear_cache
 
-    for cached in (_root, launcher_files, index_stamp, _raw, read_launcher):
+    from trainlint.launch.skypilot import task_files
+
+    for cached in (_root, launcher_files, index_stamp, _raw, read_launcher, task_files):
         cached.cache_clear()
     clear_cache()
 

@@ -1,4 +1,5 @@
-"""The GPU a launch requests: a Slurm job's GPU type, read from srun / sbatch options and `#SBATCH` lines.
+"""The GPU a launch requests: a Slurm job's GPU type, read from srun / sbatch options and `#SBATCH` lines (and,
+for a script checked without a launch, a SkyPilot task's `accelerators`: launch/skypilot.py).
 
 The option grammar, from the sbatch(1) and srun(1) manual pages (slurm.schedmd.com/sbatch.html, Slurm 23.x+):
 - `--gres=<list>`: comma-delimited entries `name[[:type]:count]`, e.g. `--gres=gpu:kepler:2`; only entries named
@@ -116,6 +117,13 @@ def script_gpu(path, settings) -> tuple[LaunchGpu | None, str]:
                 found.append(gpu)
             elif note:
                 why.append(note)
+    from trainlint.launch.skypilot import task_gpus
+
+    for gpu, note in task_gpus(path, settings):  # `sky launch task.yaml`: its `resources.accelerators`
+        if gpu is not None:
+            found.append(gpu)
+        elif note:
+            why.append(note)
     if not found:
         return None, "; ".join(dict.fromkeys(why))
     other = next((g for g in found if g.capacity != found[0].capacity), None)
