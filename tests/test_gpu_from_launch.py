@@ -211,3 +211,10 @@ def test_a_changed_gpu_request_is_not_hidden_by_the_result_cache(tmp_path):
     assert run().returncode == 1
     (tmp_path / "task.yaml").write_text(sky("A100-80GB:1"))  # now the launchers disagree: no GPU
     assert run().returncode == 0
+
+
+def test_skypilot_any_of_alternatives_must_agree(lint):
+    task = "resources:\n  any_of:\n    - infra: aws\n      accelerators: L4:1\n    - infra: gcp\n      accelerators: {gpu}\n" \
+           "run: |\n  python train.py\n"
+    assert codes(lint(LLAMA_1B, files={"task.yaml": task.format(gpu="nvidia_l4")})) == ["TL202"]
+    assert codes(lint(LLAMA_1B, files={"task.yaml": task.format(gpu="A100-80GB:1")})) == []

@@ -12,8 +12,12 @@ stays ambiguous here, as everywhere in trainlint, though SkyPilot's catalog sepa
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
+from typing import Any
+
+from trainlint.diagnostics import Span
 
 from trainlint.launch.gpu import LaunchGpu
 
@@ -121,9 +125,12 @@ def _requested(reading, where: str) -> tuple[LaunchGpu | None, str]:
     return found[0], ""
 
 
+@dataclass(frozen=True)
 class _Item:
-    def __init__(self, value, span):
-        self.value, self.span = value, span
+    """One `any_of` / `ordered` alternative's accelerators, located at the list (its items carry no spans)."""
+
+    value: Any
+    span: Span
 
 
 def _names(value) -> list[str]:
