@@ -218,3 +218,14 @@ def test_skypilot_any_of_alternatives_must_agree(lint):
            "run: |\n  python train.py\n"
     assert codes(lint(LLAMA_1B, files={"task.yaml": task.format(gpu="nvidia_l4")})) == ["TL202"]
     assert codes(lint(LLAMA_1B, files={"task.yaml": task.format(gpu="A100-80GB:1")})) == []
+
+
+def test_estimate_judges_against_the_launch_gpu_unless_told_otherwise(tmp_path):
+    (tmp_path / "train.py").write_text(LLAMA_1B)
+    (tmp_path / "job.slurm").write_text(slurm("--gres=gpu:l4:1", command="python train.py"))
+    run = lambda *extra: subprocess.run([sys.executable, "-m", "trainlint", "estimate", *extra, "train.py"],
+                                        cwd=tmp_path, capture_output=True, text=True).stdout
+    out = run()
+    assert "verdict: L4 (22.5 GiB): does NOT fit" in out and "GPU L4: requested at job.slurm:2 (--gres=gpu:l4:1)" in out
+    told = run("--gpu", "A100-80GB")
+    assert "verdict: A100-80GB (80 GiB): fits" in told and "requested at" not in told

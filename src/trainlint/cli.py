@@ -336,6 +336,13 @@ def estimate(click_ctx, script, gpu, batch, seq, world_size, fmt, output, config
         reason = result.diagnostics[0].message if result.diagnostics else (result.skipped or "nothing to read")
         fail(f"{result.display}: {reason}")
     launch = result.context.launch
+    gpu_note = []
+    if chosen_gpu is None and not settings.gpus:  # no --gpu, no setting: the GPU the launch requests (launch/gpu.py)
+        requested, _why = result.context.launch_gpu
+        if requested is not None:
+            chosen_gpu = (requested.name, requested.capacity)
+            gpu_note = [f"GPU {requested.name}: requested at {requested.span.file}:{requested.span.line} "
+                        f"({requested.option})"]
     if world_size is None and launch.world_size is not None and launch.world_size.known:
         world_size = launch.world_size.value
     try:
@@ -350,7 +357,7 @@ def estimate(click_ctx, script, gpu, batch, seq, world_size, fmt, output, config
     if len(result.contexts) > 1:
         read.append(f"{len(result.contexts)} launches found; estimated under the first ({launch.label})")
     report = Report(result.display, f"{spec.id} ({plan.geometry.params / 1e9:.2f} B parameters; {source})",
-                    run_estimate(plan), chosen_gpu, tuple(read + notes), tuple(unknown))
+                    run_estimate(plan), chosen_gpu, tuple(read + gpu_note + notes), tuple(unknown))
     out = EST_FORMATS[fmt](report)
     if output:
         output.write_text(out, encoding="utf-8")
