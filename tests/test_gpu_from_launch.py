@@ -229,3 +229,20 @@ def test_estimate_judges_against_the_launch_gpu_unless_told_otherwise(tmp_path):
     assert "verdict: L4 (22.5 GiB): does NOT fit" in out and "GPU L4: requested at job.slurm:2 (--gres=gpu:l4:1)" in out
     told = run("--gpu", "A100-80GB")
     assert "verdict: A100-80GB (80 GiB): fits" in told and "requested at" not in told
+
+
+@pytest.mark.parametrize("task", [
+    "resources:\n  accelerators: 8\nrun: |\n  python train.py\n",
+    "resources:\n  accelerators: [L4:1\nrun: python train.py\n",  # YAML error
+    "resources: 3\naccelerators: L4\nrun: [python train.py]\n",
+    "resources:\n  any_of: {a: 1}\n  accelerators:\nrun: |\n  python train.py\n",
+    "run: |\n  python train.py\n# accelerators: L4:1\n",
+])
+def test_odd_skypilot_tasks_give_no_gpu_and_no_traceback(lint, task):
+    assert lint(LLAMA_1B, files={"task.yaml": task}) == []
+
+
+@pytest.mark.parametrize("option", ["--gres=gpu:", "--gres=gpu::1", "--gpus=:4", "--constraint=", "-C '&|'",
+                                    "--gres=,,", "--gpus-per-node=l4:", "--constraint=[*2]"])
+def test_odd_slurm_values_give_no_gpu(option):
+    assert _gpu(slurm(option, command="python train.py"))[0] is None

@@ -86,11 +86,14 @@ def _types(key: str, word: Word | None) -> list[tuple[str | None, str]]:
         if key == "gres":
             if parts[0] != "gpu" or len(parts) < 2 or (len(parts) == 2 and parts[1].isdigit()):
                 continue  # `gpu`, `gpu:2`, `mps:100`: no type
-            gpu_type = parts[1]
+            gpu_type, count = parts[1], parts[2:] or ["1"]
         else:
             if len(parts) < 2:
                 continue  # `--gpus=4`: no type
-            gpu_type = parts[0]
+            gpu_type, count = parts[0], parts[1:]
+        if len(count) != 1 or not count[0].isdigit():
+            out.append((None, f"`--{key.replace('_', '-')}={word.text}` is not `[type:]count` as Slurm reads it"))
+            continue
         name, note = gpu_of_type(gpu_type)
         out.append((name, note or f"`{gpu_type}`: GPU type not known to trainlint"))
     return out
