@@ -8,8 +8,9 @@ The option grammar, from the sbatch(1) and srun(1) manual pages (slurm.schedmd.c
   `[type:]<number>`, several types as a comma-separated list (`--gpus=volta:3,kepler:1`).
 - `-C, --constraint=<list>`: node features, combined with `&` (AND), `|` (OR), `[...]` (matching OR) and `*count`.
   A feature is the admin's word; only one that names a GPU model (knowledge/gpu_types.py) says which GPU.
-The options in job_options are innermost first (srun's own, then `#SBATCH`): the first type that resolves wins;
-one that does not resolve (ambiguous, unknown) only speaks when none does, and then the GPU is unknown.
+The options in job_options are innermost first (srun's own, then `#SBATCH`); every type that resolves must agree
+on the memory size (a feature may narrow `gpu:a100` down to `a100_80gb`), else the GPU is unknown. A type that
+does not resolve (ambiguous, unknown) only speaks when none does, and then the GPU is unknown too.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ class LaunchGpu:
 
 
 def requested_gpu(inv: Invocation, where: str) -> tuple[LaunchGpu | None, str]:
-    """The GPU the invocation's job options request, or None and why (''): no type asked for)."""
+    """The GPU the invocation's job options request, or None and why not ('' when no type is asked for)."""
     from trainlint.knowledge.gpus import GPUS, MIB
 
     found: list[LaunchGpu] = []
