@@ -1,6 +1,6 @@
 """Does the run fit the GPU it is meant for? The GPU a file's jobs run on (`--gpu`, `gpus` per path, `gpu`,
-else the GPU its launch requests: launch/gpu.py) and the run's estimate against it, shared by TL202 and TL701 so both judge with the same numbers as
-`trainlint estimate` (memory.estimate, with its CUDA context allowance)."""
+else the GPU its launch requests: launch/gpu.py) and the run's estimate against it, shared by TL202 and TL701
+so both judge with the same numbers as `trainlint estimate` (memory.estimate, with its CUDA context allowance)."""
 
 from __future__ import annotations
 
