@@ -70,6 +70,8 @@ def _gpu(text: str):
     (["--constraint=l4|a100-80gb"], "python train.py", None, None),  # either, with different memory
     ([], "GPU=l4\nsrun --gres=gpu:$GPU:1 python train.py", "L4", 3),  # the file's own variable
     ([], "srun --gres=gpu:$1:1 python train.py", None, None),  # set by the caller
+    ([], 'sbatch --gres=gpu:l4:1 --wrap "python train.py"', "L4", 2),
+    ([], "srun --gpus-per-node=a100_80gb:4 torchrun --nproc_per_node 4 train.py", "A100-80GB", 2),
 ])
 def test_slurm_option_grammar(header, command, gpu, line):
     found, note = _gpu(slurm(*header, command=command))
