@@ -77,9 +77,24 @@ def test_slurm_option_grammar(header, command, gpu, line):
     found, note = _gpu(slurm(*header, command=command))
     assert (found.name if found else None) == gpu
     if found is not None:
-        assert found.span.file == "job.slurm" and found.span.line == line
-    elif any(t in (header + [command])[-1] for t in ("h100:", "a100\n", "v100", "3g.", "rtx8000", "$1", ",a100", "|")):
-        assert note  # a type was named but does not resolve: --verbose says why
+        assert found.span.file == "job.slurm" and found.span.line == line and note == ""
+
+
+@pytest.mark.parametrize("header, command, why", [
+    (["--gres=gpu:h100:8"], "python train.py", "job.slurm:2: `h100` is ambiguous: the H100 is sold with 80 GB and "
+                                                "94 GB of memory"),
+    (["--constraint=a100"], "python train.py", "`a100` is ambiguous: the A100 is sold with 40 GB and 80 GB"),
+    (["--gres=gpu:a100_3g.40gb:1"], "python train.py", "is a MIG slice, not a whole GPU"),
+    (["--gres=gpu:rtx8000:1"], "python train.py", "`rtx8000`: GPU type not known to trainlint"),
+    (["--gpus=l4:1,a100-80gb:1"], "python train.py", "the launch requests both L4 (2) and A100-80GB (2)"),
+    (["--constraint=ampere"], "python train.py", "names an architecture, not a GPU model"),
+    ([], "srun --gres=gpu:$1:1 python train.py", "--gres is not known statically"),
+    (["--gres=gpu:4"], "python train.py", ""),  # nothing asked of a type: nothing to explain
+    (["--constraint=skylake"], "python train.py", ""),
+])
+def test_why_a_named_type_gives_no_gpu(header, command, why):
+    found, note = _gpu(slurm(*header, command=command))
+    assert found is None and (why in note if why else note == "")
 
 
 @pytest.mark.parametrize("name, gpu", [
