@@ -135,3 +135,30 @@ def test_tl301_advises_chunked_nll_only_where_trl_takes_it(tmp_path, pin, advice
     diag, fixed = lint(tmp_path, pin + "\ntransformers==4.57.6", SFT, "TL301")
     assert diag is not None and advice in diag["message"], diag
     assert ("chunked_nll" in diag["message"]) is (pin == "trl==1.4.0")
+
+
+AXOLOTL = '''base_model: {model}
+adapter: lora
+lora_r: 16
+sequence_len: 8192
+micro_batch_size: 2
+attn_implementation: eager
+bf16: auto
+'''
+
+
+@pytest.mark.parametrize("model, applicability, words", [
+    ("meta-llama/Llama-3.2-1B", "safe", "set attn_implementation: sdpa"),
+    # axolotl 0.19.0 pins transformers 5.16.1, where BLOOM has no SDPA: writing `sdpa` would fail the load
+    ("bigscience/bloom-560m", None, "bloom has no SDPA path"),
+    ("./local-ckpt", "unsafe", "set attn_implementation: sdpa"),  # architecture unknown
+])
+def test_framework_config_fix_follows_the_same_validity(tmp_path, model, applicability, words):
+    (tmp_path / "requirements.txt").write_text("axolotl==0.19.0\n")
+    (tmp_path / "ax.yml").write_text(AXOLOTL.format(model=model))
+    out = subprocess.run([sys.executable, "-m", "trainlint", "check", "--no-cache", "--select", "TL101",
+                          "--output-format", "json", "ax.yml"], cwd=tmp_path, capture_output=True, text=True,
+                         timeout=120)
+    [diag] = json.loads(out.stdout)
+    assert words in diag["message"]
+    assert (diag["fix"] and diag["fix"]["applicability"]) == applicability
