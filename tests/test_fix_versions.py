@@ -162,3 +162,13 @@ def test_framework_config_fix_follows_the_same_validity(tmp_path, model, applica
     [diag] = json.loads(out.stdout)
     assert words in diag["message"]
     assert (diag["fix"] and diag["fix"]["applicability"]) == applicability
+
+
+def test_inserted_kwargs_dict_follows_the_files_quotes(tmp_path):
+    script = ("from peft import LoraConfig, get_peft_model\n"
+              "from transformers import AutoModelForCausalLM, Trainer, TrainingArguments\n"
+              "model = AutoModelForCausalLM.from_pretrained('meta-llama/Llama-3.2-1B')\n"
+              "args = TrainingArguments(output_dir='o', gradient_checkpointing=True)\n"
+              "Trainer(model=get_peft_model(model, LoraConfig(r=8)), args=args).train()\n")
+    diag, fixed = lint(tmp_path, "transformers==4.46.3\npeft==0.13.2", script, "TL201")
+    assert diag is not None and "gradient_checkpointing_kwargs={'use_reentrant': False}" in fixed, fixed

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from trainlint.context import FileContext, is_peft_from_pretrained
-from trainlint.edits import insert_line_after, make_fix, set_keyword
+from trainlint.edits import insert_line_after, make_fix, non_reentrant_kwargs, set_keyword
 from trainlint.diagnostics import Span
 from trainlint.facts import Call, TrainerCall, Value
 from trainlint.facts.values import UNSET
@@ -290,8 +290,8 @@ def _fix(ctx: FileContext, wraps: list[PeftWrap], span: Span) -> dict | None:
     for call in ctx.facts.calls:
         if call.span == span and call.short in GC_ENABLE:
             kw = next((k for k in GC_KWARGS if call.has_kw(k)), GC_KWARGS[0])
-            edits = set_keyword(call, kw, '{"use_reentrant": False}', ctx.text)
-            return make_fix("safe", f'Pass {kw}={{"use_reentrant": False}}', *edits) if edits else None
+            edits = set_keyword(call, kw, non_reentrant_kwargs(ctx.text), ctx.text)
+            return make_fix("safe", f"Pass {kw}={non_reentrant_kwargs(ctx.text)}", *edits) if edits else None
     for trainer in ctx.facts.trainers:
         if trainer.call.span == span:
             args = ctx.trainer_args(trainer)
@@ -299,6 +299,6 @@ def _fix(ctx: FileContext, wraps: list[PeftWrap], span: Span) -> dict | None:
                 return None
             kw = "activation_checkpointing_kwargs" if args.call.has_kw("activation_checkpointing") else \
                 "gradient_checkpointing_kwargs"
-            edits = set_keyword(args.call, kw, '{"use_reentrant": False}', ctx.text)
-            return make_fix("safe", f'Pass {kw}={{"use_reentrant": False}}', *edits) if edits else None
+            edits = set_keyword(args.call, kw, non_reentrant_kwargs(ctx.text), ctx.text)
+            return make_fix("safe", f"Pass {kw}={non_reentrant_kwargs(ctx.text)}", *edits) if edits else None
     return None
