@@ -6,7 +6,9 @@ each file resolves to (settings, pins, `pip install` lines, installed, API-usage
 CORPUS/pyproject.toml for the second run and removed after. Prints, per rule, the fixes offered in each run and
 every finding whose fix differs (file, line, before / after).
 
-Usage: PYTHONPATH=src python bench/fix_versions.py CORPUS
+Usage: PYTHONPATH=src python bench/fix_versions.py CORPUS [BASE]
+BASE, optional, replaces "as resolved" by fixed versions for the first run, e.g.
+'{ transformers = "4.40.2", trl = "0.9.6", peft = "0.10.0" }' (what a file pinned to those would get).
 """
 
 from __future__ import annotations
@@ -40,18 +42,23 @@ def describe(fix: dict | None) -> str:
     return f"{fix['applicability']}: {fix['message']}"
 
 
-def main(corpus: Path) -> None:
+def main(corpus: Path, base: str | None) -> None:
     marker = corpus / "pyproject.toml"
     if marker.exists():
         sys.exit(f"{marker} exists: run on a corpus without a root pyproject.toml")
-    resolved, changed_resolved = findings(corpus)
+    if base:
+        marker.write_text(f"[tool.trainlint]\nversions = {base}\n")
+    try:
+        resolved, changed_resolved = findings(corpus)
+    finally:
+        marker.unlink(missing_ok=True)
     marker.write_text(NEWEST)
     try:
         newest, changed_newest = findings(corpus)
     finally:
         marker.unlink()
     files = sum(1 for p in corpus.rglob("*") if p.suffix in (".py", ".ipynb"))
-    print(f"corpus: {corpus} ({files} .py/.ipynb files)")
+    print(f"corpus: {corpus} ({files} .py/.ipynb files); first run: {base or 'versions as each file resolves'}")
     print(f"files --fix --unsafe-fixes would change: resolved {changed_resolved}, newest {changed_newest}\n")
     rows: Counter = Counter()
     for name, found in (("resolved", resolved), ("newest", newest)):
@@ -83,4 +90,4 @@ def main(corpus: Path) -> None:
 
 
 if __name__ == "__main__":
-    main(Path(sys.argv[1]).resolve())
+    main(Path(sys.argv[1]).resolve(), sys.argv[2] if len(sys.argv) > 2 else None)
