@@ -172,3 +172,17 @@ def test_inserted_kwargs_dict_follows_the_files_quotes(tmp_path):
               "Trainer(model=get_peft_model(model, LoraConfig(r=8)), args=args).train()\n")
     diag, fixed = lint(tmp_path, "transformers==4.46.3\npeft==0.13.2", script, "TL201")
     assert diag is not None and "gradient_checkpointing_kwargs={'use_reentrant': False}" in fixed, fixed
+
+
+@pytest.mark.parametrize("pin, offered", [
+    ("transformers==4.52.4", False),  # no "flash_attention_3" in 4.52.4's modeling_utils.py
+    ("transformers==4.53.0", True),   # 4.53.3 l.2306
+])
+def test_flash_attention_3_as_the_chosen_fix_needs_4_53(tmp_path, pin, offered):
+    (tmp_path / "pyproject.toml").write_text('[tool.trainlint]\nfix-attention = "flash_attention_3"\n')
+    diag, fixed = lint(tmp_path, pin, eager("meta-llama/Llama-3.1-8B"), "TL101")
+    assert diag is not None
+    if offered:
+        assert diag["fix"]["applicability"] == "unsafe" and 'attn_implementation="flash_attention_3"' in fixed
+    else:
+        assert diag["fix"] is None and "flash_attention_3 needs transformers >= 4.53" in diag["message"]
