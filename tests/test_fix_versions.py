@@ -186,3 +186,35 @@ def test_flash_attention_3_as_the_chosen_fix_needs_4_53(tmp_path, pin, offered):
         assert diag["fix"]["applicability"] == "unsafe" and 'attn_implementation="flash_attention_3"' in fixed
     else:
         assert diag["fix"] is None and "flash_attention_3 needs transformers >= 4.53" in diag["message"]
+
+
+LAUNCHED = '''from dataclasses import dataclass, field
+
+from transformers import AutoModelForCausalLM, HfArgumentParser
+
+
+@dataclass
+class Args:
+    model_name_or_path: str = field(default="gpt2")
+    attn_implementation: str = field(default="sdpa")
+    max_length: int = field(default=512)
+
+
+args, = HfArgumentParser((Args,)).parse_args_into_dataclasses()
+model = AutoModelForCausalLM.from_pretrained(args.model_name_or_path, attn_implementation=args.attn_implementation)
+'''
+RUN_SH = "python train.py --model_name_or_path EleutherAI/gpt-j-6b --attn_implementation eager --max_length 8192\n"
+
+
+@pytest.mark.parametrize("pin, launcher_after", [
+    ("transformers==4.38.2", RUN_SH),  # GPT-J: neither SDPA nor flash-attention 2 declared in 4.38
+    ("transformers==4.39.0", RUN_SH.replace("eager", "flash_attention_2")),
+])
+def test_a_launcher_value_is_rewritten_only_with_a_valid_value(tmp_path, pin, launcher_after):
+    (tmp_path / "train.py").write_text(LAUNCHED)
+    (tmp_path / "run.sh").write_text(RUN_SH)
+    (tmp_path / "requirements.txt").write_text(pin + "\n")
+    subprocess.run([sys.executable, "-m", "trainlint", "check", "--no-cache", "--select", "TL101", "--fix",
+                    "--unsafe-fixes", "."], cwd=tmp_path, capture_output=True, timeout=120)
+    assert (tmp_path / "run.sh").read_text() == launcher_after
+    assert (tmp_path / "train.py").read_text() == LAUNCHED
