@@ -85,3 +85,35 @@ def test_tl201_silence_on_the_installed_transformers_is_the_real_behaviour(tmp_p
         "assert args.use_liger_kernel is True\n", "")
     run = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, capture_output=True, text=True, timeout=600)
     assert run.returncode == 0 and run.stdout.strip().endswith("ok"), run.stderr[-3000:]
+
+
+FROZEN_FP32 = '''
+import torch
+from peft import LoraConfig, get_peft_model
+from transformers import AutoModelForCausalLM, Trainer, TrainingArguments
+
+model = AutoModelForCausalLM.from_pretrained({tiny!r})
+model = get_peft_model(model, LoraConfig(r=4, target_modules=['q_proj', 'v_proj']))
+
+if __name__ == "__main__":  # (not run by the check below: bf16 training needs a GPU)
+    args = TrainingArguments(output_dir="out", bf16=True, max_steps=1, report_to=[])
+    Trainer(model=model, args=args).train()
+'''
+
+
+def test_tl501_fixed_load_keyword_is_accepted_by_the_installed_transformers(tmp_path):
+    """The checkpoint is saved in fp32 and transformers 5 loads "auto": TL501 fires; its fix writes the keyword
+    the installed release takes (`dtype=` from 4.56), and the real from_pretrained then loads bf16 weights."""
+    tiny = tmp_path / "tiny-llama"
+    _tiny(tiny)
+    script = tmp_path / "train.py"
+    script.write_text(textwrap.dedent(FROZEN_FP32).lstrip().format(tiny=str(tiny)))
+    fixed = subprocess.run([sys.executable, "-m", "trainlint", "check", "--no-cache", "--select", "TL501", "--fix",
+                            "--unsafe-fixes", "train.py"], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert "Traceback" not in fixed.stderr and fixed.returncode == 0, fixed.stdout
+    assert "dtype=torch.bfloat16" in script.read_text()
+    check = ("import runpy, torch\nns = runpy.run_path(%r)\n"
+             "assert {p.dtype for n, p in ns['model'].named_parameters() if 'lora_' not in n} == {torch.bfloat16}\n"
+             "print('ok')\n" % str(script))
+    run = subprocess.run([sys.executable, "-c", check], cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0 and run.stdout.strip().endswith("ok"), run.stderr[-3000:]

@@ -30,7 +30,7 @@ def test_lora_base_without_dtype_on_transformers_4_is_flagged_with_the_saving(li
     assert message == ("LoRA's frozen base model is loaded in fp32 (no dtype given, and transformers 4.57.6 loads in "
                        "fp32 by default) while the run computes in bf16; it does not train, so its 8.03 B parameters "
                        "take ~32.1 GB in fp32 where bfloat16 takes ~16.1 GB: ~16.1 GB saved; load it with "
-                       "torch_dtype=torch.bfloat16")
+                       "dtype=torch.bfloat16")  # from_pretrained takes `dtype` from 4.56 (test_fix_versions.py)
 
 
 def test_transformers_5_loads_auto_so_a_bf16_checkpoint_is_not_fp32(lint):
@@ -54,7 +54,7 @@ def test_explicit_float32_fires_on_every_version_and_the_fix_says_dtype_on_5(tmp
 
 def test_fp16_runs_are_told_float16(lint):
     [(_, message)] = tl501(lint(LORA.replace("bf16=True", "fp16=True"), settings=V4))
-    assert "computes in fp16" in message and message.endswith("torch_dtype=torch.float16")
+    assert "computes in fp16" in message and message.endswith(" dtype=torch.float16")
 
 
 def test_fp32_checkpoint_loaded_auto_on_5(lint):

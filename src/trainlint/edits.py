@@ -38,6 +38,12 @@ def quote_of(text: str, span: Span | None = None) -> str:
     return "'" if singles > doubles else '"'
 
 
+def non_reentrant_kwargs(text: str) -> str:
+    """`{"use_reentrant": False}` in the file's prevailing quotes (the dict a TL201/TL202 fix writes)."""
+    q = quote_of(text)
+    return f"{{{q}use_reentrant{q}: False}}"
+
+
 def literal_in(text: str, span: Span) -> Span | None:
     """The one string literal written inside `span` on one line (`attn_implementation="eager"` -> `"eager"`)."""
     lines = source_lines(text)

@@ -65,6 +65,10 @@ def adapt(diag: Diagnostic, mapped: Mapped, text: str, fix_attention: str, model
 def _tl101(diag: Diagnostic, mapped: Mapped, text: str, fix_attention: str, model_type: str | None) -> Diagnostic:
     softcapped = model_type in SOFTCAPPED
     keys = mapped.keys
+    if diag.fix is None and "no fix" in diag.message:
+        # the rule found no edit valid for the targeted transformers and architecture (tl101 plan_fix): the
+        # framework's key would load the same attention, so no key is written either (issue 19)
+        return diag
     target = "flex_attention" if softcapped and fix_attention == "sdpa" else fix_attention
     if mapped.framework == K.LLAMAFACTORY:
         target = "flash_attention_2" if softcapped and fix_attention == "sdpa" else fix_attention
@@ -91,7 +95,8 @@ def _tl101(diag: Diagnostic, mapped: Mapped, text: str, fix_attention: str, mode
     legacy = next((name for name, impl in K.AXOLOTL_LEGACY_ATTENTION if impl == "eager" and name in keys.top), None)
     if legacy is not None:
         message = message.replace("attn_implementation: eager", f"{legacy}: true")
-    safe = target == "sdpa" and not softcapped
+    # the rule could not tell whether this architecture takes the value in the targeted transformers: unsafe
+    safe = target == "sdpa" and not softcapped and "so the fix is unsafe" not in diag.message
     fix = None
     entry = keys.top.get("attn_implementation")
     if entry is not None and isinstance(entry.value, str):

@@ -24,7 +24,9 @@ EAGER_BY_DEFAULT_5X = frozenset({"gemma2", "gpt_oss", "bloom", "mpt"})
 # `_supports_sdpa = False  # sdpa does not support softcapping` from 5.21.0 (l.352); read in the wheels.
 EAGER_BY_DEFAULT_SINCE = {"gemma2": (5, 21)}
 # Architectures whose attention has a logit softcap, which SDPA cannot express (gemma2 source comment).
-SOFTCAPPED = frozenset({"gemma2"})
+# t5gemma and vaultgemma: `attn_logit_softcapping` defaults to 50.0 in their configs, as gemma2's (5.24.0
+# models/t5gemma/configuration_t5gemma.py, models/vaultgemma/configuration_vaultgemma.py); gemma3's defaults to None.
+SOFTCAPPED = frozenset({"gemma2", "t5gemma", "vaultgemma"})
 
 # SDPA became the default attention in transformers 4.36 (`_autoset_attn_implementation`); before it,
 # eager was used unless the script chose flash-attention (`use_flash_attention_2=True`).
@@ -38,8 +40,19 @@ SDPA_DEFAULT_SINCE = (4, 36)
 GC_KWARGS_SINCE = (4, 35)
 # `use_liger_kernel`: a TrainingArguments field from transformers 4.45.0 (training_args.py l.1507; knowledge/arguments.json).
 LIGER_FIELD_SINCE = (4, 45)
+# "flash_attention_3": accepted from 4.53.0 (4.53.3 modeling_utils.py l.2306; no "flash_attention_3" in 4.52.4's).
 ATTN_IMPLEMENTATION_SINCE = {"eager": (4, 36), "sdpa": (4, 36), "flash_attention_2": (4, 36),
-                             "flex_attention": (4, 47)}
+                             "flex_attention": (4, 47), "flash_attention_3": (4, 53)}
+# `from_pretrained(dtype=...)`: 4.56.0 modeling_utils.py from_pretrained l.4751 `dtype = kwargs.pop("dtype", None)`
+# (`torch_dtype` still popped, with a deprecation warning, in 4.56-5.x); 4.55.4 pops only `torch_dtype` (l.4622),
+# so `dtype=` there is an unknown keyword that reaches the model's __init__.
+DTYPE_KEYWORD_SINCE = (4, 56)
+# `PreTrainedModel.enable_input_require_grads`: 4.27.0 modeling_utils.py l.1150; not in 4.26.1.
+INPUT_REQUIRE_GRADS_SINCE = (4, 27)
+# The flash-attention flag was `_supports_flash_attn_2` up to 4.53 (4.53.3 models/llama/modeling_llama.py l.324) and
+# `_supports_flash_attn` from 4.54 (4.54.1 l.316); attention_defaults.json read the old name only, so its
+# flash_attention_2 states count up to 4.53.
+_FA2_FLAG_READ_UNTIL = (4, 53)
 
 # Values `attn_implementation` accepts in 5.24.0 that never materialise the S x S scores
 # (AttentionInterface._global_mapping, modeling_utils.py l.5243), plus hub kernels ("org/repo").
@@ -50,6 +63,10 @@ EAGER = frozenset({"eager", "paged|eager"})
 # TrainingArguments defaults, identical in 4.57.6 and 5.24.0 (dataclasses.fields, training_args.py).
 TRAINING_ARGS_DEFAULTS = {"per_device_train_batch_size": 8, "gradient_accumulation_steps": 1,
                           "auto_find_batch_size": False, "use_liger_kernel": False, "label_smoothing_factor": 0.0}
+
+# `SFTConfig(loss_type="chunked_nll")`: TRL 1.4.0 sft_config.py l.264-268 lists it; 1.3.0's loss_type (l.256) has
+# only "nll" / "dft" (an unknown value is rejected when the trainer builds its loss).
+CHUNKED_NLL_SINCE = (1, 4)
 
 # TRL SFTConfig.max_length default (trl/trainer/sft_config.py); `max_seq_length` before 0.20.
 SFT_MAX_LENGTH_DEFAULT = 1024
@@ -92,17 +109,45 @@ def _attention_data() -> dict:
 def sdpa_supported(model_type: str, transformers: LibraryVersion) -> bool | None:
     """Whether an architecture declares `_supports_sdpa = True` in a transformers 4.36-4.57 release line (read
     from that line's last patch release, scripts/gen_attention_defaults.py); None when not read or not literal."""
+    return _flag(model_type, transformers, "sdpa")
+
+
+def _flag(model_type: str, transformers: LibraryVersion, key: str) -> bool | None:
     line = ".".join(str(p) for p in transformers.tuple[:2])
     data = _attention_data()
     if line not in data["release_lines"]:
         return None
     folder = _MODULE_OF.get(model_type, model_type.replace("-", "_"))
-    states = data["folders"].get(folder, {}).get("sdpa", {})
+    states = data["folders"].get(folder, {}).get(key, {})
     if line in states.get("true", ()):
         return True
     if line in states.get("false", ()):
         return False
     return None
+
+
+def attention_supported(model_type: str | None, impl: str, transformers: LibraryVersion) -> bool | None:
+    """Whether `attn_implementation=impl` loads for this architecture in this transformers release: False when the
+    keyword or value does not exist yet, or the class declares no support (from_pretrained raises on an explicit
+    request); None when not read (model unknown, a per-architecture flag not in attention_defaults.json)."""
+    since = ATTN_IMPLEMENTATION_SINCE.get(impl)
+    if since is None:
+        return None  # a hub kernel ("org/repo"), "paged|...": not read
+    if not transformers.at_least(*since):
+        return False
+    if model_type is None:
+        return None
+    if impl == "eager":
+        return True
+    if impl == "sdpa":
+        if transformers.at_least(5):
+            # default_attention's reading of 5.x: every architecture but the eager-by-default ones has SDPA
+            return not (model_type in EAGER_BY_DEFAULT_5X and
+                        transformers.at_least(*EAGER_BY_DEFAULT_SINCE.get(model_type, (5,))))
+        return sdpa_supported(model_type, transformers)
+    if impl == "flash_attention_2" and not transformers.at_least(_FA2_FLAG_READ_UNTIL[0], _FA2_FLAG_READ_UNTIL[1] + 1):
+        return _flag(model_type, transformers, "flash_attention_2")
+    return None  # flex_attention, flash_attention_3, 5.x flash-attention: per-architecture flags not read
 
 
 def sft_loss_is_chunked(trl: LibraryVersion, loss_type: object, use_liger: bool) -> bool | None:

@@ -5,6 +5,8 @@ Docs: rules/TL101.md. Library facts: trainlint/knowledge/libraries.py (default_a
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from trainlint.context import FileContext
 from trainlint.edits import literal_in, launch_value_fix, make_fix, quote_of, replace, set_keyword
 from trainlint.facts import ModelLoad
@@ -60,8 +62,7 @@ def check(self: Rule, ctx: FileContext):
         if impl is None or not _is_eager(impl):
             continue
         softcapped = spec is not None and spec.model_type in libraries.SOFTCAPPED
-        instead = ('"flash_attention_2" or "flex_attention" (SDPA cannot express its logit softcap)' if softcapped
-                   else '"sdpa" or "flash_attention_2"')
+        plan = plan_fix(ctx, spec.model_type if spec else None, softcapped)
         batch = ctx.batch
         heads = spec.num_heads if spec else None
         size = dtype_bytes(model.dtype.value if model.dtype.known and isinstance(model.dtype.value, str) else None)
@@ -79,37 +80,67 @@ def check(self: Rule, ctx: FileContext):
         diag = self.diagnostic(
             ctx, model.anchor,
             f"eager attention at sequence length {seq.value:,} ({why}): {cost}; "
-            f"{_what_to_do(ctx, instead, softcapped)}",
+            f"{plan.advice}",
             model.attn_implementation, seq,
         )
-        yield with_fit_note(ctx, diag.with_fix(_fix(ctx, model, softcapped)), attention="sdpa")
+        yield with_fit_note(ctx, diag.with_fix(_fix(ctx, model, plan)), attention="sdpa")
 
 
-def _what_to_do(ctx: FileContext, instead: str, softcapped: bool) -> str:
-    """What the message advises: a keyword the targeted transformers accepts, else what would be needed."""
-    target = "flex_attention" if softcapped and ctx.settings.fix_attention == "sdpa" else ctx.settings.fix_attention
-    since = libraries.ATTN_IMPLEMENTATION_SINCE.get(target, libraries.SDPA_DEFAULT_SINCE)
+@dataclass(frozen=True)
+class Plan:
+    """What TL101 may write for the targeted transformers and architecture: `target` None means no fix."""
+
+    target: str | None
+    safe: bool
+    advice: str  # the message's last clause: what to do, and why there is no fix or why it is unsafe
+
+
+def plan_fix(ctx: FileContext, model_type: str | None, softcapped: bool) -> Plan:
+    """The attention the fix sets, valid for the file's transformers (libraries.attention_supported): the keyword
+    from 4.36, each value from its release, SDPA only on architectures that declare it (an explicit unsupported
+    request raises at load), never SDPA on a softcapped architecture (it drops the softcap: different numerics)."""
     tv = ctx.versions.transformers
     if not tv.at_least(*libraries.SDPA_DEFAULT_SINCE):
-        return (f"attn_implementation needs transformers >= 4.36 and this file targets {tv.version}: upgrade it, or "
-                f"load with use_flash_attention_2=True (needs the flash-attn package and a CUDA GPU); no fix offered")
-    if not tv.at_least(*since):
-        return (f"set attn_implementation={instead} ({target} needs transformers >= {'.'.join(map(str, since))}; "
-                f"this file targets {tv.version}, so no fix is offered)")
-    return f"set attn_implementation={instead}"
-
-
-def _fix(ctx: FileContext, model: ModelLoad, softcapped: bool) -> dict | None:
-    """Ruff's contract: SDPA computes the same attention as eager (the default for these architectures
-    in transformers 5), so switching is safe; anything that needs an extra package or drops outputs
-    the script asked for (output_attentions) is unsafe."""
+        return Plan(None, False, f"attn_implementation needs transformers >= 4.36 and this file targets {tv.version}: "
+                                 f"upgrade it, or load with use_flash_attention_2=True (needs the flash-attn package "
+                                 f"and a CUDA GPU); no fix offered")
     target = ctx.settings.fix_attention
     if softcapped and target == "sdpa":
         target = "flex_attention"
+    instead = ('"flash_attention_2" or "flex_attention" (SDPA cannot express its logit softcap)' if softcapped
+               else '"sdpa" or "flash_attention_2"')
     since = libraries.ATTN_IMPLEMENTATION_SINCE.get(target)
-    if since is not None and not ctx.versions.transformers.at_least(*since):
-        return None  # the keyword (or that value) does not exist in the targeted version: see _no_fix_why
-    safe = target == "sdpa" and not softcapped
+    if since is not None and not tv.at_least(*since):
+        return Plan(None, False, f"set attn_implementation={instead} ({target} needs transformers >= "
+                                 f"{'.'.join(map(str, since))}; this file targets {tv.version}, so no fix is offered)")
+    arch = model_type or "this model"
+    supported = libraries.attention_supported(model_type, target, tv)
+    if supported is False and target == "sdpa":
+        flash = libraries.attention_supported(model_type, "flash_attention_2", tv)
+        if flash:
+            return Plan("flash_attention_2", False,
+                        f'set attn_implementation="flash_attention_2" ({arch} has no SDPA path in transformers '
+                        f'{tv.version}; flash-attention needs the flash-attn package and a CUDA GPU)')
+        paths = ("neither an SDPA nor a flash-attention path" if flash is False else
+                 "no SDPA path (and whether flash_attention_2 loads for it is not known)")
+        return Plan(None, False, f"{arch} has {paths} in transformers {tv.version} (_supports_sdpa): "
+                                 f"upgrade transformers or shorten the sequence; no fix offered")
+    if supported is False:
+        return Plan(None, False, f"{arch} does not support {target} in transformers {tv.version}; no fix offered")
+    if supported is None:
+        return Plan(target, False, f"set attn_implementation={instead} (whether {arch} supports {target} in "
+                                   f"transformers {tv.version} is not known, so the fix is unsafe)")
+    return Plan(target, target == "sdpa" and not softcapped, f"set attn_implementation={instead}")
+
+
+def _fix(ctx: FileContext, model: ModelLoad, plan: Plan) -> dict | None:
+    """Ruff's contract: SDPA computes the same attention as eager on an architecture that declares it, so
+    switching is safe; anything that needs an extra package, is not known to load for this architecture, or
+    drops outputs the script asked for (output_attentions) is unsafe."""
+    target = plan.target
+    if target is None:
+        return None  # no valid edit for the targeted version: the message says what is needed
+    safe = plan.safe
     q = quote_of(ctx.text, model.call.kw_span("attn_implementation"))  # the literal's own quotes, else the file's
     value = f"{q}{target}{q}"
     applicability = "safe" if safe else "unsafe"

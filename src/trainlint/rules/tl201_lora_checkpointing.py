@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from trainlint.context import FileContext, is_peft_from_pretrained
-from trainlint.edits import insert_line_after, make_fix, set_keyword
+from trainlint.edits import insert_line_after, make_fix, non_reentrant_kwargs, set_keyword
 from trainlint.diagnostics import Span
 from trainlint.facts import Call, TrainerCall, Value
 from trainlint.facts.values import UNSET
@@ -255,8 +255,21 @@ def check(self: Rule, ctx: FileContext):
     symptom = _symptom(ctx)
     for span, why, decided in findings[:1]:
         diag = self.diagnostic(ctx, span, f"LoRA with reentrant checkpointing and nothing enabling input grads "
-                                          f"({why}): {symptom}; {FIX}", *decided)
+                                          f"({why}): {symptom}; {_advice(ctx)}", *decided)
         yield diag.with_fix(_fix(ctx, wraps, span))
+
+
+def _advice(ctx: FileContext) -> str:
+    """FIX, less what the targeted transformers does not have (issue 19)."""
+    tv = ctx.versions.transformers
+    if not tv.at_least(*libraries.INPUT_REQUIRE_GRADS_SINCE):
+        return (f"enable_input_require_grads needs transformers >= 4.27 and gradient_checkpointing_kwargs >= 4.35; "
+                f"this file targets {tv.version}: upgrade it, or register a forward hook on the input embeddings "
+                f"that calls output.requires_grad_(True); no fix offered")
+    if not tv.at_least(*libraries.GC_KWARGS_SINCE):
+        return (f"call model.enable_input_require_grads() before training (gradient_checkpointing_kwargs needs "
+                f"transformers >= 4.35; this file targets {tv.version})")
+    return FIX
 
 
 def _fix(ctx: FileContext, wraps: list[PeftWrap], span: Span) -> dict | None:
@@ -267,7 +280,7 @@ def _fix(ctx: FileContext, wraps: list[PeftWrap], span: Span) -> dict | None:
             edits = set_keyword(call, "use_reentrant", "False", ctx.text)
             return make_fix("safe", "Pass use_reentrant=False", *edits) if edits else None
     named = [w for w in wraps if w.variable]
-    if named:
+    if named and ctx.versions.transformers.at_least(*libraries.INPUT_REQUIRE_GRADS_SINCE):  # the method from 4.27
         wrap = named[-1]
         return make_fix("safe", f"Call {wrap.variable}.enable_input_require_grads() after get_peft_model",
                         insert_line_after(wrap.call.span.end_line, f"{wrap.variable}.enable_input_require_grads()",
@@ -277,8 +290,8 @@ def _fix(ctx: FileContext, wraps: list[PeftWrap], span: Span) -> dict | None:
     for call in ctx.facts.calls:
         if call.span == span and call.short in GC_ENABLE:
             kw = next((k for k in GC_KWARGS if call.has_kw(k)), GC_KWARGS[0])
-            edits = set_keyword(call, kw, '{"use_reentrant": False}', ctx.text)
-            return make_fix("safe", f'Pass {kw}={{"use_reentrant": False}}', *edits) if edits else None
+            edits = set_keyword(call, kw, non_reentrant_kwargs(ctx.text), ctx.text)
+            return make_fix("safe", f"Pass {kw}={non_reentrant_kwargs(ctx.text)}", *edits) if edits else None
     for trainer in ctx.facts.trainers:
         if trainer.call.span == span:
             args = ctx.trainer_args(trainer)
@@ -286,6 +299,6 @@ def _fix(ctx: FileContext, wraps: list[PeftWrap], span: Span) -> dict | None:
                 return None
             kw = "activation_checkpointing_kwargs" if args.call.has_kw("activation_checkpointing") else \
                 "gradient_checkpointing_kwargs"
-            edits = set_keyword(args.call, kw, '{"use_reentrant": False}', ctx.text)
-            return make_fix("safe", f'Pass {kw}={{"use_reentrant": False}}', *edits) if edits else None
+            edits = set_keyword(args.call, kw, non_reentrant_kwargs(ctx.text), ctx.text)
+            return make_fix("safe", f"Pass {kw}={non_reentrant_kwargs(ctx.text)}", *edits) if edits else None
     return None

@@ -8,7 +8,7 @@ against the GPU as `trainlint estimate` does (rules/fit.py).
 from __future__ import annotations
 
 from trainlint.context import FileContext
-from trainlint.edits import make_fix, replace, set_keyword
+from trainlint.edits import make_fix, non_reentrant_kwargs, replace, set_keyword
 from trainlint.knowledge import libraries
 from trainlint.memory import fmt_bytes
 from trainlint.rules.base import Rule, rule
@@ -77,7 +77,7 @@ def _fix(ctx: FileContext, lora: bool) -> dict | None:
     needs_kwargs = lora and args.get("gradient_checkpointing_kwargs").unset
     if needs_kwargs and not ctx.versions.transformers.at_least(*libraries.GC_KWARGS_SINCE):
         return None
-    extra = ', gradient_checkpointing_kwargs={"use_reentrant": False}' if needs_kwargs else ""
+    extra = f", gradient_checkpointing_kwargs={non_reentrant_kwargs(ctx.text)}" if needs_kwargs else ""
     if value.known:
         span = args.call.kw_span("gradient_checkpointing")
         if value.via != "literal" or span is None or (value.origin is not None and value.origin.file):

@@ -195,7 +195,7 @@ def _trainer_diagnostic(self: Rule, ctx: FileContext, trainer: TrainerCall):
             return None
         return _diagnose(self, ctx, model, trainer.call.span,
                          f"SFTTrainer builds the full logits because of {forced_by}", "drop it to keep TRL's chunked loss")
-    fix = ('set loss_type="chunked_nll"' if trl.at_least(1, 4) else "upgrade TRL to >= 1.15 (chunked loss by default)"
+    fix = ('set loss_type="chunked_nll"' if trl.at_least(*libraries.CHUNKED_NLL_SINCE) else "upgrade TRL to >= 1.15 (chunked loss by default)"
            ) + " or " + _liger_fix(ctx)
     return _diagnose(self, ctx, model, trainer.call.span,
                      f"SFTTrainer in TRL {trl.version} computes an unfused cross-entropy", fix)

@@ -18,6 +18,7 @@ import re
 from trainlint.context import FileContext
 from trainlint.edits import make_fix, replace, set_keyword
 from trainlint.facts import ArgsObject, ModelLoad
+from trainlint.knowledge import libraries
 from trainlint.memory import fmt_bytes
 from trainlint.rules.base import Rule, rule
 
@@ -87,7 +88,7 @@ def _cast_later(ctx: FileContext, model: ModelLoad) -> bool:
 
 
 @rule("TL501", "frozen-weights-in-fp32", "weights and precision",
-      "Load frozen weights in 16 bit: dtype=torch.bfloat16 (torch_dtype= before transformers 5).")
+      "Load frozen weights in 16 bit: dtype=torch.bfloat16 (torch_dtype= before transformers 4.56).")
 def check(self: Rule, ctx: FileContext):
     args = ctx.main_args
     precision = computes_in_16_bit(ctx, args)
@@ -108,7 +109,8 @@ def check(self: Rule, ctx: FileContext):
                     f"~{fmt_bytes(2 * n)}: ~{fmt_bytes(2 * n)} saved")
         else:
             cost = "half of its weight memory would be saved"
-        keyword = "dtype" if ctx.versions.transformers.at_least(5) else "torch_dtype"
+        # `dtype=` is a from_pretrained keyword from 4.56.0 (libraries.DTYPE_KEYWORD_SINCE); before, `torch_dtype=`
+        keyword = "dtype" if ctx.versions.transformers.at_least(*libraries.DTYPE_KEYWORD_SINCE) else "torch_dtype"
         message = (f"{role} is loaded in fp32 ({why}) while the run computes in {precision}; it does not train, so "
                    f"{cost}; load it with {keyword}=torch.{target}")
         yield self.diagnostic(ctx, model.anchor, message, model.dtype).with_fix(_fix(ctx, model, keyword, target))
@@ -128,6 +130,9 @@ def _fix(ctx: FileContext, model: ModelLoad, keyword: str, target: str) -> dict 
         span = model.call.kw_span(name)
         if dtype.via != "literal" or span is None:
             return None
-        return make_fix("unsafe", message, replace(span, f"{name}={value}"))
+        # the keyword the script wrote (torch_dtype= loads in every release), unless it is a `dtype=` the targeted
+        # release does not take (before 4.56)
+        written = name if name == "torch_dtype" else keyword
+        return make_fix("unsafe", f"Load with {written}={value}", replace(span, f"{written}={value}"))
     edits = set_keyword(model.call, keyword, value, ctx.text)
     return make_fix("unsafe", message, *edits) if edits else None
