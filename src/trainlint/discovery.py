@@ -103,3 +103,12 @@ def _root(here: Path, settings_root: Path) -> tuple[Path, bool]:
     if settings_root in (here, *here.parents):
         return settings_root, True
     return here, False
+
+
+def file_stamp(path: str) -> str:
+    """A file's size and modification time ("missing" when it is gone): what the caches compare."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return "missing"
+    return f"{st.st_size}:{st.st_mtime_ns}"

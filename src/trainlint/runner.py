@@ -15,6 +15,7 @@ from trainlint import __version__
 from trainlint.atomic import write_bytes_atomic
 from trainlint.config import Settings
 from trainlint.diagnostics import Diagnostic, Span
+from trainlint.discovery import file_stamp as _stamp
 from trainlint.lint import lint_file
 
 CACHE_DIR = ".trainlint_cache"
@@ -195,14 +196,6 @@ def merge_reached(outcomes: list[Outcome]) -> list[Outcome]:
         if any(oid == id(o) for oid, _ in drop):
             o.diagnostics = [d for k, d in enumerate(o.diagnostics) if (id(o), k) not in drop]
     return outcomes
-
-
-def _stamp(path: str) -> str:
-    try:
-        st = os.stat(path)
-    except OSError:
-        return "missing"
-    return f"{st.st_size}:{st.st_mtime_ns}"
 
 
 def _reached_changed(reached: dict[str, str]) -> bool:

@@ -82,9 +82,15 @@ def read_launcher(path: Path) -> Indexed:
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         return Indexed((), (LaunchProblem(path, _origin(), f"not UTF-8 ({exc.reason} at byte {exc.start})"),))
+    return _read_stored(text, path, raw)
+
+
+def _read_stored(text: str, path: Path, raw: bytes) -> Indexed:
+    """read_launch_text through the store: text read before with the same bytes (and the files it sources
+    unchanged) is not lexed again."""
     from trainlint.launch import store
 
-    stored = store.load(path, raw)  # read before with the same bytes (and the files it sources unchanged)
+    stored = store.load(path, raw)
     if stored is not None:
         return Indexed(*stored)
     read: list[str] = []
@@ -346,16 +352,7 @@ def base_launch(launch: Launch, script: Path, facts: ScriptFacts, versions: Vers
 
 def _read_base(text: str, launcher: Path) -> Indexed:
     """The launcher's text at the git base, read through the store (an unchanged launcher is not lexed again)."""
-    from trainlint.launch import store
-
-    raw = text.encode("utf-8")
-    stored = store.load(launcher, raw)
-    if stored is not None:
-        return Indexed(*stored)
-    read: list[str] = []
-    indexed = read_launch_text(text, launcher, read)
-    store.save(launcher, raw, indexed.invocations, indexed.problems, read)
-    return indexed
+    return _read_stored(text, launcher, text.encode("utf-8"))
 
 
 CONFIG_SUFFIXES = (".yaml", ".yml", ".json")

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from dataclasses import fields, is_dataclass
 from pathlib import Path
 
 from trainlint.diagnostics import Span
+from trainlint.discovery import file_stamp as _stamp
 from trainlint.launch.model import Invocation, LaunchProblem, Word
 
 _TYPES = {cls.__name__: cls for cls in (Span, Word, Invocation, LaunchProblem)}
@@ -48,12 +48,6 @@ def _decode(data):
     return data
 
 
-def _stamp(path: str) -> str:
-    try:
-        st = os.stat(path)
-    except OSError:
-        return "missing"
-    return f"{st.st_size}:{st.st_mtime_ns}"
 
 
 def _entry(path: Path, raw: bytes) -> Path | None:
