@@ -117,7 +117,7 @@ def check(click_ctx, paths, select, ignore, extend_select, output_format, exit_z
 
     A script is checked under each launch found for it in its repository (shell and Slurm launchers,
     README commands). Arguments after `--` are the script's own command line: then only that launch."""
-    from trainlint.lint import enabled_codes
+    from trainlint.codes import enabled_codes
     from trainlint.report import render
     from trainlint.report.formats import statistics as stats_text
 

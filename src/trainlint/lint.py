@@ -24,6 +24,7 @@ from trainlint.launch.model import Launch
 from trainlint.facts.names import INTERESTING_SHORTS, LIGER_APPLY_RE, MODEL_CLASS_RE, NOT_REPOSITORY_MODULES
 from trainlint.knowledge.versions import decide_versions
 from trainlint.rules import META_RULES, REGISTRY
+from trainlint.codes import enabled_codes  # noqa: F401  (re-exported)
 from trainlint.source import Source, Unreadable, read_source
 
 # A file that matches none of these cannot produce a finding, so it is never parsed.
@@ -53,19 +54,6 @@ class FileResult:
         for ctx in self.contexts:
             lines.extend(line for line in ctx.verbose_lines() if line not in lines or line.startswith("  "))
         return lines
-
-
-def enabled_codes(settings: Settings, select=None, ignore=None, extend_select=None) -> set[str]:
-    """Ruff's semantics: the most specific matching prefix decides; at equal length, ignore wins."""
-    chosen = list(select if select else settings.select) + list(extend_select or ()) + list(settings.extend_select)
-    ignored = list(settings.ignore) + list(ignore or ())
-    out = set()
-    for code in [*REGISTRY, *META_RULES]:
-        best_sel = max((len(p) for p in chosen if code.startswith(p)), default=-1)
-        best_ign = max((len(p) for p in ignored if code.startswith(p)), default=-1)
-        if best_sel > best_ign:
-            out.add(code)
-    return out
 
 
 def _meta(code: str, display: str, message: str, line: int = 1, col: int = 1) -> Diagnostic:

@@ -16,7 +16,6 @@ from trainlint.atomic import write_bytes_atomic
 from trainlint.config import Settings
 from trainlint.diagnostics import Diagnostic, Span
 from trainlint.discovery import file_stamp as _stamp
-from trainlint.lint import lint_file
 
 CACHE_DIR = ".trainlint_cache"
 # `-j auto` goes parallel only past both: each worker imports LibCST and warms up anew (~0.2 s of CPU),
@@ -41,6 +40,8 @@ class Outcome:
 
 
 def _lint_one(args: tuple[Path, Settings, frozenset[str], bool]) -> Outcome:
+    from trainlint.lint import lint_file  # (only when something is not in the cache: LibCST, the rules...)
+
     path, settings, codes, verbose = args
     result = lint_file(path, settings, set(codes))
     lines = result.verbose_lines() if verbose else []

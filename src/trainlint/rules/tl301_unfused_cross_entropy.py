@@ -14,7 +14,6 @@ from trainlint.diagnostics import Span
 from trainlint.facts import Call, ModelLoad, TrainerCall, Value
 from trainlint.facts.values import UNKNOWN, UNSET, library_default
 from trainlint.knowledge import libraries, trl_trainers
-from trainlint.knowledge.arguments import library_fields
 from trainlint.knowledge.heads import computes_vocab_logits
 from trainlint.memory import dtype_bytes, fmt_bytes, logits_bytes, loss_peak_bytes
 from trainlint.rules.base import Rule, rule
@@ -111,6 +110,8 @@ def _completion_length(ctx: FileContext, trainer: TrainerCall, args) -> Value:
             return value
         if not value.unset:
             return UNKNOWN
+        from trainlint.knowledge.arguments import library_fields  # (lazy: ~10 ms to import)
+
         fields = library_fields(args.class_name, ctx.versions)
         info = fields.get("max_completion_length") if fields else None
         if info is not None and isinstance(info.default, int) and not isinstance(info.default, bool):
