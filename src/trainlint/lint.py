@@ -15,7 +15,7 @@ from pathlib import Path
 from trainlint.config import Settings
 from trainlint.context import FileContext
 from trainlint.diagnostics import Diagnostic, Span
-from trainlint.discovery import LAUNCHERS, relative
+from trainlint.discovery import LAUNCHERS, relative, repo_root
 from trainlint.discovery import display as _display
 from trainlint.edits import source_lines
 from trainlint.facts import extract_facts
@@ -144,7 +144,7 @@ def _lint_file(path: Path, settings: Settings, codes: set[str], text: str | None
 def lint_launcher(path: Path, settings: Settings, codes: set[str]) -> FileResult:
     """A shell launcher: what cannot be read in it (TL005) and the scripts it runs that do not exist (TL006).
     The scripts it launches are checked under it when they are linted."""
-    from trainlint.launch.discover import read_launcher, repo_root, target_of
+    from trainlint.launch.discover import read_launcher, target_of
 
     display = _display(path)
     result = FileResult(path, display, skipped="launcher (its scripts are checked under it)")
@@ -298,32 +298,8 @@ def lint_text(path: Path, text: str, settings: Settings, codes: set[str], raw: b
         from trainlint.facts.walk import statement_starts  # (positions are placed with the ast already parsed)
 
         starts = statement_starts(tree) if tree is not None else None
-        facts = extract_facts(module, display, text, starts)
-        if facts.hops and settings.follow_hops > 0 and not facts.declares_parameters:
-            from trainlint.facts.modules import parse_helpers, with_parse_helpers
-            from trainlint.discovery import repo_root
-
-            helpers = parse_helpers(facts, path, repo_root(path, settings))
-            if helpers:  # `args = get_args()` from a repository module: read again with args as parsed
-                facts = with_parse_helpers(extract_facts(module, display, text, starts, frozenset(helpers)),
-                                           helpers, _display)
-        notes: list[str] = []
-        if facts.hops and settings.follow_hops > 0:  # the repository's own functions and classes it calls
-            from trainlint.facts.inline import follow_calls
-            from trainlint.discovery import repo_root
-
-            facts, notes, result.reached = follow_calls(facts, path, repo_root(path, settings), _display,
-                                                        settings.follow_hops)
-        if any(p.parser_class for p in facts.parsed):  # a parser class of the repository's own (H4ArgumentParser)
-            from trainlint.facts.modules import confirm_parsers
-            from trainlint.discovery import repo_root
-
-            facts = confirm_parsers(facts, path, repo_root(path, settings), text)
-        if facts.parsed:  # argument dataclasses it imports from the repository's own modules
-            from trainlint.facts.modules import with_imported_classes
-            from trainlint.discovery import repo_root
-
-            facts = with_imported_classes(facts, path, repo_root(path, settings), _display)
+        facts, notes, result.reached = _with_repository_code(
+            extract_facts(module, display, text, starts), module, display, text, starts, path, settings)
         from trainlint.knowledge.api_versions import bounds
 
         versions = decide_versions(path, facts.pip_pins, settings.version_overrides(), bounds(facts, text), observed)
@@ -359,6 +335,33 @@ def lint_text(path: Path, text: str, settings: Settings, codes: set[str], raw: b
     return _finish(result, settings, codes, text)
 
 
+def _with_repository_code(facts, module, display: str, text: str, starts, path: Path, settings: Settings):
+    """The file's facts with what the repository's own modules add (facts/modules.py, facts/inline.py); the
+    verbose notes of what could not be followed; the module files read (the cache checks them)."""
+    notes: list[str] = []
+    reached: list[Path] = []
+    root = None
+    if facts.hops and settings.follow_hops > 0:
+        from trainlint.facts.inline import follow_calls
+        from trainlint.facts.modules import parse_helpers, with_parse_helpers
+
+        root = repo_root(path, settings)
+        helpers = parse_helpers(facts, path, root) if not facts.declares_parameters else {}
+        if helpers:  # `args = get_args()` from a repository module: read again with args as parsed
+            facts = with_parse_helpers(extract_facts(module, display, text, starts, frozenset(helpers)), helpers,
+                                       _display)
+        facts, notes, reached = follow_calls(facts, path, root, _display, settings.follow_hops)
+    if any(p.parser_class for p in facts.parsed):  # a parser class of the repository's own (H4ArgumentParser)
+        from trainlint.facts.modules import confirm_parsers
+
+        facts = confirm_parsers(facts, path, root or repo_root(path, settings), text)
+    if facts.parsed:  # argument dataclasses it imports from the repository's own modules
+        from trainlint.facts.modules import with_imported_classes
+
+        facts = with_imported_classes(facts, path, root or repo_root(path, settings), _display)
+    return facts, notes, reached
+
+
 _IMPORT_LINE = re.compile(r"^[ \t]*(?:from[ \t]+([.\w]+)[ \t]+import|import[ \t]+([\w.]+))", re.M)
 
 
@@ -368,7 +371,6 @@ def _reaches_relevant(text: str, path: Path, settings: Settings) -> bool:
     if settings.follow_hops <= 0 or path.suffix != ".py":
         return False
     from trainlint.facts.modules import find_module
-    from trainlint.discovery import repo_root
 
     root = repo_root(path, settings)
     todo, seen = [(path, text, 0)], {path.resolve()}

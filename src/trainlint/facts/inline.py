@@ -68,7 +68,7 @@ class Follower:
         targets = [(hop, self._target(hop, site)) for hop in f.hops if _under(hop.scope, scope)]
         targets = [(hop, t) for hop, t in targets if t is not None]
         # a function of this file that is called with arguments is replaced by its instantiations
-        replaced = {fn.scope for hop, (callee, fn) in targets if callee.file == site.file and _reads_args(f, fn)}
+        replaced = {fn.scope for hop, (callee, fn) in targets if callee.file == site.file and _reads_args(fn)}
 
         def keep(call: Call) -> bool:
             return _under(call.scope, scope) and not any(_under(call.scope, r) for r in replaced)
@@ -87,9 +87,9 @@ class Follower:
             if callee.file == site.file and fn.scope not in replaced:
                 continue  # a same-file function without arguments is already in the facts as it is
             # a class of another module brings all its methods (an override may enable input grads)
-            scope = fn.scope.rpartition(".")[0] if callee.file != site.file and fn.scope.startswith("class ") \
+            inner = fn.scope.rpartition(".")[0] if callee.file != site.file and fn.scope.startswith("class ") \
                 else fn.scope
-            sub = self._items(callee, scope, depth - 1, stack + ((str(callee.file), fn.scope),))
+            sub = self._items(callee, inner, depth - 1, stack + ((str(callee.file), fn.scope),))
             if callee.file != site.file and fn.scope.startswith("class "):
                 trainer = subclass_trainer(callee.facts, hop, fn.scope[len("class "):].rpartition(".")[0],
                                            callee.display)
@@ -114,28 +114,18 @@ class Follower:
             return site, fn
         if "." not in hop.qualname:
             return None
-        from trainlint.facts.modules import find_module
+        from trainlint.facts.modules import resolve
 
-        name = hop.qualname
-        for _ in range(4):  # through re-exports: `from .actor import Actor` in a package's __init__.py
-            module, _, short = name.rpartition(".")
-            path = find_module(module, site.file, self.root)
-            if path is None:
-                self.notes.append(f"not followed: {name} (no module {module} in the repository)")
-                return None
-            facts = self._module(path)
-            if facts is None:
-                self.notes.append(f"not followed: {name} ({self.display(path)} could not be read)")
-                return None
-            callee = _Site(facts, path, self.display(path))
-            fn = _defined(facts, short)
-            if fn is not None:
-                return callee, fn
-            again = dict(facts.imports).get(short)
-            if again is None:
-                return None
-            name = _absolute(again, path, self.root) if again.startswith(".") else again
-            site = callee
+        found = resolve(hop.qualname, site.file, self.root, lambda facts, name: _defined(facts, name) is not None,
+                        self._module)
+        if len(found) == 3:
+            facts, path, short = found
+            return _Site(facts, path, self.display(path)), _defined(facts, short)
+        why, what = found
+        if why == "missing":
+            self.notes.append(f"not followed: {hop.qualname} (no module {what} in the repository)")
+        elif why == "unreadable":
+            self.notes.append(f"not followed: {hop.qualname} ({self.display(Path(what))} could not be read)")
         return None
 
     def _module(self, path: Path) -> ScriptFacts | None:
@@ -370,7 +360,7 @@ def _defined(facts: ScriptFacts, name: str) -> FunctionDef | None:
     return found
 
 
-def _reads_args(facts: ScriptFacts, fn: FunctionDef) -> bool:
+def _reads_args(fn: FunctionDef) -> bool:
     return bool(fn.params) or fn.kwstar is not None
 
 
@@ -406,20 +396,6 @@ def _parameter_of(facts: ScriptFacts, scope: str, name: str) -> str | None:
     return None
 
 
-def _absolute(relative: str, path: Path, root: Path) -> str:
-    """".actor.Actor" imported in pkg/models/__init__.py -> "pkg.models.actor.Actor"."""
-    level = len(relative) - len(relative.lstrip("."))
-    try:
-        package = path.parent.resolve().relative_to(root.resolve()).parts
-    except ValueError:
-        package = ()
-    if package and package[0] == "src":
-        package = package[1:]
-    base = package[: len(package) - (level - 1)] if level > 1 else package
-    rest = relative.lstrip(".")
-    return ".".join((*base, rest)) if rest else ".".join(base)
-
-
 def follow_calls(facts: ScriptFacts, path: Path, root: Path, display: Callable[[Path], str],
                  hops: int = MAX_HOPS) -> tuple[ScriptFacts, list[str], list[Path]]:
     """`facts` with the repository's own functions followed from their call sites; the verbose notes; the
@@ -431,4 +407,4 @@ def follow_calls(facts: ScriptFacts, path: Path, root: Path, display: Callable[[
     return out, follower.notes, follower.paths
 
 
-__all__ = ["follow_calls", "Follower", "MAX_HOPS", "Evidence"]
+__all__ = ["follow_calls", "Follower", "MAX_HOPS"]

@@ -212,27 +212,51 @@ def with_imported_classes(facts: ScriptFacts, script: Path, root: Path, display)
                    batch_evidence=tuple(batch), accum_evidence=tuple(accum))
 
 
-def find_class(qual: str, script: Path, root: Path) -> tuple[ScriptFacts, Path, ClassDef] | None:
-    """The class `pkg.mod.Name` of a repository module, through re-exports (`from .configs import Name` in a
-    package's __init__.py); None when it is not the repository's or cannot be read."""
-    from trainlint.facts.inline import _absolute
+def absolute(relative: str, path: Path, root: Path) -> str:
+    """".actor.Actor" imported in pkg/models/__init__.py -> "pkg.models.actor.Actor"."""
+    level = len(relative) - len(relative.lstrip("."))
+    try:
+        package = path.parent.resolve().relative_to(root.resolve()).parts
+    except ValueError:
+        package = ()
+    if package and package[0] == "src":
+        package = package[1:]
+    base = package[: len(package) - (level - 1)] if level > 1 else package
+    rest = relative.lstrip(".")
+    return ".".join((*base, rest)) if rest else ".".join(base)
 
-    here = script
+
+def resolve(qual: str, here: Path, root: Path, has, read=None) -> tuple[ScriptFacts, Path, str] | tuple[str, str]:
+    """Where the repository defines `pkg.mod.name`, through re-exports (`from .configs import Name` in a
+    package's __init__.py): (that module's facts, its file, the name there) when `has(facts, name)`; else
+    ("missing", module) / ("unreadable", file) / ("undefined", qual). `read` reads a module's facts (default:
+    module_facts; the follower's records the modules it reached)."""
+    read = read or module_facts
     for _ in range(4):
         module, _, short = qual.rpartition(".")
         path = find_module(module, here, root) if module else None
-        facts = module_facts(path) if path is not None else None
+        if path is None:
+            return "missing", module
+        facts = read(path)
         if facts is None:
-            return None
-        klass = facts.class_def(short)
-        if klass is not None:
-            return facts, path, klass
+            return "unreadable", str(path)
+        if has(facts, short):
+            return facts, path, short
         again = dict(facts.imports).get(short)
         if again is None:
-            return None
-        qual = _absolute(again, path, root) if again.startswith(".") else again
+            return "undefined", qual
+        qual = absolute(again, path, root) if again.startswith(".") else again
         here = path
-    return None
+    return "undefined", qual
+
+
+def find_class(qual: str, script: Path, root: Path) -> tuple[ScriptFacts, Path, ClassDef] | None:
+    """The class `pkg.mod.Name` of a repository module; None when it is not the repository's or cannot be read."""
+    found = resolve(qual, script, root, lambda facts, name: facts.class_def(name) is not None)
+    if len(found) != 3:
+        return None
+    facts, path, short = found
+    return facts, path, facts.class_def(short)
 
 
 def _parser_base(facts: ScriptFacts, klass: ClassDef, depth: int = 0) -> str | None:
