@@ -37,3 +37,14 @@ def lint(tmp_path: Path, monkeypatch):
 
 def codes(found) -> list[str]:
     return [c for c, _, _ in found]
+
+
+def save_tiny_llama(path: Path, vocab_size: int = 256, max_position_embeddings: int = 2048) -> None:
+    """A 2-layer, 64-wide Llama built from a config (seed 0) and saved where a script loads it: the tests' model."""
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(0)
+    LlamaForCausalLM(LlamaConfig(vocab_size=vocab_size, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                                 num_attention_heads=4, num_key_value_heads=2,
+                                 max_position_embeddings=max_position_embeddings)).save_pretrained(path)

@@ -11,6 +11,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from conftest import save_tiny_llama
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
@@ -48,10 +49,7 @@ print("ok")
 
 
 def _tiny(path: Path) -> None:
-    config = transformers.LlamaConfig(vocab_size=128_256, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-                                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=8192)
-    torch.manual_seed(0)
-    transformers.LlamaForCausalLM(config).save_pretrained(path)
+    save_tiny_llama(path, vocab_size=128_256, max_position_embeddings=8192)
 
 
 def test_fixed_script_runs_with_the_real_libraries(tmp_path):

@@ -10,19 +10,17 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from conftest import save_tiny_llama
 
 torch = pytest.importorskip("torch")
 
 
 @pytest.fixture(scope="module")
 def project(tmp_path_factory) -> Path:
-    from transformers import LlamaConfig, LlamaForCausalLM, ViTConfig, ViTForImageClassification
+    from transformers import ViTConfig, ViTForImageClassification
 
     root = tmp_path_factory.mktemp("verify_project")
-    torch.manual_seed(0)
-    LlamaForCausalLM(LlamaConfig(vocab_size=256, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-                                 num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=2048)
-                     ).save_pretrained(root / "tiny-llama")
+    save_tiny_llama(root / "tiny-llama")
     ViTForImageClassification(ViTConfig(image_size=32, patch_size=8, num_channels=3, hidden_size=32,
                                          intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
                                          num_labels=3)).save_pretrained(root / "tiny-vit")

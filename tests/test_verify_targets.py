@@ -11,6 +11,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from conftest import save_tiny_llama
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("trl")
@@ -83,13 +84,8 @@ FILES = {
 
 @pytest.fixture(scope="module")
 def project(tmp_path_factory) -> Path:
-    from transformers import LlamaConfig, LlamaForCausalLM
-
     root = tmp_path_factory.mktemp("verify_targets")
-    torch.manual_seed(0)
-    LlamaForCausalLM(LlamaConfig(vocab_size=256, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-                                 num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=2048)
-                     ).save_pretrained(root / "tiny-llama")
+    save_tiny_llama(root / "tiny-llama")
     for name, text in FILES.items():
         (root / name).parent.mkdir(parents=True, exist_ok=True)
         (root / name).write_text(textwrap.dedent(text))
