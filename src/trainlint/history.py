@@ -114,9 +114,9 @@ def base_version(path: Path, ref: str = "HEAD") -> BaseVersion:
 
 def _blob_id(data: bytes, width: int) -> str:
     """git's object id of these bytes as a blob (SHA-1, or SHA-256 in a repository that uses it)."""
-    import hashlib
+    from trainlint._hash import sha1, sha256
 
-    h = hashlib.sha256() if width == 64 else hashlib.sha1()
+    h = sha256() if width == 64 else sha1()
     h.update(b"blob %d\0" % len(data))
     h.update(data)
     return h.hexdigest()

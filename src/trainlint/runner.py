@@ -3,7 +3,6 @@ cache in .trainlint_cache/ so an unchanged file is not parsed again."""
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
@@ -12,6 +11,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from trainlint import __version__
+from trainlint._hash import sha256
 from trainlint.atomic import write_bytes_atomic
 from trainlint.config import Settings
 from trainlint.diagnostics import Diagnostic, Span
@@ -59,7 +59,7 @@ def _own_code_stamp() -> str:
         if file.suffix in (".py", ".json") and "__pycache__" not in file.parts:
             st = file.stat()
             stamp.append(f"{file.relative_to(root)}:{st.st_size}:{st.st_mtime_ns}")
-    return hashlib.sha256("\n".join(stamp).encode()).hexdigest()
+    return sha256("\n".join(stamp).encode()).hexdigest()
 
 
 def _key(path: Path, settings: Settings, codes: frozenset[str]) -> str | None:
@@ -71,7 +71,7 @@ def _key(path: Path, settings: Settings, codes: frozenset[str]) -> str | None:
     except OSError:
         return None
     resolved = _resolve(path)
-    h = hashlib.sha256()
+    h = sha256()
     h.update(data)
     h.update(_own_code_stamp().encode())
     h.update(repr((__version__, sorted(codes), settings.__dict__ | {"root": str(settings.root)})).encode())

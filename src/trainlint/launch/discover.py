@@ -4,12 +4,12 @@ parameters. Only scripts that declare parameters ask for this (see ScriptFacts.d
 
 from __future__ import annotations
 
-import hashlib
 import os
 from dataclasses import dataclass, replace
 from functools import lru_cache
 from pathlib import Path
 
+from trainlint._hash import sha256
 from trainlint.config import Settings
 from trainlint.discovery import _root, repo_root  # noqa: F401  (re-exported: the launch layer's callers)
 from trainlint.discovery import display
@@ -161,7 +161,7 @@ def index_for(path: Path, settings: Settings) -> tuple[tuple[Path, Indexed], ...
 @lru_cache(maxsize=64)
 def index_stamp(root: Path, recursive: bool = True) -> str:
     """Paths, sizes and mtimes of the launcher files under root (for the cache key)."""
-    h = hashlib.sha256()
+    h = sha256()
     for path in launcher_files(root, recursive):
         try:
             st = path.stat()
@@ -175,7 +175,7 @@ def config_stamp(path: Path, settings: Settings) -> str:
     """Paths, sizes and mtimes of the files the launchers of `path` pass (recipes, args files, accelerate and
     DeepSpeed configs), for the cache key: a launch reads them, so a cached result must not outlive a change
     to one (a recipe staged alone, in pre-commit)."""
-    h = hashlib.sha256()
+    h = sha256()
     root = repo_root(path, settings)
     for launcher, indexed in index_for(path, settings):
         for inv in indexed.invocations:

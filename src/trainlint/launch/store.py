@@ -7,11 +7,11 @@ size and mtime, and is ignored when one of them changed. Only the types of launc
 
 from __future__ import annotations
 
-import hashlib
 import json
 from dataclasses import fields, is_dataclass
 from pathlib import Path
 
+from trainlint._hash import sha256
 from trainlint.diagnostics import Span
 from trainlint.discovery import file_stamp as _stamp
 from trainlint.launch.model import Invocation, LaunchProblem, Word
@@ -53,7 +53,7 @@ def _decode(data):
 def _entry(path: Path, raw: bytes) -> Path | None:
     if _FOLDER is None:
         return None
-    key = hashlib.sha256(str(path.resolve()).encode() + b"\0" + raw).hexdigest()
+    key = sha256(str(path.resolve()).encode() + b"\0" + raw).hexdigest()
     return _FOLDER / "launchers" / key[:2] / f"{key}.json"
 
 
