@@ -8,10 +8,10 @@ from trainlint.facts.model import ArgsObject, Call, Evidence, ModelLoad, ScriptF
 from trainlint.facts.values import UNKNOWN, UNSET, Value, known
 
 
-def extract_facts(module, path: str, text: str, starts=True, parse_helpers=frozenset()) -> ScriptFacts:
+def extract_facts(module, path: str, text: str, starts=True, parse_helpers=frozenset(), tree=None) -> ScriptFacts:
     from trainlint.facts.extract import extract_facts as _extract
 
-    return _extract(module, path, text, starts, parse_helpers)
+    return _extract(module, path, text, starts, parse_helpers, tree)
 
 
 __all__ = ["extract_facts", "ArgsObject", "Call", "Evidence", "ModelLoad", "ScriptFacts", "TrainerCall", "UNKNOWN",

@@ -3,6 +3,7 @@ then resolves their arguments statically into ScriptFacts."""
 
 from __future__ import annotations
 
+import ast
 import re
 from dataclasses import dataclass
 
@@ -24,7 +25,7 @@ from trainlint.facts.evalsets import eval_sets
 from trainlint.facts.loops import LoopWatcher
 from trainlint.facts.values import UNKNOWN, UNSET, Value, known
 from trainlint.facts.trainers import LOSS_CALLS, with_local_trainers
-from trainlint.facts.walk import Misaligned, Positions, parse_starts, plain_visitor, walk
+from trainlint.facts.walk import Misaligned, Positions, parse_tree, plain_visitor, statement_starts, walk
 
 from trainlint.facts.evaluate import (  # noqa: E402
     MODULE_SCOPE,
@@ -468,11 +469,15 @@ def _library_of(qualname: str, short: str, star_imports: set[str], table: dict[s
 
 def extract_facts(module: cst.Module, path: str, text: str,
                   starts: list[tuple[int, int]] | None | bool = True,
-                  parse_helpers: frozenset[str] = frozenset()) -> ScriptFacts:
+                  parse_helpers: frozenset[str] = frozenset(), tree: ast.Module | None = None) -> ScriptFacts:
     """`starts`: the statement starts of `text` (walk.statement_starts of the ast the caller parsed), or
     True to parse them here, or None to take positions from the whole module. `parse_helpers`: names the file
-    imports of functions that return `parser.parse_args()` in a repository module (facts/modules.py)."""
-    collector = _collect(module, text, parse_starts(text) if starts is True else starts, parse_helpers)
+    imports of functions that return `parser.parse_args()` in a repository module (facts/modules.py). `tree`:
+    `text`'s ast, when the caller has it (parsed here otherwise, once, for the starts and the functions' lines)."""
+    if starts is True:
+        tree = tree if tree is not None else parse_tree(text)
+        starts = statement_starts(tree) if tree is not None else None
+    collector = _collect(module, text, starts, parse_helpers)
     resolver = _Resolver(collector)
 
     calls: list[Call] = []
@@ -504,7 +509,7 @@ def extract_facts(module: cst.Module, path: str, text: str,
 
     seq_evidence, batch_evidence, accum_evidence = _evidence(calls, args_objects, trainers, collector, resolver)
     pins = tuple(_pip_pins(text))
-    functions = tuple(_functions(collector, resolver, text))
+    functions = tuple(_functions(collector, resolver, tree, text))
     hops = tuple(_hops(collector, resolver, calls, {f.scope for f in functions}))
     return with_local_trainers(ScriptFacts(
         path=path,
@@ -794,32 +799,34 @@ def _pip_pins(text: str):
             yield name, re.sub(r"\s+", "", spec)
 
 
-def _function_lines(text: str, names: list[str]) -> list[Span] | None:
+def _function_lines(tree: ast.Module | None, names: list[str]) -> list[Span] | None:
     """Each function definition's lines, from `ast` (LibCST's positions for a whole `def` would generate its
-    code again: most of a file's cost); None when ast does not read the file the same way."""
-    import ast
-
-    try:
-        tree = ast.parse(text)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
+    code again: most of a file's cost); None when ast does not read the file the same way. Functions are
+    statements, so only statement bodies are searched; sorted by start, they are in the LibCST walk's pre-order."""
+    if tree is None:
         return None
-    found: list[tuple[str, Span]] = []
+    found: list[tuple[int, int, str, Span]] = []
+    todo: list[list[ast.stmt]] = [tree.body]
+    while todo:
+        for stmt in todo.pop():
+            if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                found.append((stmt.lineno, stmt.col_offset, stmt.name,
+                              Span(stmt.lineno, stmt.col_offset + 1, stmt.end_lineno or stmt.lineno,
+                                   (stmt.end_col_offset or 0) + 1)))
+            for field in ("body", "orelse", "finalbody"):
+                block = getattr(stmt, field, None)
+                if block and isinstance(block, list):
+                    todo.append(block)
+            for holder in (*getattr(stmt, "handlers", ()), *getattr(stmt, "cases", ())):
+                todo.append(holder.body)
+    found.sort(key=lambda f: (f[0], f[1]))
+    return [span for *_, span in found] if [f[2] for f in found] == names else None
 
-    class Defs(ast.NodeVisitor):
-        def visit_FunctionDef(self, node):  # pre-order, in source order, as the LibCST walk
-            found.append((node.name, Span(node.lineno, node.col_offset + 1, node.end_lineno or node.lineno,
-                                          (node.end_col_offset or 0) + 1)))
-            self.generic_visit(node)
 
-        visit_AsyncFunctionDef = visit_FunctionDef
-
-    Defs().visit(tree)
-    return [span for _, span in found] if [n for n, _ in found] == names else None
-
-
-def _functions(c: _Collector, resolver: _Resolver, text: str):
+def _functions(c: _Collector, resolver: _Resolver, tree: ast.Module | None, text: str):
     """Each function (and method) the file defines, with its parameters' defaults, for the calls that bind them."""
-    lines = _function_lines(text, [node.name.value for _, node in c.function_nodes]) if c.function_nodes else []
+    lines = _function_lines(tree if tree is not None else parse_tree(text),
+                            [node.name.value for _, node in c.function_nodes]) if c.function_nodes else []
     for i, (scope, node) in enumerate(c.function_nodes):
         outer = scope.rpartition(".")[0] if "." in scope else MODULE_SCOPE
         params = [*node.params.posonly_params, *node.params.params]

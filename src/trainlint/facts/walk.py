@@ -55,16 +55,22 @@ def statement_starts(tree: ast.Module) -> list[tuple[int, int]]:
     return out
 
 
-def parse_starts(text: str) -> list[tuple[int, int]] | None:
-    """statement_starts of `text`, or None when `ast` cannot parse it (positions then come from the module)."""
+def parse_tree(text: str) -> ast.Module | None:
+    """`text`'s ast, or None when `ast` cannot parse it (positions then come from the module)."""
     import warnings
 
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            return statement_starts(ast.parse(text))
+            return ast.parse(text)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return None
+
+
+def parse_starts(text: str) -> list[tuple[int, int]] | None:
+    """statement_starts of `text`, or None when `ast` cannot parse it."""
+    tree = parse_tree(text)
+    return statement_starts(tree) if tree is not None else None
 
 
 # -- positions ---------------------------------------------------------------------------------------
@@ -77,6 +83,23 @@ class _Ranges:
 
     def __init__(self) -> None:
         self._computed: dict[cst.CSTNode, object] = {}
+
+
+class _HeaderState(PositionProvidingCodegenState):
+    """LibCST's position-recording generator that notes how many tokens were written when it reaches
+    `stop_at` (a header's stand-in body): the tokens before are the header's text."""
+
+    stop_at: cst.CSTNode | None = None
+    stopped: int | None = None
+
+    def before_codegen(self, node: cst.CSTNode) -> None:
+        if node is self.stop_at:
+            self.stopped = len(self.tokens)
+        super().before_codegen(node)
+
+
+# compound statements whose header precedes all of their body (a Try's handlers, a Match's cases follow it)
+_HEADED = frozenset({cst.FunctionDef, cst.ClassDef, cst.If, cst.For, cst.While, cst.With})
 
 
 @dataclasses.dataclass
@@ -107,45 +130,65 @@ class Positions:
 
     def span(self, node: cst.CSTNode) -> Span:
         for anchor in reversed(self.anchors if self.starts is not None else ()):
-            ranges, shift = self._of(anchor)
-            r = ranges.get(node)
-            if r is not None:
-                return Span(r.start.line + shift, r.start.column + 1, r.end.line + shift, r.end.column + 1)
+            for header in ((True, False) if anchor.ref is anchor.node and type(anchor.node) in _HEADED else (False,)):
+                ranges, shift = self._of(anchor, header)
+                r = ranges.get(node)
+                if r is not None:
+                    return Span(r.start.line + shift, r.start.column + 1, r.end.line + shift, r.end.column + 1)
+        if not self.anchors:  # asked after the walk: a statement placed before may hold it (each one's exact)
+            for ranges, shift in reversed(self._done.values()):
+                r = ranges.get(node)
+                if r is not None:
+                    return Span(r.start.line + shift, r.start.column + 1, r.end.line + shift, r.end.column + 1)
         ranges, _ = self._of(None)
         r = ranges[node]
         return Span(r.start.line, r.start.column + 1, r.end.line, r.end.column + 1)
 
-    def _of(self, anchor: _Anchor | None) -> tuple[dict, int]:
-        key = id(anchor.node) if anchor is not None else 0
+    def _of(self, anchor: _Anchor | None, header: bool = False) -> tuple[dict, int]:
+        """The ranges of the nodes of `anchor`'s statement (of the whole module for None). `header`: of a
+        compound statement's header only (`def f(x=1):`, `if test:`): its body and else are not generated, so
+        a node in a function's signature does not cost the generation of the whole function."""
+        key = (id(anchor.node), header) if anchor is not None else 0
         done = self._done.get(key)
         if done is not None:
             return done
         holder = _Ranges()
-        state = PositionProvidingCodegenState(default_indent=self.module.default_indent,
-                                              default_newline=self.module.default_newline, provider=holder)
+        state = _HeaderState(default_indent=self.module.default_indent,
+                             default_newline=self.module.default_newline, provider=holder)
         if anchor is None:
             self.module._codegen(state)  # line 1, column 0: PositionProvider's own pass
             done = (holder._computed, 0)
         else:
             # the anchor's code starts at column 0 of some line, after its blocks' indentation is pushed
             state.indent_tokens = list(anchor.indents)
-            anchor.node._codegen(state)
-            start = holder._computed[anchor.ref].start
+            node, ref = anchor.node, anchor.ref
+            if header:  # the same header nodes (the ranges are keyed by them) over a one-line body, no else
+                stub = cst.IndentedBlock(body=[cst.SimpleStatementLine(body=[cst.Pass()])])
+                changes: dict = {"body": stub}
+                if getattr(node, "orelse", None) is not None:
+                    changes["orelse"] = None
+                node = ref = node.with_changes(**changes)
+                state.stop_at = stub
+            node._codegen(state)
+            tokens = state.tokens if state.stopped is None else state.tokens[:state.stopped]
+            start = holder._computed[ref].start
+            if header:
+                del holder._computed[ref]  # the stand-in statement's own range is not the real one's
             if anchor.index >= len(self.starts):
                 raise Misaligned(f"statement {anchor.index}: ast has {len(self.starts)}")
             line, col = self.starts[anchor.index]
             if start.column != self._char_column(line, col):
                 raise Misaligned(f"statement {anchor.index} at {line}:{col}")
             shift = line - start.line
-            if not self._reproduces(state.tokens, 1 + shift):
+            if not self._reproduces(tokens, 1 + shift, partial=header):
                 raise Misaligned(f"statement {anchor.index}: LibCST's code is not the text at line {1 + shift}")
             done = (holder._computed, shift)
         self._done[key] = done
         return done
 
-    def _reproduces(self, tokens: list[str], line: int) -> bool:
+    def _reproduces(self, tokens: list[str], line: int, partial: bool = False) -> bool:
         """The anchor's generated code is the text from the start of `line` on (so its ranges are the
-        text's, as the whole module's would be)."""
+        text's, as the whole module's would be). `partial`: the tokens are a header, a prefix of the code."""
         if self._line_starts is None:
             from trainlint.edits import line_starts
 
@@ -156,6 +199,8 @@ class Positions:
         code = "".join(tokens)
         if self.text.startswith(code, offset):
             return True
+        if partial:
+            return False
         # the module's last statement, in a file without a final newline: LibCST drops that newline only
         # at the end of the whole module
         return not self.module.has_trailing_newline and self.text[offset:] == "".join(tokens[:-1])
