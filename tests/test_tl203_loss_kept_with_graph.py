@@ -72,6 +72,23 @@ def evaluate(loader):
         losses.append(model(**batch, labels=batch["input_ids"]).loss * 2)
     return torch.stack(losses).mean()
 ''', "this loop runs no backward"),
+
+    # a loop over steps without `loader` in sight: it runs the model (a plain PyTorch eval with a criterion)
+    ('''
+def validate(criterion, num_steps, it):
+    running = 0.0
+    for step in range(num_steps):
+        x, y = next(it)
+        running += criterion(model(x), y)
+    return running / num_steps
+''', "this loop runs no backward"),
+    ('''
+def validate(criterion, val_loader):
+    running = 0.0
+    for x, y in val_loader:
+        running += criterion(x.float(), y)
+    return running
+''', "this loop runs no backward"),
 ])
 def test_graph_keeping_shapes_are_flagged(lint, loop, shape):
     found = lint(HEAD + loop)
@@ -154,6 +171,38 @@ def train(loader):
         aux = out.loss * 0.1
         (out.loss + aux).backward()
         total += aux
+''',
+    # one step's loss built per sample inside a loss function (trl 1.16's GOLD trainer, ULD loss): the loop runs no
+    # model and iterates no batches; the list is stacked into the loss the step backpropagates
+    '''
+class Distiller:
+    def uld_loss(self, student_logits, teacher_logits, batch_size):
+        student_probs = torch.softmax(student_logits, -1)
+        teacher_probs = torch.softmax(teacher_logits, -1)
+        losses = []
+        for i in range(batch_size):
+            student_sorted = student_probs[i].sort(dim=-1, descending=True).values
+            teacher_sorted = teacher_probs[i].sort(dim=-1, descending=True).values
+            aligned_loss = torch.nn.functional.l1_loss(student_sorted, teacher_sorted, reduction="sum")
+            losses.append(aligned_loss)
+        return torch.stack(losses).mean()
+''',
+    '''
+def chunked_loss(hidden, labels, head):
+    total = 0
+    for h, y in zip(hidden.split(1024), labels.split(1024)):
+        total += torch.nn.functional.cross_entropy(head(h).float(), y)
+    return total
+''',
+    # several forwards kept on purpose, then one backward each (gradient sync tests): the list is read back per item
+    '''
+def forwards_then_backwards(loader, accelerator, n):
+    losses = []
+    for step in range(n):
+        batch = next(iter(loader))
+        losses.append(model(**batch, labels=batch["input_ids"]).loss)
+    for step in range(n):
+        accelerator.backward(losses[step])
 ''',
 ])
 def test_loops_that_do_not_keep_the_graph_are_quiet(lint, loop):

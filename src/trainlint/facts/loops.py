@@ -10,7 +10,9 @@ every activation it saved, stays alive only when nothing frees it:
 - "retained": `loss.backward(retain_graph=True)` keeps the saved tensors, and the accumulator keeps them alive;
 - "deferred": the accumulator itself is backpropagated later (`total = total + loss` ... `total.backward()`),
   so every micro-batch's graph stays alive until then.
-A loop with a backward on something else is left alone (the accumulated value may be part of that graph).
+A loop with a backward on something else is left alone (the accumulated value may be part of that graph), and so
+is a list whose losses are taken out one by one later in a file that backpropagates (`losses[i]`, `for loss in
+losses`: several forwards, then their backwards, as accelerate's no_sync test does): the graphs are kept to be used.
 
 The collector calls `LoopWatcher` from its own visit methods during the facts walk, so spans come from the
 same Positions and no second traversal is made.
@@ -24,6 +26,13 @@ import libcst as cst
 from trainlint.facts.model import LossAccumulation
 
 _LOSS_CALL = re.compile(r"loss|criterion|cross_entropy|nll", re.I)
+# a loop over steps: it iterates batches (`for batch in loader`, `enumerate(tqdm(eval_dataloader))`), or it runs a
+# model in its body (`model(**batch)`, `self.ref_model(x)`, `net.forward(x)`, `batch = next(it)`). A loop over the
+# samples or chunks of one batch inside a loss function (trl's GOLD trainer: per-sample losses appended, then
+# stacked into the one loss the step backpropagates) keeps that graph on purpose, and is not an accumulation
+# across steps.
+_BATCHES = re.compile(r"loader|batch|dataset|epoch_iterator|\bdata\b", re.I)
+_FORWARD_CALL = re.compile(r"(?:\b|_)(?:model|net|network|forward|policy|actor|critic)\s*\(|\bnext\s*\(", re.I)
 _NO_GRAD = ("no_grad", "inference_mode")
 _CODE = cst.Module(body=[])
 
@@ -88,7 +97,7 @@ class LoopWatcher:
         body.read(node.body, self._no_grad[-1])
         self._seen.update(body.loops)
         function = self._functions[-1] if self._functions else None
-        for acc in body.accumulations(self._no_grad[-1]):
+        for acc in body.accumulations(self._no_grad[-1], lambda: _over_steps(node)):
             self.found.append(LossAccumulation(scope=scope, **acc))
             if function is not None and acc["shape"] == "no_backward":
                 self._pending.append((len(self.found) - 1, function))
@@ -101,11 +110,23 @@ class LoopWatcher:
         for i, acc in enumerate(self.found):
             if i in drop:
                 continue
+            target = re.escape(acc.target)
+            if acc.shape == "no_backward" and re.search(rf"\b{target}\s*\[|\bin\s+{target}\b", text) and \
+                    re.search(r"\bbackward\s*\(", text):
+                continue  # its losses are taken out one by one, and the file backpropagates: kept to be used
             if acc.shape == "no_backward" and re.search(
                     rf"\b{re.escape(acc.target)}\s*\.\s*backward\s*\(|backward\(\s*{re.escape(acc.target)}\b", text):
                 acc = LossAccumulation("deferred", acc.target, acc.value, acc.span, acc.scope)
             deferred.append(acc)
         return tuple(deferred)
+
+
+def _over_steps(node: cst.For | cst.While) -> bool:
+    if isinstance(node, cst.For):
+        source = _code(node.iter)
+        if _BATCHES.search(source) and not source.lstrip().startswith("range("):
+            return True
+    return bool(_FORWARD_CALL.search(_code(node.body)))
 
 
 class _Body:
@@ -204,6 +225,13 @@ class _Body:
             return node if name and _LOSS_CALL.search(name) and name not in ("item",) else None
         return None
 
+    def _model_output(self, core: cst.BaseExpression) -> bool:
+        """`model(**batch).loss`, `outputs.loss` with outputs bound to a call in this loop: a forward's loss."""
+        if isinstance(core, cst.Name) and core.value in self.bound:
+            core = self.bound[core.value][0]
+        return isinstance(core, (cst.Attribute, cst.Subscript)) and self._core(core) is not None and (
+            isinstance(core.value, cst.Call) or isinstance(core.value, cst.Name))
+
     def _core_code(self, node: cst.BaseExpression) -> str:
         core = self._core(node)
         return _code(core if core is not None else node)
@@ -216,7 +244,7 @@ class _Body:
         out.update(name for name, (value, _) in self.bound.items() if self._core_code(value) == code)
         return out
 
-    def accumulations(self, loop_no_grad: bool):
+    def accumulations(self, loop_no_grad: bool, over_steps=lambda: True):
         backed = {}
         for code, retain in self.backwards:
             for alias in self._aliases(code):
@@ -235,6 +263,8 @@ class _Body:
                 shape = "retained"
             elif self.backwards or loop_no_grad:
                 continue  # a backward on something else may free this graph too; or no graph is recorded
+            elif not self._model_output(core) and not over_steps():
+                continue  # one step's loss built from parts (see _BATCHES): its graph is meant to be kept
             else:
                 shape = "no_backward"
             fix_span = fix_text = None
