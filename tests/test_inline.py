@@ -551,3 +551,85 @@ def test_argparse_options_declared_in_a_module_are_the_scripts(tmp_path, launch,
         # the default "eager" is written in utils/args.py: reported (and fixed) there, under the launch
         assert tl101[0]["filename"] == "utils/args.py" and tl101[0]["location"]["row"] == 7
         assert ("run.sh", 1) in {(r["filename"], r["location"]["row"]) for r in tl101[0]["related"]}
+
+
+# -- what runs when the file runs: only those calls are followed (facts/inline.run_scopes) ----------------------
+def _main_variant(call: str) -> dict:
+    """HELPER's train.py with its `if __name__ == "__main__": main()` replaced by `call`."""
+    text = HELPER["train.py"].replace('''
+        if __name__ == "__main__":
+            main()
+        ''', call)
+    assert text != HELPER["train.py"]
+    return {**HELPER, "train.py": text, "scripts/train.sh": LAUNCH.format(extra="")}
+
+
+@pytest.mark.parametrize("call, followed", [
+    ('''
+        if __name__ == "__main__":
+            import fire
+            fire.Fire(main)
+        ''', True),  # passed, not called: it still runs
+    ('''
+        main()
+        ''', True),
+    ('''
+        import typer
+
+        app = typer.Typer()
+        app.command()(main)
+        ''', True),
+    ('''
+        def cli():
+            return main
+        ''', False),  # a library module: nothing at its module level names main or what names it
+])
+def test_calls_are_followed_only_where_the_file_runs(tmp_path, call, followed):
+    root = _write(tmp_path, _main_variant(call))
+    text = _verbose(root, "train.py")
+    assert ("modules followed: pkg/model_utils.py" in text) is followed, text
+    _, diags = _check(root, "train.py")
+    assert bool([d for d in diags if d["code"] == "TL101"]) is followed
+
+
+def test_a_decorated_function_is_taken_to_run(tmp_path):
+    files = _main_variant('''
+        ''')
+    pad = " " * 8  # HELPER's texts are dedented when written
+    files["train.py"] = files["train.py"].replace(f"{pad}def main():", f"{pad}@app.command()\n{pad}def main():").replace(
+        "from pkg.model_utils import get_model", f"from pkg.model_utils import get_model\n{pad}from cli import app")
+    assert "@app.command()" in files["train.py"]
+    files["cli.py"] = "import typer\napp = typer.Typer()\n"
+    root = _write(tmp_path, files)
+    assert "modules followed: pkg/model_utils.py" in _verbose(root, "train.py")
+
+
+def test_a_library_class_is_followed_from_the_script_that_runs_it(tmp_path):
+    files = {
+        "pkg/__init__.py": "",
+        "pkg/model_utils.py": HELPER["pkg/model_utils.py"],
+        "pkg/runner.py": '''
+            from transformers import Trainer
+
+            from pkg.model_utils import get_model
+
+
+            class Runner:
+                def __init__(self, model_args, training_args):
+                    self.trainer = Trainer(model=get_model(model_args, training_args), args=training_args)
+            ''',
+        "train.py": HELPER["train.py"].replace("from pkg.model_utils import get_model",
+                                              "from pkg.runner import Runner").replace(
+            '''            model = get_model(model_args, training_args)
+            trainer = Trainer(model=model, args=training_args)
+            trainer.train()''', '''            Runner(model_args, training_args).trainer.train()'''),
+        "scripts/train.sh": LAUNCH.format(extra=""),
+    }
+    assert "Runner(model_args" in files["train.py"]
+    root = _write(tmp_path, files)
+    # pkg/runner.py alone runs nothing: its class's calls are not followed
+    assert "modules followed" not in _verbose(root, "pkg/runner.py")
+    # the script runs it: the class, and the helper it calls, are followed; the finding lands in the helper
+    assert "modules followed: pkg/runner.py, pkg/model_utils.py" in _verbose(root, "train.py")
+    _, diags = _check(root, "train.py")
+    assert [d["filename"] for d in diags if d["code"] == "TL101"] == ["pkg/model_utils.py"]

@@ -299,7 +299,8 @@ def lint_text(path: Path, text: str, settings: Settings, codes: set[str], raw: b
 
         starts = statement_starts(tree) if tree is not None else None
         facts, notes, result.reached = _with_repository_code(
-            extract_facts(module, display, text, starts), module, display, text, starts, path, settings)
+            extract_facts(module, display, text, starts, tree=tree), module, display, text, starts, path, settings,
+            tree)
         from trainlint.knowledge.api_versions import bounds
 
         versions = decide_versions(path, facts.pip_pins, settings.version_overrides(), bounds(facts, text), observed)
@@ -335,7 +336,8 @@ def lint_text(path: Path, text: str, settings: Settings, codes: set[str], raw: b
     return _finish(result, settings, codes, text)
 
 
-def _with_repository_code(facts, module, display: str, text: str, starts, path: Path, settings: Settings):
+def _with_repository_code(facts, module, display: str, text: str, starts, path: Path, settings: Settings,
+                          tree=None):
     """The file's facts with what the repository's own modules add (facts/modules.py, facts/inline.py); the
     verbose notes of what could not be followed; the module files read (the cache checks them)."""
     notes: list[str] = []
@@ -348,9 +350,11 @@ def _with_repository_code(facts, module, display: str, text: str, starts, path: 
         root = repo_root(path, settings)
         helpers = parse_helpers(facts, path, root) if not facts.declares_parameters else {}
         if helpers:  # `args = get_args()` from a repository module: read again with args as parsed
-            facts = with_parse_helpers(extract_facts(module, display, text, starts, frozenset(helpers)), helpers,
+            facts = with_parse_helpers(extract_facts(module, display, text, starts, frozenset(helpers), tree), helpers,
                                        _display)
-        facts, notes, reached = follow_calls(facts, path, root, _display, settings.follow_hops)
+        from trainlint.facts.inline import run_scopes
+
+        facts, notes, reached = follow_calls(facts, path, root, _display, settings.follow_hops, run_scopes(tree))
     if any(p.parser_class for p in facts.parsed):  # a parser class of the repository's own (H4ArgumentParser)
         from trainlint.facts.modules import confirm_parsers
 
@@ -365,10 +369,16 @@ def _with_repository_code(facts, module, display: str, text: str, starts, path: 
 _IMPORT_LINE = re.compile(r"^[ \t]*(?:from[ \t]+([.\w]+)[ \t]+import|import[ \t]+([\w.]+))", re.M)
 
 
+# what makes a file an entry point: a `__main__` guard, or a call statement at the top level (`main()`)
+_ENTRY_POINT = re.compile(r"""__name__\s*==\s*['"]__main__['"]|['"]__main__['"]\s*==\s*__name__"""
+                          r"|^(?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*\(", re.M)
+
+
 def _reaches_relevant(text: str, path: Path, settings: Settings) -> bool:
     """A thin entry point (`from pkg.finetuning import main; main()`) that calls none of the APIs itself is
-    still checked when a module of the repository it imports does (read as bytes, a few modules at most)."""
-    if settings.follow_hops <= 0 or path.suffix != ".py":
+    still checked when a module of the repository it imports does (read as bytes, a few modules at most).
+    Only an entry point: a library module that imports a relevant one but runs nothing is not a run."""
+    if settings.follow_hops <= 0 or path.suffix != ".py" or not _ENTRY_POINT.search(text):
         return False
     from trainlint.facts.modules import find_module
 

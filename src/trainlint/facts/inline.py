@@ -27,6 +27,8 @@ from trainlint.facts.model import Arg, Call, Cond, Evidence, FunctionDef, ModelL
 from trainlint.facts.trainers import subclass_trainer
 from trainlint.facts.values import UNKNOWN, UNSET, Value, map_fields
 
+MODULE_SCOPE = "<module>"  # (facts/evaluate.py's; not imported from there: that module needs LibCST)
+
 MAX_HOPS = 3
 MAX_MODULES = 64  # files read per linted file, so a large monorepo cannot explode
 
@@ -396,10 +398,50 @@ def _parameter_of(facts: ScriptFacts, scope: str, name: str) -> str | None:
     return None
 
 
+def run_scopes(tree) -> frozenset[str] | None:
+    """The scopes of a file that run when it runs: its module level, and, transitively, the functions and classes
+    it defines that code which runs names (calls them, passes them: `fire.Fire(main)`, `dataset.map(tokenize)`,
+    `spawn(worker)`), as their top-level scope keys (`main`, `class Trainer`). A library module whose module
+    level names none of its functions runs none of them: following their calls could not show a run, and is
+    most of what following costs on a library's own files. None: no ast (everything is followed)."""
+    import ast
+
+    if tree is None:
+        return None
+    defs: dict[str, list[ast.AST]] = {}
+    top: list[ast.stmt] = []
+    todo: list[tuple[list[ast.stmt], bool]] = [(tree.body, True)]
+    while todo:
+        body, module_level = todo.pop()
+        for stmt in body:
+            if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                defs.setdefault(stmt.name, []).append(stmt)
+                todo.append((stmt.body, False))
+            elif module_level:
+                top.append(stmt)
+    reached: set[str] = set()
+    names = {n.id for stmt in top for n in ast.walk(stmt) if isinstance(n, ast.Name)}
+    # a decorated module-level function may be registered to run (`@app.command()` ... `app()`)
+    names.update(s.name for s in tree.body if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef)) and
+                 s.decorator_list)
+    while names:
+        name = names.pop()
+        if name in reached or name not in defs:
+            continue
+        reached.add(name)
+        for node in defs[name]:
+            names.update(n.id for n in ast.walk(node) if isinstance(n, ast.Name) and n.id not in reached)
+    return frozenset(f"class {name}" if isinstance(node, ast.ClassDef) else name
+                     for name in reached for node in defs[name])
+
+
 def follow_calls(facts: ScriptFacts, path: Path, root: Path, display: Callable[[Path], str],
-                 hops: int = MAX_HOPS) -> tuple[ScriptFacts, list[str], list[Path]]:
+                 hops: int = MAX_HOPS, runs: frozenset[str] | None = None) -> tuple[ScriptFacts, list[str], list[Path]]:
     """`facts` with the repository's own functions followed from their call sites; the verbose notes; the
-    module files read."""
+    module files read. `runs` (run_scopes): only calls made where the file runs are followed."""
+    if runs is not None:
+        facts = replace(facts, hops=tuple(h for h in facts.hops if h.scope.split(".")[0] in runs or
+                                          h.scope.split(".")[0] == MODULE_SCOPE))
     if not facts.hops:
         return facts, [], []
     follower = Follower(root, display, hops)
@@ -407,4 +449,4 @@ def follow_calls(facts: ScriptFacts, path: Path, root: Path, display: Callable[[
     return out, follower.notes, follower.paths
 
 
-__all__ = ["follow_calls", "Follower", "MAX_HOPS"]
+__all__ = ["follow_calls", "run_scopes", "Follower", "MAX_HOPS"]

@@ -237,6 +237,8 @@ def resolve(qual: str, here: Path, root: Path, has, read=None) -> tuple[ScriptFa
         path = find_module(module, here, root) if module else None
         if path is None:
             return "missing", module
+        if not _mentions(path, short):
+            return "undefined", qual  # neither defined nor re-exported there: not worth a parse
         facts = read(path)
         if facts is None:
             return "unreadable", str(path)
@@ -313,7 +315,7 @@ def parse_helpers(facts: ScriptFacts, script: Path, root: Path) -> dict[str, Scr
         qual = imports[hop.short]
         module, _, name = qual.rpartition(".")
         path = find_module(module, script, root) if module else None
-        found = module_facts(path) if path is not None else None
+        found = module_facts(path) if path is not None and _may_parse_args(path, name) else None
         if found is not None and name in found.parse_functions and found.argparse_params:
             out[hop.short] = found
     return out
@@ -331,6 +333,27 @@ def with_parse_helpers(facts: ScriptFacts, helpers: dict[str, ScriptFacts], disp
     return replace(facts, argparse_params=tuple(params))
 
 
+@lru_cache(maxsize=256)
+def _bytes(path: Path) -> bytes:
+    try:
+        return path.read_bytes()
+    except OSError:
+        return b""
+
+
+def _mentions(path: Path, name: str) -> bool:
+    """The module's text names `name` (a definition, an import, an assignment) or star-imports: what resolve()
+    needs before it parses the module. A module that cannot be read says yes (the parse reports it)."""
+    data = _bytes(path)
+    return not data or b"import *" in data or re.search(rb"\b%s\b" % re.escape(name.encode()), data) is not None
+
+
+def _may_parse_args(path: Path, name: str) -> bool:
+    """A parse helper needs argparse options and a parse call in its module (and its own name there)."""
+    data = _bytes(path)
+    return not data or (b"add_argument" in data and b"parse_" in data and name.encode() in data)
+
+
 def _text(path: Path) -> str:
     try:
         return path.read_text(encoding="utf-8", errors="replace")
@@ -346,5 +369,6 @@ def _located(value: Value, file: str) -> Value:
 
 def clear_cache() -> None:
     module_facts.cache_clear()
+    _bytes.cache_clear()
     _search_path.cache_clear()
     _package_roots.cache_clear()
