@@ -106,3 +106,58 @@ def test_resolving_a_file_through_its_folder_is_path_resolve(tmp_path, monkeypat
     assert [_resolve(p) for p in paths] == [p.resolve() for p in paths]
     monkeypatch.chdir(tmp_path / "real")
     assert _resolve(Path("d/f.py")) == (tmp_path / "real" / "d" / "f.py").resolve()
+
+
+_SNIPPETS = [
+    "m = AutoModelForCausalLM.from_pretrained('x')",
+    "m = transformers.AutoModelForCausalLM \\\n    .from_pretrained(\n 'x')",
+    "loss = F.cross_entropy (logits, y)",
+    "out = model(input_ids=x, labels=y)",
+    "out = model(x, labels =y)",
+    "m = LlamaForCausalLM(cfg)",
+    "apply_liger_kernel_to_llama()",
+    "model._apply_liger_kernel_to_instance(model=m)",
+    "args = parser.parse_args_into_dataclasses()",
+    "t = Trainer(model=m)",
+    "x = [DataLoader(d) for d in ds]",
+    "print('from_pretrained')",  # text, no call: neither
+    "def from_pretrained(cls): pass",
+    "# Trainer(model=m)\nx = 1",  # a comment: the text matches, the ast does not (walked, not relevant)
+]
+
+
+@pytest.mark.parametrize("text", _SNIPPETS)
+def test_relevant_call_text_is_implied_by_every_relevant_call(text):
+    """lint.py walks a file's ast for relevant calls only when _RELEVANT_CALL_TEXT finds one's text: it must
+    match wherever _is_relevant would find a call (it may match more: the walk decides)."""
+    import ast
+
+    from trainlint.lint import _RELEVANT_CALL_TEXT, _is_relevant
+
+    if _is_relevant(ast.parse(text)):
+        assert _RELEVANT_CALL_TEXT.search(text)
+
+
+def test_relevant_call_text_on_real_files():
+    import ast
+    import warnings
+
+    from trainlint.lint import _RELEVANT_CALL_TEXT, _is_relevant
+
+    repo = Path(__file__).resolve().parent.parent
+    files = [*(repo / "tests" / "fixtures").rglob("*.py"), *(repo / "examples").glob("*.py")]
+    trl = Path(metadata.distribution("trl").locate_file("trl"))
+    files += sorted(trl.rglob("*.py"))
+    relevant = 0
+    for path in files:
+        text = path.read_text(encoding="utf-8", errors="replace")
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                tree = ast.parse(text)
+        except SyntaxError:
+            continue
+        if _is_relevant(tree):
+            relevant += 1
+            assert _RELEVANT_CALL_TEXT.search(text), path
+    assert relevant > 50

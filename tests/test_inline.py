@@ -633,3 +633,23 @@ def test_a_library_class_is_followed_from_the_script_that_runs_it(tmp_path):
     assert "modules followed: pkg/runner.py, pkg/model_utils.py" in _verbose(root, "train.py")
     _, diags = _check(root, "train.py")
     assert [d["filename"] for d in diags if d["code"] == "TL101"] == ["pkg/model_utils.py"]
+
+
+def test_an_installed_librarys_relative_imports_are_not_followed(tmp_path):
+    """A file of an installed package, linted in place, is part of that library: its relative imports are the
+    library's own modules (torch/_dynamo/variables/lazy.py reached 42 of torch's modules this way)."""
+    files = {
+        "proj/pyproject.toml": "[tool.trainlint]\n",
+        "venv/lib/python3.11/site-packages/fakelib/__init__.py": "",
+        "venv/lib/python3.11/site-packages/fakelib/model_utils.py": HELPER["pkg/model_utils.py"],
+        "venv/lib/python3.11/site-packages/fakelib/cli.py": HELPER["train.py"].replace(
+            "from pkg.model_utils import get_model", "from .model_utils import get_model"),
+    }
+    root = _write(tmp_path, files)
+    installed = root / "venv/lib/python3.11/site-packages/fakelib/cli.py"
+    text = _verbose(root / "proj", str(installed))
+    assert "modules followed" not in text
+    # the same package in a repository of its own is followed
+    copy = _write(tmp_path / "repo", {"fakelib/__init__.py": "", "fakelib/model_utils.py": HELPER["pkg/model_utils.py"],
+                                      "fakelib/cli.py": files["venv/lib/python3.11/site-packages/fakelib/cli.py"]})
+    assert "modules followed: fakelib/model_utils.py" in _verbose(copy, "fakelib/cli.py")

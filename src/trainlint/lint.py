@@ -35,6 +35,11 @@ _RELEVANT_BYTES = re.compile(
 _RELEVANT_CALLS = INTERESTING_SHORTS - {"backward", "step", "train", "add_argument", "HfArgumentParser",
                                         "BitsAndBytesConfig", "LoraConfig"} | {
     "parse_args_into_dataclasses", "parse_args_and_config", "parse_json_file", "parse_yaml_file"}  # parsed args
+# The text of a call _is_relevant looks for (a name of _RELEVANT_CALLS, a model class, Liger's apply_..., then an
+# opening parenthesis; or a `labels=` keyword): a file without one has no such call, so its ast is not walked.
+_RELEVANT_CALL_TEXT = re.compile(
+    r"(?:\b(?:" + "|".join(sorted(map(re.escape, _RELEVANT_CALLS), key=len, reverse=True)) +
+    r")|\b[A-Z][A-Za-z0-9]*For[A-Z][A-Za-z0-9]*|\bapply_liger_kernel_to_\w+)\s*\(|\blabels\s*=")
 _NOQA = re.compile(r"#\s*noqa(?::\s*(?P<codes>[A-Z]+[0-9]+(?:[\s,]+[A-Z]+[0-9]+)*))?", re.I)
 _IGNORE = re.compile(r"#\s*trainlint:\s*ignore\[(?P<codes>[^\]]*)\]")
 
@@ -278,7 +283,8 @@ def lint_text(path: Path, text: str, settings: Settings, codes: set[str], raw: b
         result.diagnostics.append(_meta("TL001", display, f"could not be parsed: {type(exc).__name__}: {exc}"))
         result.skipped = "could not be parsed"
         return _finish(result, settings, codes, text)
-    if tree is not None and not _is_relevant(tree) and not _reaches_relevant(text, path, settings):
+    if tree is not None and not (_RELEVANT_CALL_TEXT.search(text) and _is_relevant(tree)) and \
+            not _reaches_relevant(text, path, settings):
         result.skipped = "calls none of the APIs trainlint checks"
         return result
     import libcst as cst  # only now: most files never get here

@@ -32,6 +32,8 @@ def find_module(module: str, script: Path, root: Path) -> Path | None:
         for _ in range(level - 1):
             base = base.parent
         rest = module.lstrip(".")
+        if _installed(base):
+            return None  # an installed package's own modules (the script is part of torch, say): a library's
         return _in(base, Path(*rest.split(".")) if rest else None)
     if not module or module.split(".")[0] in NOT_REPOSITORY_MODULES:
         return None
@@ -41,6 +43,12 @@ def find_module(module: str, script: Path, root: Path) -> Path | None:
         if found is not None:
             return found
     return None
+
+
+def _installed(folder: Path) -> bool:
+    """`folder` is inside an installed-packages folder (site-packages, dist-packages): a file of an installed
+    library, linted in place, whose relative imports are that library's own modules, never followed."""
+    return "site-packages" in folder.parts or "dist-packages" in folder.parts
 
 
 def _in(base: Path, rel: Path | None) -> Path | None:
