@@ -653,3 +653,17 @@ def test_an_installed_librarys_relative_imports_are_not_followed(tmp_path):
     copy = _write(tmp_path / "repo", {"fakelib/__init__.py": "", "fakelib/model_utils.py": HELPER["pkg/model_utils.py"],
                                       "fakelib/cli.py": files["venv/lib/python3.11/site-packages/fakelib/cli.py"]})
     assert "modules followed: fakelib/model_utils.py" in _verbose(copy, "fakelib/cli.py")
+
+
+def test_a_checkout_of_a_modelled_library_is_not_followed(tmp_path):
+    """A file of a package trainlint models (trl, accelerate, peft, ...) in a checkout of it: its relative imports
+    are that library's modules, not followed, as its absolute imports of the library are not."""
+    cli = HELPER["train.py"].replace("from pkg.model_utils import get_model", "from .model_utils import get_model")
+    root = _write(tmp_path, {"accelerate/__init__.py": "", "accelerate/commands/__init__.py": "",
+                             "accelerate/commands/model_utils.py": HELPER["pkg/model_utils.py"],
+                             "accelerate/commands/cli.py": cli,
+                             "mylib/__init__.py": "", "mylib/commands/__init__.py": "",
+                             "mylib/commands/model_utils.py": HELPER["pkg/model_utils.py"],
+                             "mylib/commands/cli.py": cli})
+    assert "modules followed" not in _verbose(root, "accelerate/commands/cli.py")
+    assert "modules followed: mylib/commands/model_utils.py" in _verbose(root, "mylib/commands/cli.py")

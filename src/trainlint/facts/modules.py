@@ -32,8 +32,8 @@ def find_module(module: str, script: Path, root: Path) -> Path | None:
         for _ in range(level - 1):
             base = base.parent
         rest = module.lstrip(".")
-        if _installed(base):
-            return None  # an installed package's own modules (the script is part of torch, say): a library's
+        if _installed(base) or _library_package(base):
+            return None  # a library's own modules: the file is part of torch, installed or in a checkout of it
         return _in(base, Path(*rest.split(".")) if rest else None)
     if not module or module.split(".")[0] in NOT_REPOSITORY_MODULES:
         return None
@@ -49,6 +49,20 @@ def _installed(folder: Path) -> bool:
     """`folder` is inside an installed-packages folder (site-packages, dist-packages): a file of an installed
     library, linted in place, whose relative imports are that library's own modules, never followed."""
     return "site-packages" in folder.parts or "dist-packages" in folder.parts
+
+
+_LIBRARIES = NOT_REPOSITORY_MODULES - frozenset(getattr(__import__("sys"), "stdlib_module_names", ()))
+
+
+@lru_cache(maxsize=256)
+def _library_package(folder: Path) -> bool:
+    """`folder` is inside a package whose top level (the outermost folder with an __init__.py above it) is a
+    library trainlint models rather than follows (trl, accelerate, ...): a checkout of that library, whose
+    relative imports are its own modules, as its absolute imports (`from accelerate.utils import ...`) are."""
+    top = None
+    while (folder / "__init__.py").is_file() and folder.parent != folder:
+        top, folder = folder.name, folder.parent
+    return top in _LIBRARIES
 
 
 def _in(base: Path, rel: Path | None) -> Path | None:
@@ -378,5 +392,6 @@ def _located(value: Value, file: str) -> Value:
 def clear_cache() -> None:
     module_facts.cache_clear()
     _bytes.cache_clear()
+    _library_package.cache_clear()
     _search_path.cache_clear()
     _package_roots.cache_clear()
