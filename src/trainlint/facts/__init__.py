@@ -1,4 +1,4 @@
-"""What a script says: ScriptFacts extracted in one LibCST pass (see extract.py).
+"""What a script says: ScriptFacts extracted in one LibCST pass (collector.py walks, extract.py assembles).
 
 `extract_facts` is imported on first use: LibCST costs ~0.15 s to import, which a run that finds nothing
 to parse (or reads everything from the cache) should not pay.

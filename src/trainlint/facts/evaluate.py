@@ -33,7 +33,7 @@ def _dotted_or_none(node: cst.BaseExpression) -> str | None:
 class _Resolver:
     """Evaluates expressions with what the collector saw. Anything not provably constant is UNKNOWN."""
 
-    def __init__(self, c) -> None:  # the facts visitor (extract._Collector)
+    def __init__(self, c) -> None:  # the facts visitor (collector._Collector)
         self.c = c
 
     def value(self, node: cst.BaseExpression | None, scope: str, span: Span | None = None, depth: int = 0) -> Value:
