@@ -158,11 +158,12 @@ def module_facts(path: Path) -> ScriptFacts | None:
     """The facts of one repository module, read once per run; None when it cannot be read or parsed
     (a C extension, a binary, a syntax error: its names stay unknown)."""
     from trainlint.facts import extract_facts
-    from trainlint.source import Source, read_source
+    from trainlint.source import Source, decode
 
     if path.suffix != ".py":
         return None
-    source = read_source(path)
+    raw = _bytes(path)  # the bytes _mentions / _may_parse_args already read
+    source = decode(raw) if raw is not None else None
     if not isinstance(source, Source):
         return None
     import libcst as cst
@@ -356,16 +357,22 @@ def with_parse_helpers(facts: ScriptFacts, helpers: dict[str, ScriptFacts], disp
 
 
 @lru_cache(maxsize=256)
-def _bytes(path: Path) -> bytes:
+def _bytes(path: Path) -> bytes | None:
+    """A module's bytes, read once per run (the text checks below, then module_facts); None when it cannot be
+    read or is over source.MAX_BYTES (read_source's limit)."""
+    from trainlint.source import MAX_BYTES
+
     try:
+        if path.stat().st_size > MAX_BYTES:
+            return None
         return path.read_bytes()
     except OSError:
-        return b""
+        return None
 
 
 def _mentions(path: Path, name: str) -> bool:
     """The module's text names `name` (a definition, an import, an assignment) or star-imports: what resolve()
-    needs before it parses the module. A module that cannot be read says yes (the parse reports it)."""
+    needs before it parses the module. A module that cannot be read says yes (module_facts then says unreadable)."""
     data = _bytes(path)
     return not data or b"import *" in data or re.search(rb"\b%s\b" % re.escape(name.encode()), data) is not None
 

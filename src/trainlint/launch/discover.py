@@ -33,23 +33,32 @@ class Indexed:
 
 
 @lru_cache(maxsize=64)
-def launcher_files(root: Path, recursive: bool = True) -> tuple[Path, ...]:
-    """Launcher and Markdown files under root (once per run: the tree does not change while it is linted)."""
+def tree_files(root: Path, recursive: bool = True) -> tuple[Path, ...]:
+    """The files under root the launch layer looks at (not under _SKIP or hidden folders), in walk order: walked
+    once per run for the launchers and the SkyPilot tasks alike (the tree does not change while it is linted)."""
     out = []
     for dirpath, dirnames, filenames in os.walk(root):
         dirnames[:] = sorted(d for d in dirnames if d not in _SKIP and not d.startswith(".")) if recursive else []
-        for name in sorted(filenames):
-            if name.endswith(LAUNCHER_SUFFIXES + DOC_SUFFIXES):
-                out.append(Path(dirpath) / name)
-            elif "." not in name:
-                path = Path(dirpath) / name
-                try:
-                    with open(path, "rb") as fh:
-                        head = fh.read(64)
-                except OSError:
-                    continue
-                if is_launcher(path, head):
-                    out.append(path)
+        out.extend(Path(dirpath) / name for name in sorted(filenames))
+    return tuple(out)
+
+
+@lru_cache(maxsize=64)
+def launcher_files(root: Path, recursive: bool = True) -> tuple[Path, ...]:
+    """Launcher and Markdown files under root (once per run)."""
+    out = []
+    for path in tree_files(root, recursive):
+        name = path.name
+        if name.endswith(LAUNCHER_SUFFIXES + DOC_SUFFIXES):
+            out.append(path)
+        elif "." not in name:
+            try:
+                with open(path, "rb") as fh:
+                    head = fh.read(64)
+            except OSError:
+                continue
+            if is_launcher(path, head):
+                out.append(path)
     return tuple(out)
 
 
@@ -137,7 +146,7 @@ def clear_caches() -> None:
 
     from trainlint.launch.skypilot import task_files
 
-    for cached in (_root, launcher_files, index_stamp, _raw, read_launcher, task_files):
+    for cached in (_root, tree_files, launcher_files, index_stamp, _raw, read_launcher, task_files):
         cached.cache_clear()
     clear_cache()
 

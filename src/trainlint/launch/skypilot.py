@@ -11,7 +11,6 @@ stays ambiguous here, as everywhere in trainlint, though SkyPilot's catalog sepa
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -28,17 +27,14 @@ MAX_BYTES = 256 * 1024
 @lru_cache(maxsize=64)
 def task_files(root: Path, recursive: bool = True) -> tuple[Path, ...]:
     """YAML files under root that look like SkyPilot tasks (a `run:` and an `accelerators:` key), once a run."""
-    from trainlint.launch.discover import _SKIP
+    from trainlint.launch.discover import tree_files
 
     out = []
-    for dirpath, dirnames, filenames in os.walk(root):
-        dirnames[:] = sorted(d for d in dirnames if d not in _SKIP and not d.startswith(".")) if recursive else []
-        for name in sorted(filenames):
-            if name.endswith(SUFFIXES):
-                path = Path(dirpath) / name
-                raw = _raw(path)
-                if raw and b"accelerators" in raw and b"run:" in raw:
-                    out.append(path)
+    for path in tree_files(root, recursive):
+        if path.name.endswith(SUFFIXES):
+            raw = _raw(path)
+            if raw and b"accelerators" in raw and b"run:" in raw:
+                out.append(path)
     return tuple(out)
 
 
