@@ -9,10 +9,9 @@ import libcst as cst
 from trainlint.diagnostics import Span
 from trainlint.facts import params as P
 from trainlint.facts.model import Arg, Cond, Param
-from trainlint.facts.names import CONFIG_CLASS_RE
+from trainlint.facts.names import CONFIG_CLASS_RE, MODULE_SCOPE
 from trainlint.facts.values import UNKNOWN, Value, known
 
-MODULE_SCOPE = "<module>"
 _MAX_DEPTH = 24
 TORCH_DTYPES = {"float32", "float", "bfloat16", "float16", "half", "float64", "double", "int8", "uint8"}
 

@@ -25,9 +25,8 @@ from typing import Callable
 from trainlint.diagnostics import Span
 from trainlint.facts.model import Arg, Call, Cond, Evidence, FunctionDef, ModelLoad, Param, ScriptFacts
 from trainlint.facts.trainers import subclass_trainer
+from trainlint.facts.names import MODULE_SCOPE
 from trainlint.facts.values import UNKNOWN, UNSET, Value, map_fields
-
-MODULE_SCOPE = "<module>"  # (facts/evaluate.py's; not imported from there: that module needs LibCST)
 
 MAX_HOPS = 3
 MAX_MODULES = 64  # files read per linted file, so a large monorepo cannot explode

@@ -115,7 +115,7 @@ class LoopWatcher:
                     re.search(r"\bbackward\s*\(", text):
                 continue  # its losses are taken out one by one, and the file backpropagates: kept to be used
             if acc.shape == "no_backward" and re.search(
-                    rf"\b{re.escape(acc.target)}\s*\.\s*backward\s*\(|backward\(\s*{re.escape(acc.target)}\b", text):
+                    rf"\b{target}\s*\.\s*backward\s*\(|backward\(\s*{target}\b", text):
                 acc = LossAccumulation("deferred", acc.target, acc.value, acc.span, acc.scope)
             deferred.append(acc)
         return tuple(deferred)
@@ -229,8 +229,8 @@ class _Body:
         """`model(**batch).loss`, `outputs.loss` with outputs bound to a call in this loop: a forward's loss."""
         if isinstance(core, cst.Name) and core.value in self.bound:
             core = self.bound[core.value][0]
-        return isinstance(core, (cst.Attribute, cst.Subscript)) and self._core(core) is not None and (
-            isinstance(core.value, cst.Call) or isinstance(core.value, cst.Name))
+        # (_core keeps a `.loss` only on a call, or on a name bound to one in this loop)
+        return isinstance(core, (cst.Attribute, cst.Subscript)) and self._core(core) is not None
 
     def _core_code(self, node: cst.BaseExpression) -> str:
         core = self._core(node)

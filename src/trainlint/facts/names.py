@@ -2,6 +2,8 @@
 
 import re
 
+MODULE_SCOPE = "<module>"  # the scope of a file's module-level code (functions are named, classes "class X")
+
 ARGS_CLASSES = {
     "TrainingArguments": "transformers",
     "Seq2SeqTrainingArguments": "transformers",

@@ -134,15 +134,14 @@ class Positions:
                 ranges, shift = self._of(anchor, header)
                 r = ranges.get(node)
                 if r is not None:
-                    return Span(r.start.line + shift, r.start.column + 1, r.end.line + shift, r.end.column + 1)
+                    return _placed(r, shift)
         if not self.anchors:  # asked after the walk: a statement placed before may hold it (each one's exact)
             for ranges, shift in reversed(self._done.values()):
                 r = ranges.get(node)
                 if r is not None:
-                    return Span(r.start.line + shift, r.start.column + 1, r.end.line + shift, r.end.column + 1)
+                    return _placed(r, shift)
         ranges, _ = self._of(None)
-        r = ranges[node]
-        return Span(r.start.line, r.start.column + 1, r.end.line, r.end.column + 1)
+        return _placed(ranges[node], 0)
 
     def _of(self, anchor: _Anchor | None, header: bool = False) -> tuple[dict, int]:
         """The ranges of the nodes of `anchor`'s statement (of the whole module for None). `header`: of a
@@ -217,6 +216,11 @@ class Positions:
         if text.isascii():
             return byte_col
         return len(text.encode("utf-8", "surrogatepass")[:byte_col].decode("utf-8", "replace"))
+
+
+def _placed(r, shift: int) -> Span:
+    """A LibCST CodeRange (0-based columns) moved down `shift` lines, as a Span (1-based columns)."""
+    return Span(r.start.line + shift, r.start.column + 1, r.end.line + shift, r.end.column + 1)
 
 
 # -- the traversal -----------------------------------------------------------------------------------
