@@ -35,6 +35,19 @@ def lint(tmp_path: Path, monkeypatch):
     return run
 
 
+# Llama-3.2-1B at batch 8 x 2,048 without checkpointing: ~38.4 GB, over a 24 GB card, ~13.8 GB with checkpointing
+# (the worked example of rules/TL202.md); TL202/TL701's tests and the GPU-from-launch tests judge it.
+LLAMA_1B = '''
+from transformers import AutoModelForCausalLM, AutoTokenizer, Trainer, TrainingArguments
+
+tokenizer = AutoTokenizer.from_pretrained("meta-llama/Llama-3.2-1B")
+model = AutoModelForCausalLM.from_pretrained("meta-llama/Llama-3.2-1B", dtype="bfloat16")
+data = tokenizer(["..."], max_length=2048, truncation=True)
+args = TrainingArguments(output_dir="out", per_device_train_batch_size=8, bf16=True, use_liger_kernel=True)
+trainer = Trainer(model=model, args=args)
+'''
+
+
 def codes(found) -> list[str]:
     return [c for c, _, _ in found]
 

@@ -8,22 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from conftest import codes
+from conftest import LLAMA_1B, codes
 from trainlint.knowledge.gpu_types import gpu_of_type
 from trainlint.launch.discover import read_launch_text
 from trainlint.launch.gpu import requested_gpu
 
-# Llama-3.2-1B at batch 8 x 2,048 without checkpointing: ~38.4 GB, over a 24 GB card, ~13.8 GB with checkpointing
-# (the worked example of rules/TL202.md); the 8B at batch 2 does not fit 24 GB whatever single lever is pulled.
-LLAMA_1B = '''
-from transformers import AutoModelForCausalLM, AutoTokenizer, Trainer, TrainingArguments
-
-tokenizer = AutoTokenizer.from_pretrained("meta-llama/Llama-3.2-1B")
-model = AutoModelForCausalLM.from_pretrained("meta-llama/Llama-3.2-1B", dtype="bfloat16")
-data = tokenizer(["..."], max_length=2048, truncation=True)
-args = TrainingArguments(output_dir="out", per_device_train_batch_size=8, bf16=True, use_liger_kernel=True)
-trainer = Trainer(model=model, args=args)
-'''
+# LLAMA_1B (conftest): the worked example of rules/TL202.md; the 8B at batch 2 does not fit 24 GB whatever
+# single lever is pulled.
 LLAMA_8B = LLAMA_1B.replace("Llama-3.2-1B", "Llama-3.1-8B").replace("batch_size=8", "batch_size=2")
 # a script whose batch comes from its command line: checked under each launch that runs it
 ARGPARSE_1B = LLAMA_1B.replace(

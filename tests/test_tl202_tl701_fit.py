@@ -6,19 +6,10 @@ import sys
 
 import pytest
 
-from conftest import codes
+from conftest import LLAMA_1B, codes
 from trainlint.memory import fmt_bytes
 from trainlint.memory.estimate import CUDA_OVERHEAD, Geometry, Plan, activations_bytes, estimate
 
-LLAMA_1B = '''
-from transformers import AutoModelForCausalLM, AutoTokenizer, Trainer, TrainingArguments
-
-tokenizer = AutoTokenizer.from_pretrained("meta-llama/Llama-3.2-1B")
-model = AutoModelForCausalLM.from_pretrained("meta-llama/Llama-3.2-1B", dtype="bfloat16")
-data = tokenizer(["..."], max_length=2048, truncation=True)
-args = TrainingArguments(output_dir="out", per_device_train_batch_size=8, bf16=True, use_liger_kernel=True)
-trainer = Trainer(model=model, args=args)
-'''
 LLAMA_8B = LLAMA_1B.replace("Llama-3.2-1B", "Llama-3.1-8B").replace("batch_size=8", "batch_size=2").replace(
     ", use_liger_kernel=True", "")
 GPU24 = {"gpu": "24GB"}
