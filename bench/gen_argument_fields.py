@@ -65,7 +65,7 @@ TRANSFORMERS_VERSIONS = [
     "5.5.4", "5.6.0", "5.6.1", "5.6.2", "5.7.0", "5.8.0", "5.8.1", "5.9.0", "5.10.0", "5.10.1", "5.10.2", "5.10.4",
     "5.11.0", "5.12.0", "5.12.1", "5.13.0", "5.13.1", "5.14.0", "5.14.1", "5.15.0", "5.15.1", "5.16.0", "5.16.1",
     "5.17.0", "5.18.0", "5.19.0", "5.20.0", "5.20.1", "5.20.2", "5.21.0", "5.21.1", "5.22.0", "5.22.1", "5.22.2",
-    "5.23.0", "5.24.0",
+    "5.23.0", "5.24.0", "5.25.0",
 ]
 TRL_VERSIONS = [
     "0.12.0", "0.12.1", "0.12.2", "0.13.0", "0.14.0", "0.15.0", "0.15.1", "0.15.2", "0.16.0", "0.16.1", "0.17.0",
@@ -1019,6 +1019,28 @@ def build(download: bool, only: dict[str, list[str]] | None = None,
             prev = snap
         result["libraries"][lib] = {"stored": stored, "data": data}
     return result
+
+
+def append(lib: str, version: str, out: Path = OUT, download: bool = True,
+           root: Path | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Read one release newer than those in `out` and store it as its difference from the last one read there.
+    Returns (the last snapshot before, the new snapshot). What a full `build()` would write for the same list of
+    versions (the lists above must name `version` too: scripts/refresh_knowledge.py adds it)."""
+    data = json.loads(out.read_text(encoding="utf-8"))
+    entry = data["libraries"][lib]
+    if version in entry["stored"]:
+        raise SystemExit(f"{lib} {version} is already in {out}")
+    last = None
+    for v in entry["stored"]:
+        last = entry["data"][v] if last is None else apply_diff(last, entry["data"][v])
+    roots = {lib: root or source_root(lib, version, download)}
+    if lib == "trl":
+        roots["transformers"] = Path("/nonexistent")
+    snap = read_version(lib, version, roots)
+    entry["stored"].append(version)
+    entry["data"][version] = diff(last, snap)
+    out.write_text(dumps(data), encoding="utf-8")
+    return last, snap
 
 
 def dumps(obj: Any) -> str:

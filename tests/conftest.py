@@ -2,15 +2,52 @@
 
 from __future__ import annotations
 
+import re
+import sys
 import textwrap
 from pathlib import Path
 
 import pytest
+from ci_skips import pytest_runtest_makereport, pytest_terminal_summary  # noqa: F401 (hooks: CI=true fails avoidable skips)
 
 from trainlint.config import Settings, from_table
 from trainlint.knowledge.versions import project_pins
 from trainlint.launch.discover import clear_caches
 from trainlint.lint import enabled_codes, lint_file
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _test_pins() -> dict[str, str]:
+    """The exact pins of pyproject.toml's `test` extra: the releases the ground-truth tests run against."""
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover
+        import tomli as tomllib
+    extra = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]["optional-dependencies"]
+    pins = {}
+    for requirement in extra["test"]:
+        m = re.fullmatch(r"([A-Za-z0-9_.-]+)==([0-9][\w.]*)", requirement.split(";")[0].strip())
+        if m:
+            pins[m.group(1).lower()] = m.group(2)
+    return pins
+
+
+PINNED = _test_pins()
+
+
+def installed(name: str) -> str | None:
+    from importlib import metadata
+
+    try:
+        return metadata.version(name).split("+")[0]
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def pinned_installed(*names: str) -> bool:
+    """Whether each named library is installed at its test pin."""
+    return all(installed(n) == PINNED[n] for n in names)
 
 
 @pytest.fixture

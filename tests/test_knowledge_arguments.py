@@ -1,7 +1,7 @@
 """The argument-field knowledge (knowledge/arguments.py + arguments.json) against the real libraries.
 
-Where transformers 5.24.0 / trl 1.16.0 are installed, the real HfArgumentParser / TrlParser / dataclasses are the
-ground truth. Older releases are not installed in the test environment: the values asserted for them below were
+The transformers / trl releases pinned for the tests (pyproject.toml's `test` extra, conftest.PINNED) are installed by
+the README's test command; their real HfArgumentParser / TrlParser / dataclasses are the ground truth. Older releases are not installed in the test environment: the values asserted for them below were
 read by hand in the released wheels' source (`pip download --no-deps`, unzipped) at the file and line each test
 names, and the whole JSON was checked against the real libraries installed aside (`bench/gen_argument_fields.py
 --verify-imported` with transformers 4.36.2/trl 0.12.2, 4.46.3/0.12.2, 4.51.3/0.19.1, 4.56.2/0.22.2, 4.57.6/0.27.2,
@@ -25,6 +25,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import PINNED, pinned_installed
 from trainlint.knowledge import arguments as A
 from trainlint.knowledge.versions import LibraryVersion, Versions
 
@@ -36,21 +37,12 @@ def V(transformers: str, trl: str) -> Versions:
                     LibraryVersion("peft", "0.21.2", "test"))
 
 
-NEW = V("5.24.0", "1.16.0")
-
-
-def _installed(name: str) -> str | None:
-    from importlib import metadata
-
-    try:
-        return metadata.version(name)
-    except metadata.PackageNotFoundError:
-        return None
-
+TF, TRL = PINNED["transformers"], PINNED["trl"]
+NEW = V(TF, TRL)
 
 needs_real = pytest.mark.skipif(
-    not (_installed("transformers") == "5.24.0" and _installed("trl") == "1.16.0"),
-    reason="ground truth needs transformers 5.24.0 and trl 1.16.0 installed")
+    not pinned_installed("transformers", "trl"),
+    reason=f"ground truth needs the pinned transformers {TF} and trl {TRL} installed (the README's test command)")
 
 
 @pytest.fixture(scope="module")
@@ -436,7 +428,7 @@ def test_post_init_rules_are_cited():
     steps = A.post_init_rules("SFTConfig", NEW)
     assert steps[0] == A.PostInitStep("bf16", "set", "not fp16 if bf16 is None else bf16", None,
                                       "trl 1.16.0 trl/trainer/base_config.py:108")
-    assert any(s.field == "gradient_checkpointing" and s.source.startswith("transformers 5.24.0") for s in steps)
+    assert any(s.field == "gradient_checkpointing" and s.source.startswith(f"transformers {TF}") for s in steps)
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -541,7 +533,11 @@ def test_versions_are_answered_by_the_nearest_read_at_or_below():
     assert A.snapshot_version("transformers", "4.57.3") == "4.57.3"  # every release from 4.36.0 on was read
     assert A.snapshot_version("transformers", "4.57.9") == "4.57.6"
     assert A.snapshot_version("trl", "0.10.1") is None
-    assert A.snapshot_version("transformers", "5.30.0") == "5.24.0"
+    from trainlint.knowledge.versions import NEWEST_KNOWN
+
+    # a release newer than those read is answered by the newest read, which is what versions.py calls newest known
+    assert A.snapshot_version("transformers", "5.99.0") == A.read_versions("transformers")[-1] == NEWEST_KNOWN["transformers"]
+    assert A.read_versions("trl")[-1] == NEWEST_KNOWN["trl"]
     assert A.snapshot_version("transformers", "4.30.0") is None
     assert A.library_fields("SFTConfig", V("4.30.0", "0.12.0")) is None  # its TrainingArguments is unknown
     assert A.library_fields("SFTConfig", V("5.24.0", "0.11.4")) is None
@@ -551,10 +547,20 @@ def test_versions_are_answered_by_the_nearest_read_at_or_below():
         assert set(versions) <= set(A.read_versions(lib))
 
 
-def test_cited_lines_in_the_cached_sources():
-    cache = Path(os.environ.get("TRAINLINT_ARGSRC", "/tmp/trainlint-argsrc"))
+def _cited_source(lib: str, version: str, path: str) -> Path:
+    """The cited file: in the installed pinned release, else in the generator's source cache."""
+    if version == PINNED.get(lib) and pinned_installed(lib):
+        module = importlib.import_module(lib)
+        return Path(module.__file__).parents[1] / path
+    return Path(os.environ.get("TRAINLINT_ARGSRC", "/tmp/trainlint-argsrc")) / f"{lib}-{version}" / path
+
+
+def test_cited_lines_in_the_sources():
+    """Cited lines of older releases are re-read where the generator's cache is; those of the pinned releases always
+    (they are installed by the test command), so the test checks something on a fresh machine."""
     checked = 0
-    for cls, tf, trl, field in [("SFTConfig", "4.56.2", "0.22.0", "gradient_checkpointing"),
+    for cls, tf, trl, field in [("TrainingArguments", TF, TRL, "activation_checkpointing"), ("SFTConfig", TF, TRL, "max_length"),
+                                ("SFTConfig", TF, TRL, "gradient_checkpointing"), ("SFTConfig", "4.56.2", "0.22.0", "gradient_checkpointing"),
                                 ("SFTConfig", "4.46.3", "0.12.2", "max_seq_length"),
                                 ("ModelConfig", "4.57.6", "0.27.0", "dtype"),
                                 ("TrainingArguments", "4.36.2", "0.12.0", "gradient_checkpointing_kwargs"),
@@ -562,13 +568,13 @@ def test_cited_lines_in_the_cached_sources():
         info = _d(cls, field, tf, trl)
         lib, version, where = info.source.split(" ")
         path, line = where.rsplit(":", 1)
-        src = cache / f"{lib}-{version}" / path
+        src = _cited_source(lib, version, path)
         if not src.exists():
             continue
         assert src.read_text(encoding="utf-8").splitlines()[int(line) - 1].lstrip().startswith(f"{field}:")
         checked += 1
     if not checked:
-        pytest.skip(f"no generator source cache under {cache}")
+        pytest.skip("neither the pinned transformers / trl nor the generator's source cache is here")
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -588,14 +594,12 @@ def test_checked_in_json_equals_the_generator_on_the_installed_sources(real):
     transformers, trl = real
     gen = _generator()
     site = {"transformers": Path(transformers.__file__).parents[1], "trl": Path(trl.__file__).parents[1]}
-    fresh = gen.build(download=False, only={"transformers": ["5.24.0"], "trl": ["1.16.0"]},
-                      roots_override={("transformers", "5.24.0"): site["transformers"],
-                                      ("trl", "1.16.0"): site["trl"]})
-    for lib, version in (("transformers", "5.24.0"), ("trl", "1.16.0")):
+    fresh = gen.build(download=False, only={"transformers": [TF], "trl": [TRL]},
+                      roots_override={("transformers", TF): site["transformers"], ("trl", TRL): site["trl"]})
+    for lib, version in (("transformers", TF), ("trl", TRL)):
         assert fresh["libraries"][lib]["data"][version] == A._snapshot(lib, version), lib
-    again = gen.build(download=False, only={"transformers": ["5.24.0"], "trl": ["1.16.0"]},
-                      roots_override={("transformers", "5.24.0"): site["transformers"],
-                                      ("trl", "1.16.0"): site["trl"]})
+    again = gen.build(download=False, only={"transformers": [TF], "trl": [TRL]},
+                      roots_override={("transformers", TF): site["transformers"], ("trl", TRL): site["trl"]})
     assert gen.dumps(again) == gen.dumps(fresh)  # deterministic
 
 

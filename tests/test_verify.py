@@ -7,6 +7,7 @@ import json
 import subprocess
 import sys
 import textwrap
+import uuid
 from pathlib import Path
 
 import pytest
@@ -150,11 +151,16 @@ def test_a_script_that_raises_shows_its_traceback_and_which_run_failed(project):
 
 
 def test_a_script_that_hangs_is_killed_with_its_whole_process_group(project):
-    write(project, "hang.py", EAGER.format(body="import subprocess, time; subprocess.Popen(['sleep', '300']); "
-                                                "time.sleep(3600)"))
+    # The child carries a token unique to this test run, so no other process on the machine can match it.
+    token = f"trainlint-hang-child-{uuid.uuid4().hex}"
+    write(project, "hang.py", EAGER.format(
+        body=f"import subprocess, sys, time; subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(300)', "
+             f"'{token}']); time.sleep(3600)"))
     code, data, err = verify(project, "hang.py", "--steps", "1", "--timeout", "20", timeout=300)
     assert data["runs"]["original"]["timed_out"] is True
-    left = subprocess.run(["pgrep", "-f", "sleep 300"], capture_output=True, text=True)
+    left = subprocess.run(["pgrep", "-f", token], capture_output=True, text=True)
+    if left.stdout.strip():
+        subprocess.run(["pkill", "-f", token])
     assert left.stdout.strip() == "", "a child of the killed run is still alive"
 
 

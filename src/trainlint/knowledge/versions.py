@@ -15,10 +15,10 @@ from pathlib import Path
 
 LIBRARIES = ("transformers", "trl", "peft")
 # The newest releases whose behaviour trainlint's rules were checked against (installed sources).
-NEWEST_KNOWN = {"transformers": "5.24.0", "trl": "1.16.0", "peft": "0.21.2"}
+NEWEST_KNOWN = {"transformers": "5.25.0", "trl": "1.16.0", "peft": "0.21.2"}
 # Minor releases, oldest first, used to answer a range pin ("transformers<5") with the newest match.
 _KNOWN_MINORS = {
-    "transformers": [f"4.{m}.0" for m in range(20, 58)] + [f"5.{m}.0" for m in range(0, 25)],
+    "transformers": [f"4.{m}.0" for m in range(20, 58)] + [f"5.{m}.0" for m in range(0, 26)],
     "trl": [f"0.{m}.0" for m in range(1, 30)] + [f"1.{m}.0" for m in range(0, 17)],
     "peft": [f"0.{m}.0" for m in range(1, 22)],
 }
@@ -332,5 +332,10 @@ def decide_versions(path: Path, script_pins: tuple[tuple[str, str], ...], overri
                                                        f"calls ({bound.describe()})")
         if chosen is None:
             chosen = LibraryVersion(library, NEWEST_KNOWN[library], "not pinned or installed: newest known")
+        if _cmp(chosen.tuple, parse_version(NEWEST_KNOWN[library])) > 0:
+            # every rule's version test is "at least X", and the argument tables answer with the nearest release read
+            # at or below: a newer release gets the newest behaviour known (scripts/refresh_knowledge.py reads it)
+            chosen = LibraryVersion(library, chosen.version, f"{chosen.source}; newer than the knowledge (read up to "
+                                                             f"{NEWEST_KNOWN[library]}): the newest known behaviour applies")
         out[library] = chosen
     return Versions(**out, notes=tuple(notes), conflicts=tuple(conflicts))
