@@ -219,6 +219,33 @@ def test_gpu_sizes_are_driver_mib_printed_in_gib(text, name, gib):
     assert got_name == name and size == pytest.approx(gib * GIB)
 
 
+@pytest.mark.parametrize("text, name", [
+    ("RTX4090", "RTX-4090"), ("rtx-4090", "RTX-4090"), ("RTX 4090", "RTX-4090"), ("4090", "RTX-4090"),
+    ("NVIDIA GeForce RTX 4090", "RTX-4090"), ("RTX 3090", "RTX-3090"), ("3090", "RTX-3090"), ("5090", "RTX-5090"),
+    ("A100 80GB", "A100-80GB"), ("A100-80GB", "A100-80GB"), ("a100_80gb", "A100-80GB"), ("a100 40gb", "A100-40GB"),
+    ("nvidia_a100-sxm4-80gb", "A100-80GB"), ("a100", "A100"), ("H100-SXM", "H100"), ("H100 PCIe", "H100"),
+    ("h100", "H100"), ("h100 80gb", "H100-80GB"), ("H100 NVL", "H100-NVL"), ("L4", "L4"), ("t4", "T4"),
+    ("Tesla T4", "T4"), ("A10G", "A10G"), ("a10", "A10"), ("L40S", "L40S"), ("h200", "H200"), ("B200", "B200"),
+    ("MI300X", "MI300X"), ("AMD Instinct MI300X", "MI300X"), ("RTX A6000", "A6000"),
+])
+def test_gpu_names_as_people_write_them(text, name):
+    assert parse_gpu(text)[0] == name
+
+
+@pytest.mark.parametrize("name, mib", [("RTX-4090", 24_564), ("RTX-3090", 24_576), ("A10G", 23_028),
+                                       ("H200", 143_771), ("B200", 183_359), ("L4", 23_034)])
+def test_gpu_capacity_is_the_driver_total_cited(name, mib):
+    from trainlint.knowledge.gpus import GPUS
+
+    assert parse_gpu(name)[1] == mib * 1024**2 and GPUS[name][1]  # every entry says where its figure comes from
+
+
+@pytest.mark.parametrize("text", ["GH200", "GTX-9000", "a100 sxm4", "4080"])
+def test_unknown_gpu_is_an_error_listing_the_known_names(text):
+    with pytest.raises(ValueError, match=r"unknown GPU .*one of T4, L4, .*RTX-4090.*MI300X"):
+        parse_gpu(text)
+
+
 def test_fmt_gib():
     assert fmt_gib(15_360 * 1024**2) == "15 GiB" and fmt_gib(15.5 * GIB) == "15.5 GiB" and fmt_gib(48 * GIB) == "48 GiB"
 

@@ -175,3 +175,136 @@ def _decode_png(data: bytes) -> list[tuple[int, int, int]]:
         out.extend(tuple(line[x * bpp:x * bpp + 3]) for x in range(width))
         prev = line
     return out
+
+
+# -- the verdict as an exit code, and --max-batch (issue 26, parts 5 and 6) --------------------------------------
+# Ground truth: the estimator itself. LLAMA_1B (conftest) needs ~38 GiB at batch 8 x 2,048: it fits an 80 GB card,
+# not a 24 GB one; --max-batch must agree with the gate run at the batch it names and the one above it.
+
+def estimate_cli(tmp_path, source: str, *args: str):
+    from click.testing import CliRunner
+
+    from trainlint.cli import main
+
+    (tmp_path / "train.py").write_text(source)
+    return CliRunner().invoke(main, ["estimate", str(tmp_path / "train.py"), *args])
+
+
+def test_exit_code_is_the_verdict_with_gpu(tmp_path):
+    from conftest import LLAMA_1B
+
+    fits = estimate_cli(tmp_path, LLAMA_1B, "--gpu", "A100 80GB")
+    assert fits.exit_code == 0 and "A100-80GB (80 GiB): fits" in fits.output
+    over = estimate_cli(tmp_path, LLAMA_1B, "--gpu", "rtx-4090")
+    assert over.exit_code == 1 and "RTX-4090 (24 GiB): does NOT fit" in over.output
+    assert estimate_cli(tmp_path, LLAMA_1B).exit_code == 0  # no --gpu: an estimate was printed
+    as_json = estimate_cli(tmp_path, LLAMA_1B, "--gpu", "4090", "--format", "json")
+    assert as_json.exit_code == 1 and json.loads(as_json.output)["fits"] is False
+    unknown_gpu = estimate_cli(tmp_path, LLAMA_1B, "--gpu", "GH200")
+    assert unknown_gpu.exit_code == 2 and "unknown GPU 'GH200'" in unknown_gpu.output
+
+
+def test_cannot_say_is_exit_2(tmp_path):
+    from conftest import LLAMA_1B
+
+    no_length = LLAMA_1B.replace('data = tokenizer(["..."], max_length=2048, truncation=True)\n', "")
+    r = estimate_cli(tmp_path, no_length, "--gpu", "H200")
+    assert r.exit_code == 2 and "cannot say: sequence length unknown" in r.output
+    # a lower bound already over the card is a "does not fit", unknown length or not
+    assert estimate_cli(tmp_path, no_length, "--gpu", "4GB").exit_code == 1
+    private = LLAMA_1B.replace("meta-llama/Llama-3.2-1B", "my-org/private")
+    r = estimate_cli(tmp_path, private, "--gpu", "H100")
+    assert r.exit_code == 2 and "is unknown" in r.output
+
+
+def _largest(output: str) -> int:
+    import re
+
+    return int(re.search(r"largest micro-batch that fits .*: (\d+) per device", output).group(1))
+
+
+def test_max_batch_is_the_largest_batch_the_gate_passes(tmp_path):
+    from conftest import LLAMA_1B
+
+    r = estimate_cli(tmp_path, LLAMA_1B, "--gpu", "RTX4090", "--max-batch")
+    assert r.exit_code == 0, r.output
+    largest = _largest(r.output)
+    assert 1 <= largest < 8  # batch 8 does not fit a 24 GB card
+    assert estimate_cli(tmp_path, LLAMA_1B, "--gpu", "RTX4090", "--batch", str(largest)).exit_code == 0
+    assert estimate_cli(tmp_path, LLAMA_1B, "--gpu", "RTX4090", "--batch", str(largest + 1)).exit_code == 1
+    steps = -(-8 // largest)
+    assert f"gradient_accumulation_steps={steps}" in r.output and "effective batch of 8" in r.output
+    data = json.loads(estimate_cli(tmp_path, LLAMA_1B, "--gpu", "RTX4090", "--max-batch", "--format", "json").output)
+    assert data["max_batch"]["batch"] == largest and data["max_batch"]["gradient_accumulation_steps"] == steps
+    assert data["max_batch"]["effective_batch"] == 8 and data["fits"] is False
+    # an 80 GB card takes more than the script's 8
+    assert _largest(estimate_cli(tmp_path, LLAMA_1B, "--gpu", "A100-80GB", "--max-batch").output) > 8
+
+
+def test_max_batch_keeps_the_scripts_accumulation(tmp_path):
+    from conftest import LLAMA_1B
+
+    accumulating = LLAMA_1B.replace("use_liger_kernel=True", "use_liger_kernel=True, gradient_accumulation_steps=3")
+    data = json.loads(estimate_cli(tmp_path, accumulating, "--gpu", "4090", "--max-batch", "--format", "json").output)
+    mb = data["max_batch"]
+    assert mb["effective_batch"] == 24
+    assert mb["gradient_accumulation_steps"] == -(-24 // mb["batch"])
+    assert mb["exact"] is (24 % mb["batch"] == 0)
+
+
+LOOP = """
+import torch
+from accelerate import Accelerator
+from torch.utils.data import DataLoader
+from transformers import AutoModelForCausalLM, AutoTokenizer
+
+accelerator = Accelerator(gradient_accumulation_steps=2)
+tokenizer = AutoTokenizer.from_pretrained("meta-llama/Llama-3.2-1B")
+model = AutoModelForCausalLM.from_pretrained("meta-llama/Llama-3.2-1B", dtype=torch.bfloat16)
+loader = DataLoader(tokenizer(["..."], max_length=2048, truncation=True), batch_size=8)
+optimizer = torch.optim.AdamW(model.parameters())
+model, optimizer, loader = accelerator.prepare(model, optimizer, loader)
+"""
+
+
+def test_max_batch_reads_a_loops_accumulation(tmp_path):
+    data = json.loads(estimate_cli(tmp_path, LOOP, "--gpu", "4090", "--max-batch", "--format", "json").output)
+    mb = data["max_batch"]
+    assert mb["effective_batch"] == 16 and mb["gradient_accumulation_steps"] == -(-16 // mb["batch"])
+
+
+def test_max_batch_says_when_no_whole_number_of_steps_keeps_the_effective_batch(tmp_path):
+    from conftest import LLAMA_1B
+
+    # a card just over what batch 3 needs (peak + the CUDA overhead, from the tool's own JSON): 3 fits, 4 does not
+    at_3 = json.loads(estimate_cli(tmp_path, LLAMA_1B, "--batch", "3", "--format", "json").output)
+    gib = (at_3["peak"] + at_3["cuda_overhead"]) / 1024**3 + 0.05
+    r = estimate_cli(tmp_path, LLAMA_1B, "--gpu", f"{gib:.2f}GB", "--max-batch")
+    assert r.exit_code == 0 and _largest(r.output) == 3
+    assert ("gradient_accumulation_steps=3 gives 9 per device, not the script's 8" in r.output
+            and "micro-batch 2 with gradient_accumulation_steps=4 keeps it exactly" in r.output)
+
+
+def test_max_batch_none_fits_unknown_or_no_gpu(tmp_path):
+    from conftest import LLAMA_1B
+
+    r = estimate_cli(tmp_path, LLAMA_1B, "--gpu", "4GB", "--max-batch")
+    assert r.exit_code == 1 and "not even a micro-batch of 1 fits 4 GiB" in r.output
+    no_length = LLAMA_1B.replace('data = tokenizer(["..."], max_length=2048, truncation=True)\n', "")
+    r = estimate_cli(tmp_path, no_length, "--gpu", "H100", "--max-batch")
+    assert r.exit_code == 2 and "largest micro-batch: cannot say: sequence length unknown" in r.output
+    assert estimate_cli(tmp_path, no_length, "--gpu", "H100", "--max-batch", "--seq", "2048").exit_code == 0
+    r = estimate_cli(tmp_path, LLAMA_1B, "--max-batch")
+    assert r.exit_code == 2 and "--max-batch needs a GPU" in r.output
+
+
+def test_readme_max_batch_example_is_the_tools_output(tmp_path):
+    import re
+
+    from conftest import LLAMA_1B
+
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    block = re.search(r"\$ trainlint estimate train.py --gpu RTX4090 --max-batch.*?\n(.*?)```", readme, re.S).group(1)
+    out = estimate_cli(tmp_path, LLAMA_1B, "--gpu", "RTX4090", "--max-batch").output
+    for line in block.strip().splitlines():
+        assert line in out

@@ -284,7 +284,10 @@ def server_cmd(stdio):
 
 @main.command(cls=_WithScriptArgs)
 @click.argument("script", type=click.Path(path_type=Path))
-@click.option("--gpu", default=None, help="GPU to judge against: 24GB, T4, L4, A10G, A100-40GB, A100-80GB, H100, H200...")
+@click.option("--gpu", default=None, help="GPU to judge against: 24GB (read as GiB), T4, L4, A10G, RTX4090, A100-80GB, "
+                                          "H100, H200, B200, MI300X...; the exit code is then the verdict.")
+@click.option("--max-batch", is_flag=True, help="Print the largest per-device micro-batch that fits the GPU and the "
+                                                "gradient_accumulation_steps that keeps the effective batch.")
 @click.option("--batch", type=click.IntRange(min=1), default=None, help="Per-device batch, if the script leaves it to the command line.")
 @click.option("--seq", type=click.IntRange(min=1), default=None, help="Sequence length, if the script leaves it open.")
 @click.option("--world-size", type=click.IntRange(min=1), default=None, help="GPUs that shard the model states (ZeRO/FSDP).")
@@ -293,11 +296,20 @@ def server_cmd(stdio):
               help="Write to this file instead of stdout.")
 @click.option("--config", "config", type=click.Path(dir_okay=False), default=None)
 @click.pass_context
-def estimate(click_ctx, script, gpu, batch, seq, world_size, fmt, output, config):
+def estimate(click_ctx, script, gpu, max_batch, batch, seq, world_size, fmt, output, config):
     """Where the memory goes, per consumer, for SCRIPT's model and config, before you rent a GPU.
 
     SCRIPT may be a launcher (`scripts/train.sh`) or a config a launcher passes (`recipe.yaml`): the script
-    they run is estimated under that launch. Arguments after `--` are the script's own command line."""
+    they run is estimated under that launch. Arguments after `--` are the script's own command line.
+
+    \b
+    Exit codes, with --gpu (so `trainlint estimate train.py --gpu L4 && accelerate launch train.py`):
+      0  the run fits the GPU
+      1  it does not fit
+      2  cannot say (model, batch or sequence length unknown), or a usage error
+    With --max-batch: 0 when a micro-batch of at least 1 fits, 1 when none does, 2 when it cannot say.
+    Without either: 0 when an estimate was printed (a GPU from the config or the launch adds a verdict,
+    not an exit code), 2 on an error."""
     from trainlint.knowledge.gpus import parse_gpu
     from trainlint.lint import enabled_codes, lint_file
     from trainlint.memory.estimate import estimate as run_estimate
@@ -343,6 +355,8 @@ def estimate(click_ctx, script, gpu, batch, seq, world_size, fmt, output, config
             chosen_gpu = (requested.name, requested.capacity)
             gpu_note = [f"GPU {requested.name}: requested at {requested.span.file}:{requested.span.line} "
                         f"({requested.option})"]
+    if max_batch and chosen_gpu is None:
+        fail("--max-batch needs a GPU: pass --gpu (e.g. --gpu RTX4090 or --gpu 24GB)")
     if world_size is None and launch.world_size is not None and launch.world_size.known:
         world_size = launch.world_size.value
     try:
@@ -356,14 +370,43 @@ def estimate(click_ctx, script, gpu, batch, seq, world_size, fmt, output, config
         for k, v in launch.bindings if v.known) or f"launch {launch.label}: no values read"]
     if len(result.contexts) > 1:
         read.append(f"{len(result.contexts)} launches found; estimated under the first ({launch.label})")
-    report = Report(result.display, f"{spec.id} ({plan.geometry.params / 1e9:.2f} B parameters; {source})",
-                    run_estimate(plan), chosen_gpu, tuple(read + gpu_note + notes), tuple(unknown))
+    model_line = f"{spec.id} ({plan.geometry.params / 1e9:.2f} B parameters; {source})"
+    largest = None
+    if max_batch:
+        largest = _largest_batch(result, Overrides(batch, seq, world_size), unknown, chosen_gpu, model_line)
+    report = Report(result.display, model_line, run_estimate(plan), chosen_gpu, tuple(read + gpu_note + notes),
+                    tuple(unknown), largest)
     out = EST_FORMATS[fmt](report)
     if output:
         output.write_text(out, encoding="utf-8")
         click.echo(f"wrote {output}", err=True)
     else:
         click.echo(out, nl=False)
+    if max_batch:
+        sys.exit(2 if isinstance(largest, str) else 0 if largest.batch else 1)
+    sys.exit({True: 0, False: 1, None: 2}[report.fits] if gpu is not None else 0)
+
+
+def _largest_batch(result, overrides, unknown: list[str], gpu: tuple[str, int], model_line: str):
+    """--max-batch: the run re-planned (planning.plan_for, as --batch does) and re-estimated at each candidate
+    micro-batch, judged as the verdict is (Report.fits); a MaxBatch, or why there is none."""
+    from trainlint.memory.estimate import estimate as run_estimate
+    from trainlint.memory.max_batch import MaxBatch, largest_batch
+    from trainlint.planning import plan_for
+    from trainlint.report.estimate import Report
+
+    shape_unknown = [u for u in unknown if u != "batch"]
+    if shape_unknown:
+        return f"{', '.join(shape_unknown)} unknown (pass --seq)"
+
+    def fits(candidate: int) -> bool:
+        plan = plan_for(result.context, replace(overrides, batch=candidate))[0]
+        return Report(result.display, model_line, run_estimate(plan), gpu, (), ()).fits
+
+    found, at_limit = largest_batch(fits)
+    micro = overrides.batch or (result.context.batch.value if result.context.batch.known else None)
+    steps = result.context.accumulation
+    return MaxBatch(found, at_limit, micro * steps.value if micro and steps.known else None)
 
 
 @main.command(context_settings={"ignore_unknown_options": True})

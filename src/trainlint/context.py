@@ -153,6 +153,23 @@ class FileContext:
         return UNKNOWN
 
     @cached_property
+    def accumulation(self) -> Value:
+        """gradient_accumulation_steps, read where `batch` is read; a loop with no accumulation found: 1."""
+        args = self.main_args
+        if args is not None:
+            value = args.get("gradient_accumulation_steps")
+            if value.unset and not args.call.opaque_kwargs:
+                return library_default(libraries.TRAINING_ARGS_DEFAULTS["gradient_accumulation_steps"])
+            return value if value.known and _pos_int(value.value) else UNKNOWN
+        found = self.facts.accum_evidence
+        if not found:
+            return known(1, None, "no gradient accumulation found")
+        if len({e.value.value for e in found if e.value.known}) == 1 and all(
+                e.value.known and _pos_int(e.value.value) for e in found):
+            return known(found[0].value.value, found[0].span, found[0].source)
+        return UNKNOWN
+
+    @cached_property
     def gradient_checkpointing(self) -> bool | None:
         """True when checkpointing is on, False when it is off, None when the script does not say clearly."""
         if any(c.short in ("gradient_checkpointing_enable", "activation_checkpointing_enable")

@@ -18,7 +18,7 @@ import re
 # family token -> GPUS name (one memory size), or {size in GB (or "nvl"): GPUS name} when several exist
 _FAMILIES: dict[str, str | dict[str, str]] = {
     "t4": "T4", "l4": "L4", "a10": "A10", "a10g": "A10G", "l40s": "L40S", "a6000": "A6000",
-    "3090": "RTX-3090", "4090": "RTX-4090", "5090": "RTX-5090", "h200": "H200", "mi300x": "MI300X",
+    "3090": "RTX-3090", "4090": "RTX-4090", "5090": "RTX-5090", "h200": "H200", "b200": "B200", "mi300x": "MI300X",
     "a100": {"40": "A100-40GB", "80": "A100-80GB"},
     "v100": {"16": "V100-16GB", "32": "V100-32GB"},
     "h100": {"80": "H100-80GB", "94": "H100-NVL", "nvl": "H100-NVL"},

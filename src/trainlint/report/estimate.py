@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from trainlint.knowledge.gpus import GIB, describe_gpu, fmt_gib
 from trainlint.memory import fmt_bytes
 from trainlint.memory.estimate import CONSUMERS, CUDA_OVERHEAD, Estimate
+from trainlint.memory.max_batch import MaxBatch
 
 LABELS = {
     "weights": "Weights",
@@ -32,6 +33,7 @@ class Report:
     gpu: tuple[str, int] | None
     assumptions: tuple[str, ...]
     unknown: tuple[str, ...]  # "batch", "sequence length"
+    max_batch: MaxBatch | str | None = None  # --max-batch: the answer, or why there is none; None: not asked
 
     def consumers(self) -> dict[str, int | None]:
         out: dict[str, int | None] = dict(self.estimate.consumers)
@@ -83,6 +85,28 @@ def _verdict(r: Report) -> str:
     return f"{gpu}: does NOT fit: needs {fmt_gib(need - capacity)} more"
 
 
+def _max_batch(r: Report) -> list[str]:
+    """--max-batch's answer in sentences (text and HTML)."""
+    mb = r.max_batch
+    if isinstance(mb, str):
+        return [f"largest micro-batch: cannot say: {mb}"]
+    gpu = describe_gpu(*r.gpu)
+    if mb.batch == 0:
+        return [f"largest micro-batch: none: not even a micro-batch of 1 fits {gpu}"]
+    lines = [f"largest micro-batch that fits {gpu}: {'at least ' if mb.at_limit else ''}{mb.batch} per device"]
+    if mb.effective is None:
+        lines.append("the script's batch or gradient_accumulation_steps is unknown: no effective batch to keep")
+    elif mb.exact:
+        lines.append(f"gradient_accumulation_steps={mb.accumulation} keeps the script's effective batch of "
+                     f"{mb.effective} per device")
+    else:
+        d = mb.exact_batch
+        lines.append(f"gradient_accumulation_steps={mb.accumulation} gives {mb.batch * mb.accumulation} per device, "
+                     f"not the script's {mb.effective} (no whole number of steps keeps it at {mb.batch}); "
+                     f"micro-batch {d} with gradient_accumulation_steps={mb.effective // d} keeps it exactly")
+    return lines
+
+
 def text(r: Report) -> str:
     consumers = r.consumers()
     known = [v for v in consumers.values() if v is not None]
@@ -104,7 +128,10 @@ def text(r: Report) -> str:
     if r.estimate.paged_optimizer:
         lines.append(f"  + paged optimizer state in managed memory (not in allocated-memory counters): "
                      f"{fmt_bytes(r.estimate.paged_optimizer)}")
-    lines += [f"  verdict: {_verdict(r)}", ""]
+    lines.append(f"  verdict: {_verdict(r)}")
+    if r.max_batch is not None:
+        lines.extend(f"  {line}" for line in _max_batch(r))
+    lines.append("")
     if r.estimate.levers:
         lines.append("  levers, by what they would save on this script's peak:")
         for lever in r.estimate.levers:
@@ -132,7 +159,20 @@ def as_json(r: Report) -> str:
         "levers": [{"name": lv.name, "saves": lv.saves, "cost": lv.cost} for lv in r.estimate.levers],
         "assumptions": list(r.assumptions),
         "unknown": list(r.unknown),
+        "max_batch": _max_batch_json(r.max_batch),
     }, indent=2)
+
+
+def _max_batch_json(mb: MaxBatch | str | None) -> dict | None:
+    if mb is None:
+        return None
+    if isinstance(mb, str):
+        return {"batch": None, "cannot_say": mb}
+    exact = mb.exact_batch
+    return {"batch": mb.batch, "at_limit": mb.at_limit, "effective_batch": mb.effective,
+            "gradient_accumulation_steps": mb.accumulation, "exact": mb.exact,
+            "exact_alternative": None if mb.exact or exact is None else
+            {"batch": exact, "gradient_accumulation_steps": mb.effective // exact}}
 
 
 def as_html(r: Report) -> str:
@@ -158,6 +198,7 @@ def as_html(r: Report) -> str:
     levers = "".join(f"<tr><td>{html.escape(lv.name)}</td><td class='num'>−{fmt_bytes(lv.saves)}</td>"
                      f"<td>{html.escape(lv.cost)}</td></tr>" for lv in r.estimate.levers)
     assumptions = "".join(f"<li>{html.escape(a)}</li>" for a in r.assumptions)
+    max_batch = "".join(f"<p>{html.escape(line)}</p>" for line in (_max_batch(r) if r.max_batch is not None else []))
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>trainlint estimate: {html.escape(r.script)}</title>
 <style>
@@ -173,6 +214,7 @@ table {{ border-collapse: collapse; width: 100%; }} td, th {{ border-bottom: 1px
 <p class="sub">{html.escape(r.script)} · {html.escape(describe_plan(r))}</p>
 <p><span class="peak">{fmt_bytes(r.estimate.peak)}</span> peak ({html.escape(r.estimate.peak_phase)})<span class="badge">{badge[0]}</span></p>
 <p>{html.escape(_verdict(r))}</p>
+{max_batch}
 {svg}
 <p class="note">Plus the CUDA context and allocator overhead (~{fmt_bytes(CUDA_OVERHEAD)}), not counted in the bars.</p>
 <h2>Levers</h2><table><tr><th>lever</th><th class="num">saves</th><th>cost</th></tr>{levers}</table>
