@@ -165,3 +165,46 @@ def test_manual_loop_with_cut_cross_entropy_is_quiet(lint):
         'loss = F.cross_entropy(out.logits.view(-1, out.logits.size(-1)), batch["labels"].view(-1))',
         "loss = linear_cross_entropy(out.hidden_states[-1], model.lm_head.weight, batch['labels'])")
     assert lint(src) == []
+
+
+# The labels inside the batch dict (a collator adds them): the forward's `.loss` is the model's own cross-entropy on
+# the full logits (transformers LlamaForCausalLM.forward + ForCausalLMLoss); a loss read is the evidence of labels.
+BATCH_LOOP = '''
+import torch
+from transformers import AutoModelForCausalLM
+
+model = AutoModelForCausalLM.from_pretrained("meta-llama/Llama-3.2-1B", dtype=torch.bfloat16)
+loader = torch.utils.data.DataLoader(ds, batch_size=4)
+SEQ_LEN = 2048
+for batch in loader:
+    {body}
+    loss.backward()
+'''
+
+
+def test_loss_read_from_a_forward_on_the_batch_dict_is_flagged(lint):
+    found = lint(BATCH_LOOP.format(body="loss = model(**batch).loss"))
+    assert [(c, line) for c, line, _ in found] == [("TL301", 9)]
+    assert "`model(...)` returns `.loss`, so the batch carries labels" in found[0][2]
+    assert "[4 x 2,048 x 128,256] logits are ~2.1 GB in bf16" in found[0][2]
+
+
+def test_loss_read_through_the_output_variable_is_flagged_at_the_forward(lint):
+    found = lint(BATCH_LOOP.format(body="outputs = model(**batch)\n    loss = outputs.loss"))
+    assert [(c, line) for c, line, _ in found] == [("TL301", 9)]
+    found = lint(BATCH_LOOP.format(body='outputs = model(**batch)\n    loss = outputs["loss"]'))
+    assert [(c, line) for c, line, _ in found] == [("TL301", 9)]
+
+
+def test_loss_of_a_peft_wrapped_model_is_flagged(lint):
+    src = BATCH_LOOP.replace("SEQ_LEN", "from peft import LoraConfig, get_peft_model\n"
+                             "peft_model = get_peft_model(model, LoraConfig(r=8))\nSEQ_LEN")
+    assert codes(lint(src.format(body="loss = peft_model(**batch).loss"))) == ["TL301"]
+
+
+def test_loss_of_something_that_is_not_the_model_is_quiet(lint):
+    assert lint(BATCH_LOOP.format(body="loss = compute(batch).loss")) == []
+    # a loss read with the Liger patch applied: the fused path computes it
+    src = BATCH_LOOP.replace("import torch\n", "import torch\nfrom liger_kernel.transformers import "
+                             "apply_liger_kernel_to_llama\napply_liger_kernel_to_llama()\n")
+    assert lint(src.format(body="loss = model(**batch).loss")) == []

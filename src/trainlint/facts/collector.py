@@ -62,6 +62,8 @@ class _Collector(cst.CSTVisitor):
         self._branches: dict[int, tuple[cst.BaseExpression, bool, str]] = {}  # id(body or else) -> condition
         self.slice_evidence: list[tuple[cst.BaseExpression, str, Span]] = []
         self.logits_accessed = False
+        # `model(**batch).loss`, `out = model(**batch); out.loss` / `out["loss"]`: (callee, span of the forward call)
+        self.forward_losses: list[tuple[str, Span]] = []
         self.parsed_names: set[str] = set()
         self._scopes: list[str] = [MODULE_SCOPE]
         self._class_depth = 0
@@ -313,6 +315,10 @@ class _Collector(cst.CSTVisitor):
 
     # -- slicing token tensors to a constant: input_ids[:, :4096] ----------------------------------------
     def visit_Subscript(self, node: cst.Subscript) -> None:
+        if len(node.slice) == 1 and isinstance(node.slice[0].slice, cst.Index) and \
+                isinstance(node.slice[0].slice.value, cst.SimpleString) and \
+                node.slice[0].slice.value.evaluated_value == "loss":
+            self._forward_loss(node.value)  # outputs["loss"]
         name = _dotted(node.value).lower()
         if not name or not any(key in name for key in ("input_ids", "tokens", "token_ids")):
             return
@@ -321,7 +327,21 @@ class _Collector(cst.CSTVisitor):
             self.slice_evidence.append((last.upper, self.scope, self._span(node)))
 
     # -- attribute reads -----------------------------------------------------------------------------
+    def _forward_loss(self, output: cst.BaseExpression) -> None:
+        """A `.loss` / `["loss"]` read on what a call returned: the call is a forward that was given labels (a
+        transformers model output has a loss only then); rules decide whether the callee is a model."""
+        call = output
+        if isinstance(output, cst.Name):
+            bound = self.bindings.get((self.scope, output.value))
+            call = bound[-1] if bound else None
+        if isinstance(call, cst.Call):
+            callee = _dotted_or_none(call.func)
+            if callee:
+                self.forward_losses.append((callee, self._span(call)))
+
     def visit_Attribute(self, node: cst.Attribute) -> None:
+        if node.attr.value == "loss":
+            self._forward_loss(node.value)
         if node.attr.value == "logits":
             self.logits_accessed = True
             self.marks.setdefault(self.scope, set()).add("logits")

@@ -270,6 +270,8 @@ class ScriptFacts:
     accum_evidence: tuple[Evidence, ...]  # gradient accumulation outside TrainingArguments (Accelerator, loops)
     pip_pins: tuple[tuple[str, str], ...]  # ("transformers", "==4.34.0") from `pip install` lines
     logits_accessed: bool  # `.logits` is read somewhere
+    # `model(**batch).loss`, `outputs.loss`, `outputs["loss"]`: (the called name, the forward call's span)
+    forward_losses: tuple[tuple[str, Span], ...] = field(default=())
     parsed_args_objects: tuple[str, ...] = field(default=())  # names bound from HfArgumentParser / argparse
     # The command-line surface, symbolically: what a launch may bind.
     classes: tuple[ClassDef, ...] = field(default=())

@@ -277,16 +277,29 @@ def trl_logits_shape(ctx: FileContext) -> tuple[int, str | None, str] | None:
     return None
 
 
-def _manual_loss_calls(ctx: FileContext) -> list[Call]:
+_OWN_LOSS = "the loss is computed on the model's full logits"
+_LABELS_LOSS = "the model computes its loss from full logits (labels=)"
+# transformers 5.25.0 models/llama/modeling_llama.py LlamaForCausalLM.forward l.471-475: with labels,
+# `logits = self.lm_head(hidden_states)` over every position (logits_to_keep=0), then loss/loss_utils.py
+# ForCausalLMLoss l.62 `logits = logits.float()`: the full logits and an fp32 copy, the same in every causal LM.
+_OUTPUT_LOSS = ("the model computes its loss from full logits (`{callee}(...)` returns `.loss`, so the batch "
+                "carries labels)")
+
+
+def _manual_losses(ctx: FileContext) -> list[tuple[Span, str | None, str]]:
+    """Losses a hand-written loop computes: (where, the model variable or None, what is said), in file order."""
     model_vars = {m.variable for m in ctx.facts.models if m.variable}
     model_vars |= {c.target for c in ctx.facts.calls if c.short == "get_peft_model" and c.target}
     out = []
     for call in ctx.facts.calls:
         if call.short in ("cross_entropy", "CrossEntropyLoss") and ctx.facts.logits_accessed:
-            out.append(call)
+            out.append((call.span, None, _OWN_LOSS))
         elif call.has_kw("labels") and call.receiver is None and call.qualname in model_vars:
-            out.append(call)
-    return out
+            out.append((call.span, call.qualname, _LABELS_LOSS))
+    for callee, span in ctx.facts.forward_losses:
+        if callee in model_vars and not any(where == span for where, _, _ in out):
+            out.append((span, callee, _OUTPUT_LOSS.format(callee=callee)))
+    return sorted(out, key=lambda found: (found[0].line, found[0].col))
 
 
 @rule("TL301", "unfused-cross-entropy-on-large-vocabulary", "logits and loss",
@@ -300,11 +313,8 @@ def check(self: Rule, ctx: FileContext):
             yield with_fit_note(ctx, diag, loss="liger")
     if ctx.facts.trainers:
         return
-    for call in _manual_loss_calls(ctx)[:1]:
-        what = ("the loss is computed on the model's full logits" if call.short in ("cross_entropy", "CrossEntropyLoss")
-                else "the model computes its loss from full logits (labels=)")
-        diag = _diagnose(self, ctx, ctx.model_for(None if call.short in ("cross_entropy", "CrossEntropyLoss")
-                                                     else call.qualname), call.span, what,
+    for span, model_variable, what in _manual_losses(ctx)[:1]:
+        diag = _diagnose(self, ctx, ctx.model_for(model_variable), span, what,
                          "use a fused linear cross-entropy (Liger's LigerFusedLinearCrossEntropyLoss or "
                          "cut-cross-entropy's linear_cross_entropy) or compute the loss in chunks")
         if diag is not None:
