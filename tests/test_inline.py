@@ -230,6 +230,56 @@ def test_custom_compute_loss_with_liger_is_fused(tmp_path):
     assert [d for d in diags if d["code"] == "TL301"] == []
 
 
+TRAINER_HELPER = '''
+    import torch.nn.functional as F
+    from transformers import Trainer
+
+
+    class LossTrainer(Trainer):
+        def compute_loss(self, model, inputs, return_outputs=False, **kwargs):
+            labels = inputs.pop("labels")
+            logits = model(**inputs).logits
+            return self._token_loss(logits, labels)
+
+        def _token_loss(self, logits, labels):
+            return F.cross_entropy(logits.view(-1, logits.size(-1)), labels.view(-1))
+    '''
+
+
+def test_compute_loss_through_a_method_of_its_class_is_a_full_logits_loss(tmp_path):
+    root = _write(tmp_path, {"mypkg/__init__.py": "", "mypkg/trainer.py": TRAINER_HELPER, "train.py": ENTRY})
+    _, diags = _check(root, "train.py")
+    tl301 = [d for d in diags if d["code"] == "TL301"]
+    assert [(d["filename"], d["location"]["row"]) for d in tl301] == [("mypkg/trainer.py", 6)]
+    assert "LossTrainer.compute_loss computes a cross-entropy over the model's full logits" in tl301[0]["message"]
+
+
+def test_a_trainer_class_bound_to_an_alias_is_followed(tmp_path):
+    entry = ENTRY.replace("trainer = LossTrainer(", "trainer_cls = LossTrainer\n    trainer = trainer_cls(")
+    root = _write(tmp_path, {"mypkg/__init__.py": "", "mypkg/trainer.py": TRAINER_FULL, "train.py": entry})
+    _, diags = _check(root, "train.py")
+    assert [d["filename"] for d in diags if d["code"] == "TL301"] == ["mypkg/trainer.py"]
+    # an alias bound twice (to two classes) is not guessed at
+    twice = entry.replace("trainer_cls = LossTrainer\n", "trainer_cls = LossTrainer\n    trainer_cls = Other\n")
+    root = _write(tmp_path / "b", {"mypkg/__init__.py": "", "mypkg/trainer.py": TRAINER_FULL, "train.py": twice})
+    _, diags = _check(root, "train.py")
+    assert [d for d in diags if d["code"] == "TL301"] == []
+
+
+def test_an_override_returning_the_models_own_loss_follows_the_base_trainer(tmp_path):
+    own = ("from transformers import Trainer\n\n\nclass LossTrainer(Trainer):\n"
+           "    def compute_loss(self, model, inputs, return_outputs=False, **kwargs):\n"
+           "        outputs = model(**inputs)\n        return outputs.loss\n")
+    root = _write(tmp_path, {"mypkg/__init__.py": "", "mypkg/trainer.py": own, "train.py": ENTRY})
+    _, diags = _check(root, "train.py")
+    assert [d for d in diags if d["code"] == "TL301"] == []  # use_liger_kernel=True patches the model's loss
+    root = _write(tmp_path / "b", {"mypkg/__init__.py": "", "mypkg/trainer.py": own,
+                                   "train.py": ENTRY.replace(", use_liger_kernel=True", "")})
+    _, diags = _check(root, "train.py")
+    assert [d["message"].startswith("Trainer computes an unfused cross-entropy") for d in diags
+            if d["code"] == "TL301"] == [True]
+
+
 def test_subclass_without_override_behaves_like_its_base(tmp_path):
     plain = "from transformers import Trainer\n\n\nclass MyTrainer(Trainer):\n    def log(self, logs):\n        pass\n"
     entry = ENTRY.replace("mypkg.trainer import LossTrainer", "mypkg.trainer import MyTrainer").replace(

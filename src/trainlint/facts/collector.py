@@ -22,7 +22,7 @@ from trainlint.facts.names import (  # the tables live apart so lint.py can use 
     NOT_REPOSITORY_MODULES,
     SEQ_NAMES,
 )
-from trainlint.facts.trainers import LOSS_CALLS
+from trainlint.facts.trainers import FORWARD_LOSS, LOSS_CALLS
 from trainlint.facts.walk import Positions
 
 RETURNED = "<return>"  # the target of a call a function returns directly (its caller's variable, once inlined)
@@ -64,6 +64,7 @@ class _Collector(cst.CSTVisitor):
         self.logits_accessed = False
         # `model(**batch).loss`, `out = model(**batch); out.loss` / `out["loss"]`: (callee, span of the forward call)
         self.forward_losses: list[tuple[str, Span]] = []
+        self._class_names: set[str] = set()  # classes defined so far (an alias of one is followed)
         self.parsed_names: set[str] = set()
         self._scopes: list[str] = [MODULE_SCOPE]
         self._class_depth = 0
@@ -162,6 +163,7 @@ class _Collector(cst.CSTVisitor):
 
     def visit_ClassDef(self, node: cst.ClassDef) -> None:
         self._bind(node.name.value, None)
+        self._class_names.add(node.name.value)
         self.params.class_started(node.name.value, [self.qualname(b.value) or "" for b in node.bases
                                                     if b.keyword is None])
         self._scopes.append(f"class {node.name.value}")
@@ -338,6 +340,7 @@ class _Collector(cst.CSTVisitor):
             callee = _dotted_or_none(call.func)
             if callee:
                 self.forward_losses.append((callee, self._span(call)))
+                self.marks.setdefault(self.scope, set()).add(FORWARD_LOSS)
 
     def visit_Attribute(self, node: cst.Attribute) -> None:
         if node.attr.value == "loss":
@@ -355,6 +358,7 @@ class _Collector(cst.CSTVisitor):
     def visit_Call(self, node: cst.Call) -> None:
         func = node.func
         if isinstance(func, cst.Name):
+            func = self._alias(func)  # `trainer_cls = MyTrainer; trainer_cls(...)`
             # `from transformers import TrainingArguments as TA`: match on the imported name
             short, receiver = self.imports.get(func.value, func.value).split(".")[-1], None
         elif isinstance(func, cst.Attribute):
@@ -365,6 +369,8 @@ class _Collector(cst.CSTVisitor):
         keywords = {a.keyword.value for a in node.args if a.keyword is not None}
         if short in LOSS_CALLS:
             self.marks.setdefault(self.scope, set()).add(short)
+        if isinstance(func, cst.Attribute) and receiver == "self":
+            self.marks.setdefault(self.scope, set()).add(f"self.{short}")  # a method calling another of its class
         if short == "add_argument":
             self._record_argparse(node)
         if short == "endswith" and P.is_argv_suffix_test(node):
@@ -388,6 +394,16 @@ class _Collector(cst.CSTVisitor):
         if receiver is not None and receiver not in self.imports:
             qualname = f"{receiver}.{short}"
         self._keep_call(node, qualname, short, receiver if receiver not in self.imports else None, self.raw_calls)
+
+    def _alias(self, name: cst.Name) -> cst.Name:
+        """The class a plain name stands for when every binding of it so far (in this scope, else the module's) is
+        that one imported or defined class: `trainer_cls = MyTrainer`. Anything else is left as written."""
+        bound = self.bindings.get((self.scope, name.value)) or self.bindings.get((MODULE_SCOPE, name.value))
+        if bound and all(isinstance(v, cst.Name) for v in bound) and len({v.value for v in bound}) == 1:
+            target = bound[0].value
+            if target != name.value and (target in self.imports or target in self._class_names):
+                return bound[0]
+        return name
 
     def _keep_call(self, node: cst.Call, qualname: str, short: str, receiver: str | None, into: list) -> None:
         into.append(_RawCall(node, qualname, short, receiver, self._targets.get(id(node)), self.scope,

@@ -429,7 +429,9 @@ def _hops(c: _Collector, resolver: _Resolver, calls: list[Call], defined: set[st
         written = raw.node.func
         while isinstance(written, cst.Attribute):
             written = written.value
-        imported = isinstance(written, cst.Name) and written.value in c.imports  # `utils.load`, `load` imported
+        # `utils.load`, `load` imported, or a name bound to an imported class (its qualname came through imports)
+        imported = isinstance(written, cst.Name) and (written.value in c.imports or
+                                                      (written is raw.node.func and "." in raw.qualname))
         if not own and not (imported and root not in NOT_REPOSITORY_MODULES and "(" not in raw.qualname):
             continue
         if raw.receiver is not None and raw.receiver not in c.imports:
@@ -440,3 +442,4 @@ def _hops(c: _Collector, resolver: _Resolver, calls: list[Call], defined: set[st
                 break
         else:
             yield _build_call(raw, resolver, c)
+

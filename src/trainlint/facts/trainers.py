@@ -22,6 +22,9 @@ FUSED_LOSS = {"LigerFusedLinearCrossEntropyLoss", "LigerFusedLinearCrossEntropyF
               "liger_fused_linear_cross_entropy", "LigerFusedLinearDPOLoss", "LigerFusedLinearGRPOLoss",
               "LigerFusedLinearKTOLoss", "LigerFusedLinearORPOLoss", "LigerFusedLinearCPOLoss", "cce_patch"}
 LOSS_CALLS = FULL_LOSS | FUSED_LOSS
+# A mark: the scope reads `.loss` / `["loss"]` from a forward it called (the model's own cross-entropy on the
+# full logits when the model is a causal LM: transformers LlamaForCausalLM.forward, loss_utils.ForCausalLMLoss).
+FORWARD_LOSS = "forward .loss"
 
 
 def library_trainer(facts: ScriptFacts, name: str, depth: int = 0) -> str | None:
@@ -42,7 +45,8 @@ def library_trainer(facts: ScriptFacts, name: str, depth: int = 0) -> str | None
 
 def loss_override(facts: ScriptFacts, name: str, display: str | None = None,
                   depth: int = 0) -> tuple[str, str, Span] | None:
-    """How the class (or a local base of it) overrides the loss: ("full" | "fused" | "other", method, span)."""
+    """How the class (or a local base of it) overrides the loss: ("full" | "fused" | "model" | "other", method,
+    span); "model": it returns the model's own loss, so what applies to the model (Liger's patch) still decides."""
     klass = facts.class_def(name)
     if klass is None or depth > 8:
         return None
@@ -52,12 +56,13 @@ def loss_override(facts: ScriptFacts, name: str, display: str | None = None,
         fn = facts.function(f"class {name}.{method}")
         if fn is None:
             continue
-        scope = fn.scope
-        seen = set().union(*(set(m) for s, m in marks.items() if s == scope or s.startswith(scope + ".")))
+        seen = _marks_through_methods(facts, name, fn.scope, marks)
         if seen & FUSED_LOSS:
             kind = "fused"
         elif "logits" in seen and (seen & FULL_LOSS or "CrossEntropyLoss" in class_marks):
             kind = "full"
+        elif FORWARD_LOSS in seen:
+            kind = "model"  # the model's own loss (`model(**inputs).loss`), as Trainer.compute_loss takes it
         else:
             kind = "other"
         whole = fn.span or Span.point(1)
@@ -66,6 +71,42 @@ def loss_override(facts: ScriptFacts, name: str, display: str | None = None,
     for base in klass.bases:
         if "." not in base and base != name:
             found = loss_override(facts, base, display, depth + 1)
+            if found is not None:
+                return found
+    return None
+
+
+def _marks_through_methods(facts: ScriptFacts, name: str, scope: str, marks: dict) -> set[str]:
+    """What a method and the methods of its class it calls (`self._get_per_token_logps(...)`, transitively, in
+    the class or its local bases) do with logits: the marks of all their scopes."""
+    seen: set[str] = set()
+    todo, done = [scope], set()
+    while todo:
+        current = todo.pop()
+        if current in done:
+            continue
+        done.add(current)
+        for s, m in marks.items():
+            if s == current or s.startswith(current + "."):
+                seen |= set(m)
+                for mark in m:
+                    if mark.startswith("self."):
+                        target = _method_scope(facts, name, mark[len("self."):])
+                        if target is not None:
+                            todo.append(target)
+    return seen
+
+
+def _method_scope(facts: ScriptFacts, name: str, method: str, depth: int = 0) -> str | None:
+    """The scope of `method` as class `name` resolves it (its own, else a local base's)."""
+    if facts.function(f"class {name}.{method}") is not None:
+        return f"class {name}.{method}"
+    klass = facts.class_def(name)
+    if klass is None or depth > 8:
+        return None
+    for base in klass.bases:
+        if "." not in base and base != name:
+            found = _method_scope(facts, base, method, depth + 1)
             if found is not None:
                 return found
     return None

@@ -164,7 +164,13 @@ def _override_diagnostic(self: Rule, ctx: FileContext, trainer: TrainerCall):
 
 
 def _trainer_diagnostic(self: Rule, ctx: FileContext, trainer: TrainerCall):
-    if trainer.loss_override is not None:
+    if trainer.loss_override is not None and trainer.loss_override[0] == "model":
+        # the override returns the model's own loss: for transformers' Trainer that is what compute_loss does, so
+        # the base's decision (use_liger_kernel patches the model) stands; a TRL trainer's own loss path is replaced
+        # by it, and what that does is not guessed at
+        if trainer.class_name not in ("Trainer", "Seq2SeqTrainer"):
+            return None
+    elif trainer.loss_override is not None:
         return _override_diagnostic(self, ctx, trainer)
     args = ctx.trainer_args(trainer)
     if args is None and ctx.trainer_args_opaque(trainer):
