@@ -298,3 +298,81 @@ def test_notebook_percent_run_launches_the_written_script(tmp_path):
     notebook(tmp_path / "sft.ipynb", WRITTEN, [line])
     (d,) = findings(run("check", "--output-format", "json", "sft.ipynb", cwd=tmp_path))
     assert (d["code"], d["cell"], d["location"]) == ("TL101", 3, {"row": 1, "column": line.index("eager") + 1})
+
+
+# A load chosen by a comparison on a parameter (`if "70B" in config.model_name:`): the launch (or the default, when
+# no launch sets it) decides the branch, so the other load is not part of the run.
+COMPARED = '''
+from dataclasses import dataclass, field
+
+import transformers
+import trl
+
+
+@dataclass
+class TrainingConfig:
+    model_name: str = field(default="Qwen/Qwen2.5-7B-Instruct")
+    block_size: int = field(default=4096)
+
+
+def train():
+    parser = transformers.HfArgumentParser((TrainingConfig, trl.SFTConfig))
+    config, args = parser.parse_args_into_dataclasses()
+    if "70B" in config.model_name:
+        model = transformers.AutoModelForCausalLM.from_pretrained(config.model_name, attn_implementation="eager")
+    else:
+        model = transformers.AutoModelForCausalLM.from_pretrained(config.model_name)
+    args.max_seq_length = config.block_size
+    trainer = trl.SFTTrainer(model, args=args)
+    trainer.train()
+
+
+if __name__ == "__main__":
+    train()
+'''
+
+
+def _compared_repo(tmp_path: Path, launcher: str | None) -> Path:
+    repo = tmp_path / "repo"
+    (repo / "train").mkdir(parents=True)
+    (repo / "train" / "sft.py").write_text(COMPARED)
+    (repo / "requirements.txt").write_text("transformers==4.46.1\ntrl==0.12.0\n")
+    if launcher is not None:
+        (repo / "train" / "sft.sh").write_text(launcher)
+    git("init", "-q", cwd=repo)
+    git("add", "-A", cwd=repo)
+    git("commit", "-qm", "init", cwd=repo)
+    return repo
+
+
+def test_a_comparison_on_the_default_decides_which_load_runs(tmp_path):
+    repo = _compared_repo(tmp_path, None)
+    data = findings(run("check", "--no-cache", "--output-format", "json", "train/sft.py", cwd=repo))
+    # the else branch's model: TL301 (TRL 0.12 computes the full logits); the eager load does not run (no TL101)
+    assert [d["code"] for d in data] == ["TL301"]
+    assert "152,064-token vocabulary" in data[0]["message"] and "[8 x 4,096 x 152,064]" in data[0]["message"]
+
+
+def test_a_comparison_on_a_launched_value_decides_which_load_runs(tmp_path):
+    repo = _compared_repo(tmp_path, "torchrun --nproc-per-node 8 train/sft.py \\\n"
+                                    "  --model_name meta-llama/Meta-Llama-3-70B --block_size 4096 \\\n"
+                                    "  --per_device_train_batch_size 1 --output_dir out\n")
+    data = findings(run("check", "--no-cache", "--output-format", "json", "train/sft.py", cwd=repo))
+    assert sorted(d["code"] for d in data) == ["TL101", "TL301"]  # the 70B branch: eager attention at 4,096
+    tl101 = next(d for d in data if d["code"] == "TL101")
+    assert tl101["filename"] == "train/sft.py" and tl101["location"]["row"] == 18
+
+
+def test_comparisons_evaluate_like_python():
+    from trainlint.facts.model import Compare
+    from trainlint.facts.values import UNKNOWN, Value, known
+
+    def same(v: Value) -> Value:
+        return v
+
+    assert Compare("in", known("70B"), known("meta-llama/Meta-Llama-3-70B")).resolve(same).value is True
+    assert Compare("not in", known("70B"), known("Qwen/Qwen2.5-7B")).resolve(same).value is True
+    assert Compare("==", known("lora"), known("full")).resolve(same).value is False
+    assert Compare("is", known(None), known(None)).resolve(same).value is True
+    assert Compare("in", known(1), known(2)).resolve(same).unknown  # Python raises TypeError: unknown, not a guess
+    assert Compare("==", UNKNOWN, known("x")).resolve(same).unknown

@@ -8,7 +8,7 @@ import libcst as cst
 
 from trainlint.diagnostics import Span
 from trainlint.facts import params as P
-from trainlint.facts.model import Arg, Cond, Param
+from trainlint.facts.model import SYMBOLIC, Arg, Compare, Cond, Param
 from trainlint.facts.names import CONFIG_CLASS_RE, MODULE_SCOPE
 from trainlint.facts.values import UNKNOWN, Value, known
 
@@ -46,7 +46,7 @@ class _Resolver:
         value, via, origin = raw
         if isinstance(value, Param):
             return Value("param", value, value.span, "param")
-        if isinstance(value, (Arg, Cond)):
+        if isinstance(value, (Arg, Cond, Compare)):
             return Value("param", value, origin or span, "param")
         return known(value, origin or span, via)
 
@@ -106,7 +106,27 @@ class _Resolver:
             return self._subscript(node, scope, depth)
         if isinstance(node, cst.IfExp):
             return self._ifexp(node, scope, depth)
+        if isinstance(node, cst.Comparison):
+            return self._comparison(node, scope, depth)
         return _NOPE
+
+    _OPS = {cst.Equal: "==", cst.NotEqual: "!=", cst.In: "in", cst.NotIn: "not in", cst.Is: "is", cst.IsNot: "is not"}
+
+    def _comparison(self, node: cst.Comparison, scope: str, depth: int):
+        """`"70B" in config.model_name`, `args.mode == "lora"`: decided when both sides are constants, a Compare
+        when a side is a parameter or an argument (a launch or a caller decides it), else unknown."""
+        if len(node.comparisons) != 1:
+            return _NOPE  # chained comparisons: not read
+        target = node.comparisons[0]
+        op = self._OPS.get(type(target.operator))
+        left, right = self._eval(node.left, scope, depth + 1), self._eval(target.comparator, scope, depth + 1)
+        if op is None or left is _NOPE or right is _NOPE:
+            return _NOPE
+        if isinstance(left[0], SYMBOLIC) or isinstance(right[0], SYMBOLIC):
+            return Compare(op, self.value(node.left, scope, None, depth + 1),
+                           self.value(target.comparator, scope, None, depth + 1)), "param", None
+        decided = Compare(op, UNKNOWN, UNKNOWN).decide(left[0], right[0])
+        return _NOPE if decided is None else (decided, "constant", None)
 
     def _ifexp(self, node: cst.IfExp, scope: str, depth: int):
         """`"flash_attention_2" if args.flash_attn else "eager"`: one branch when the test is a constant, a Cond

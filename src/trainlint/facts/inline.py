@@ -23,7 +23,8 @@ from pathlib import Path
 from typing import Callable
 
 from trainlint.diagnostics import Span
-from trainlint.facts.model import Arg, Call, Cond, Evidence, FunctionDef, ModelLoad, Param, ScriptFacts
+from trainlint.facts.model import (SYMBOLIC, Arg, Call, Compare, Cond, Evidence, FunctionDef, ModelLoad, Param,
+                                   ScriptFacts)
 from trainlint.facts.trainers import subclass_trainer
 from trainlint.facts.names import MODULE_SCOPE
 from trainlint.facts.values import UNKNOWN, UNSET, Value, map_fields
@@ -245,6 +246,8 @@ class _Binder:
             if then.known and orelse.known and then.value == orelse.value:
                 return then
             return UNKNOWN
+        if isinstance(inner, Compare):
+            return inner.resolve(self.value)
         return v
 
     def argument(self, arg: Arg) -> Value:
@@ -303,7 +306,7 @@ class _Binder:
 
 
 def _inner(item, binder: _Binder):
-    if isinstance(item, (Arg, Cond)):
+    if isinstance(item, SYMBOLIC) and not isinstance(item, Param):
         value = binder.value(Value("param", item))
         return value.value if value.known else value.value if value.state == "param" else UNKNOWN
     if isinstance(item, dict):
@@ -333,6 +336,8 @@ class _Relocator:
             inner = obj.value
             if isinstance(inner, Cond):
                 inner = Cond(self.walk(inner.test), self.walk(inner.then), self.walk(inner.orelse), inner.negate)
+            elif isinstance(inner, Compare):
+                inner = Compare(inner.op, self.walk(inner.left), self.walk(inner.right))
             elif isinstance(inner, Param) and inner.span is not None:
                 inner = replace(inner, span=self.span(inner.span))
             origin = self.span(obj.origin) if obj.origin is not None else None

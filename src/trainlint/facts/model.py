@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from typing import Iterator
 
 from trainlint.diagnostics import Span
-from trainlint.facts.values import UNSET, Value
+from trainlint.facts.values import UNKNOWN, UNSET, Value
 
 
 @dataclass(frozen=True)
@@ -178,6 +178,42 @@ class Cond:
 
     def __repr__(self) -> str:
         return f"<{self.then!r} if {'not ' if self.negate else ''}{self.test!r} else {self.orelse!r}>"
+
+
+@dataclass(frozen=True)
+class Compare:
+    """`left OP right` with a symbolic side (`"70B" in model_args.model_name`, `args.mode == "lora"`): decided, like
+    a Cond's test, when a launch or a caller decides that side. OP is one of COMPARE_OPS."""
+
+    op: str
+    left: "Value"
+    right: "Value"
+
+    def __repr__(self) -> str:
+        return f"<{self.left!r} {self.op} {self.right!r}>"
+
+    def resolve(self, resolve) -> "Value":
+        """The comparison once `resolve` (Value -> Value: a launch, a caller) makes both sides known; still a
+        Compare while a side is symbolic; else unknown."""
+        left, right = resolve(self.left), resolve(self.right)
+        if left.known and right.known:
+            decided = self.decide(left.value, right.value)
+            return UNKNOWN if decided is None else Value("known", decided, left.origin or right.origin, "comparison")
+        if (left.known or left.state == "param") and (right.known or right.state == "param"):
+            return Value("param", Compare(self.op, left, right), left.origin or right.origin, "param")
+        return UNKNOWN
+
+    def decide(self, left, right) -> bool | None:
+        """The comparison on two known values; None where Python would raise (`1 in 2`)."""
+        try:
+            return COMPARE_OPS[self.op](left, right)
+        except TypeError:
+            return None
+
+
+COMPARE_OPS = {"==": lambda a, b: a == b, "!=": lambda a, b: a != b, "in": lambda a, b: a in b,
+               "not in": lambda a, b: a not in b, "is": lambda a, b: a is b, "is not": lambda a, b: a is not b}
+SYMBOLIC = (Param, Arg, Cond, Compare)  # values a launch or a caller decides
 
 
 @dataclass(frozen=True)

@@ -9,8 +9,8 @@ from dataclasses import is_dataclass, replace
 from typing import Any
 
 from trainlint.diagnostics import Span
-from trainlint.facts.model import (PEFT_CONFIG, Arg, ArgsObject, Call, ClassDef, Cond, Evidence, Param,
-                                    ParsedObject, ScriptFacts)
+from trainlint.facts.model import (PEFT_CONFIG, SYMBOLIC, Arg, ArgsObject, Call, ClassDef, Compare, Cond,
+                                   Evidence, Param, ParsedObject, ScriptFacts)
 from trainlint.facts.names import ARGS_CLASSES
 from trainlint.facts.values import UNKNOWN, Value, map_fields
 from trainlint.knowledge.versions import Versions
@@ -81,6 +81,8 @@ class Resolver:
         if v.state == "param":
             if isinstance(v.value, Cond):
                 return self._cond(v.value)
+            if isinstance(v.value, Compare):
+                return v.value.resolve(self.value)
             if not isinstance(v.value, Param):
                 return UNKNOWN  # an argument no followed caller passes (facts/inline.py)
             resolved = self.param(v.value)
@@ -100,7 +102,7 @@ class Resolver:
         return UNKNOWN
 
     def _inner(self, item):
-        if isinstance(item, (Param, Arg, Cond)):
+        if isinstance(item, SYMBOLIC):
             value = self.value(Value("param", item))
             return value.value if value.known else UNKNOWN
         if isinstance(item, dict):
@@ -180,7 +182,7 @@ class Resolver:
 
 
 def _has_param(item) -> bool:
-    if isinstance(item, (Param, Arg, Cond)):
+    if isinstance(item, SYMBOLIC):
         return True
     if isinstance(item, dict):
         return any(_has_param(x) for x in item.values())
