@@ -169,6 +169,22 @@ def test_ambiguous_or_unrelated_names_stay_unknown(ident):
     assert lookup_model(ident, Path("/nonexistent")) is None
 
 
+@pytest.mark.parametrize("path, base", [
+    ("/home/u/model/LLM-Research/Meta-Llama-3___1-8B-Instruct", "meta-llama/Meta-Llama-3.1-8B-Instruct"),  # ModelScope
+    ("./checkpoints/Qwen2.5-7B-Instruct/", "Qwen/Qwen2.5-7B-Instruct"),
+])
+def test_a_local_path_that_is_not_here_is_named_by_its_last_folder(path, base):
+    spec = lookup_model(path, Path("/nonexistent"))
+    assert spec is not None and spec.id == path
+    assert spec.assumed_from.startswith(f"assumed the geometry of {base} from the name of the path's last folder")
+    assert "is not here" in spec.assumed_from
+
+
+def test_a_path_whose_last_folder_names_nothing_stays_unknown(tmp_path):
+    assert lookup_model("/data/run-17/checkpoint-500", tmp_path) is None
+    assert lookup_model("/data/models/final", tmp_path) is None
+
+
 def test_verbose_says_the_geometry_was_assumed_from_the_name(tmp_path):
     script = tmp_path / "train.py"
     script.write_text('from transformers import AutoModelForCausalLM\n'

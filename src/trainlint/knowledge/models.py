@@ -188,15 +188,24 @@ def lookup_model(model_id: str, script_dir: Path, class_name: str | None = None,
                     if config is not None:
                         return spec_from_config(config, model_id, f"Hugging Face cache {snap}", class_name)
     spec = _from_catalog(model_id, model_id, class_name)
-    if spec is not None or not _HUB_ID_RE.match(model_id):
+    if spec is not None:
         return spec
     from trainlint.knowledge.names import derive
 
-    derivation = derive(model_id, _catalog())
+    name, how = model_id, ""
+    if not _HUB_ID_RE.match(model_id):
+        # a local path that is not here (`/home/u/models/LLM-Research/Meta-Llama-3___1-8B-Instruct`): its last
+        # folder is the checkpoint's name as downloaded; ModelScope writes "." as "___" in it
+        name = model_id.rstrip("/\\").replace("\\", "/").rsplit("/", 1)[-1].replace("___", ".")
+        if not _HUB_ID_RE.match(name):
+            return None
+        how = f"the name of the path's last folder ({model_id!r} is not here)"
+    derivation = derive(name, _catalog())
     if derivation is None:
         return None
     spec = _from_catalog(derivation.base_id, model_id, class_name)
-    return replace(spec, assumed_from=derivation.reason) if spec is not None else None
+    reason = derivation.reason.replace("from the name", f"from {how}", 1) if how else derivation.reason
+    return replace(spec, assumed_from=reason) if spec is not None else None
 
 
 def _local(model_id: str, script_dir: Path, class_name: str | None) -> ModelSpec | None:

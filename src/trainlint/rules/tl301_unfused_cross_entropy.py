@@ -87,8 +87,10 @@ def _diagnose(self: Rule, ctx: FileContext, model: ModelLoad | None, span: Span,
     vocab = spec.vocab_size if spec is not None else None
     if vocab is None or vocab < ctx.settings.large_vocab:
         return None
-    return self.diagnostic(ctx, span, f"{what} on a {vocab:,}-token vocabulary: {_cost(ctx, model, vocab, shape)}; "
-                                      f"{fix}", model.model_id if model is not None else None)
+    assumed = f" ({spec.assumed_from})" if spec.assumed_from else ""  # a finding states the geometry it assumed
+    return self.diagnostic(ctx, span, f"{what} on a {vocab:,}-token vocabulary{assumed}: "
+                                      f"{_cost(ctx, model, vocab, shape)}; {fix}",
+                           model.model_id if model is not None else None)
 
 
 @dataclass(frozen=True)
