@@ -70,28 +70,28 @@ def refusal(kernel: str, call: Call) -> str | None:
     torch = call.torch or NEWEST_TORCH
     if kernel == FLASH:
         if call.dtype not in (HALF if sm80 else ("fp16",)):
-            return f"flash attention takes {'fp16/bf16' if sm80 else 'fp16'} inputs, not {call.dtype}"
+            return f"flash: {'fp16/bf16' if sm80 else 'fp16'} only"
         if call.mask:
-            return "flash attention takes no attention mask"
+            return "flash: no mask"
         if call.head_dim > 256 or not (8, 0) <= call.sm <= (12, 1):
-            return "flash attention needs head dim <= 256 on sm80-sm121"
+            return "flash: head dim <= 256 on sm80-sm121"
         return None
     if kernel == EFFICIENT:
         if call.dtype == "bf16" and not sm80:
-            return "the memory-efficient kernel takes bf16 only on sm80+"
+            return "memory-efficient: bf16 only on sm80+"
         if call.gqa and (EFFICIENT_GQA_TORCH_SINCE is None or torch < EFFICIENT_GQA_TORCH_SINCE):
-            return "the memory-efficient kernel has no grouped-query attention (enable_gqa)"
+            return "memory-efficient: no grouped-query heads"
         if not (5, 0) <= call.sm <= (12, 1):
-            return "the memory-efficient kernel needs sm50-sm121"
+            return "memory-efficient: sm50-sm121"
         return None
     if kernel == CUDNN:
         if call.dtype not in HALF:
-            return f"cuDNN attention takes fp16/bf16 inputs, not {call.dtype}"
+            return "cuDNN: fp16/bf16 only"
         if not (8, 0) <= call.sm <= (12, 1):
-            return "cuDNN attention needs sm80-sm121"
+            return "cuDNN: sm80-sm121"
         d256 = call.sm == (9, 0) or call.sm[0] == 10
         if not (call.head_dim <= 128 or (d256 and call.head_dim == 256)):
-            return "cuDNN attention's backward takes head dim <= 128 (256 on sm 9.0 / 10.x)"
+            return "cuDNN: head dim <= 128 for training (256 on sm 9.0 / 10.x)"
         return None
     return None  # math takes everything
 
