@@ -97,7 +97,8 @@ def refusal(kernel: str, call: Call) -> str | None:
 
 
 def kernel(call: Call) -> str:
-    """The kernel `select_sdp_backend` picks: the first one of the priority order that accepts the call."""
+    """The kernel `select_sdp_backend` picks: the first one of the priority order that accepts the call (cuDNN first on
+    sm 9.x / 10.x assumes the wheel's cuDNN is newer than 9.15; either way only math materialises the scores)."""
     order = CUDNN_FIRST if call.sm[0] in (9, 10) else DEFAULT_ORDER
     return next(k for k in order if refusal(k, call) is None)
 
