@@ -19,7 +19,7 @@ KNOWN_MISS = "_eager_gc_"  # the recomputed layer's backward holds ~3 B per scor
 def test_every_measured_gpu_peak_but_eager_with_checkpointing_is_within_five_percent():
     truth = estimate_gpu.DEFAULT_TRUTH
     if not (truth / "peaks-h200.json").exists():
-        pytest.skip(f"{truth} not present")
+        pytest.skip(f"GPU ground truth not on this machine ({truth})")
     rows = estimate_gpu.rows(truth)
     assert len(rows) == 14
     off = {name: round((est - measured) / measured * 100, 1) for name, measured, est in rows
