@@ -4,7 +4,7 @@ RULE_CODES must list exactly the codes the rule modules register (tests/test_rul
 
 from __future__ import annotations
 
-RULE_CODES = ("TL101", "TL201", "TL202", "TL203", "TL301", "TL302", "TL401", "TL501", "TL701")
+RULE_CODES = ("TL101", "TL102", "TL201", "TL202", "TL203", "TL301", "TL302", "TL401", "TL501", "TL701")
 
 # TL0xx describe trainlint itself (files it could not read); they are produced by the engine.
 META_RULES = {

@@ -16,6 +16,7 @@ from trainlint.knowledge.libraries import SOFTCAPPED
 from trainlint.memory import dtype_bytes
 from trainlint.memory.estimate import Geometry, Plan
 from trainlint.rules.tl101_eager_attention import attention_in_effect
+from trainlint.rules.tl102_sdpa_math_fallback import math_fallback
 from trainlint.rules.tl301_unfused_cross_entropy import loss_path, trl_logits_shape, trl_reference_copy
 
 # peft/utils/constants.py TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING (0.21.2): the default targets
@@ -225,6 +226,11 @@ def plan_for(ctx: FileContext, overrides: Overrides) -> tuple[Plan, ModelLoad, l
     impl, why = attention_in_effect(ctx, model, spec)
     if impl is None:
         notes.append(f"attention: {why}; assumed SDPA")
+    attention = "eager" if impl in ("eager", "paged|eager") else "sdpa"
+    if attention == "sdpa" and (fallback := math_fallback(ctx, model, spec)) is not None:
+        attention = "sdpa-math"
+        notes.append(f"SDPA on CUDA runs the math kernel ({'; '.join(fallback.refusals)}): fp32 scores per layer, "
+                     f"assuming batches without padding (TL102)")
     gc = ctx.gradient_checkpointing
     if gc is None:
         notes.append("gradient checkpointing not readable: assumed off")
@@ -265,7 +271,7 @@ def plan_for(ctx: FileContext, overrides: Overrides) -> tuple[Plan, ModelLoad, l
         lora_r=rank,
         lora_targets=targets or ("q_proj", "v_proj"),
         checkpointing=bool(gc),
-        attention="eager" if impl in ("eager", "paged|eager") else "sdpa",
+        attention=attention,
         loss=loss,
         reference_logits=trl_shape is not None and trl_shape[1] is not None,
         reference_weights=reference_copy is not None,

@@ -30,6 +30,21 @@ def attention_scores_per_layer(batch: int, heads: int, seq: int, dtype_size: int
     return batch * heads * seq * seq * eager_bytes_per_score(dtype_size, softcap)
 
 
+# PyTorch's math SDPA kernel (aten/src/ATen/native/transformers/attention.cpp `_scaled_dot_product_attention_math`:
+# scores = q @ k^T, softmax, then softmax @ v) keeps one score-sized tensor per call for backward, the softmax output
+# that both the softmax's and the matmul's backward read, and keeps it in fp32 whatever the input dtype ("For math
+# backend, all intermediates are kept in torch.float if inputs are in torch.half or torch.bfloat16",
+# F.scaled_dot_product_attention's docstring, torch 2.13). Measured on the H200 (../shared/gpu-truth/peaks-h200.json,
+# fp32 + GQA without checkpointing): the peak minus trainlint's estimate without it is 4.05 (SmolLM2-360M), 4.15
+# (Llama-3.2-1B) and 4.17 (Qwen2.5-0.5B) bytes per score element per layer.
+MATH_BYTES_PER_SCORE = 4
+
+
+def math_scores_per_layer(batch: int, heads: int, seq: int) -> int:
+    """SDPA on the math kernel: `batch x heads x seq^2` fp32 scores kept per layer (MATH_BYTES_PER_SCORE)."""
+    return batch * heads * seq * seq * MATH_BYTES_PER_SCORE
+
+
 def logits_elements(batch: int, seq: int, vocab: int) -> int:
     """L1 'The logits, again': batch x seq x vocab."""
     return batch * seq * vocab

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from trainlint.memory import attention_scores_per_layer, loss_peak_bytes
+from trainlint.memory import attention_scores_per_layer, loss_peak_bytes, math_scores_per_layer
 
 GIB = 1024**3
 # Not counted in the consumers: the CUDA context and the caching allocator's slack (R B7); what a GPU must hold
@@ -65,7 +65,7 @@ class Plan:
     lora_r: int | None = None  # None: full fine-tuning
     lora_targets: tuple[str, ...] = ("q_proj", "v_proj")
     checkpointing: bool = False
-    attention: str = "sdpa"  # "eager" | "sdpa"
+    attention: str = "sdpa"  # "eager" | "sdpa" | "sdpa-math" (SDPA on the math kernel: knowledge/sdpa.py)
     loss: str = "full"  # "full" | "chunked" | "liger"
     reference_logits: bool = False  # a reference / teacher model's logits are built in the same step (TRL DPO, KTO, GKD)
     reference_weights: bool = False  # a frozen copy of the weights kept as the reference (TRL DPO / KTO without PEFT)
@@ -216,11 +216,16 @@ def activations_bytes(p: Plan) -> int:
 
 
 def attention_bytes(p: Plan) -> int:
-    """L1 consumer 5 / R 1.4: eager keeps batch x heads x seq^2 scores (+ the fp32 softmax) per layer;
-    zero with SDPA / flash. Under checkpointing only the layer being recomputed holds them."""
+    """L1 consumer 5 / R 1.4: eager keeps batch x heads x seq^2 scores (+ the fp32 softmax) per layer; SDPA on the
+    math kernel keeps them in fp32 (memory.MATH_BYTES_PER_SCORE; no dense mask: transformers passes none when it
+    lets SDPA take grouped-query heads, knowledge/sdpa.py); zero with a fused SDPA kernel / flash. Under
+    checkpointing only the layer being recomputed holds them."""
+    g = p.geometry
+    if p.attention == "sdpa-math":
+        per_layer = math_scores_per_layer(p.batch, g.heads, p.seq)
+        return per_layer if p.checkpointing else per_layer * g.layers
     if p.attention != "eager":
         return 0
-    g = p.geometry
     per_layer = attention_scores_per_layer(p.batch, g.heads, p.seq, p.act_bytes, g.softcap)
     mask = p.batch * p.seq * p.seq * p.act_bytes  # eager's dense float mask, one for all layers (R 1.4)
     return (per_layer if p.checkpointing else per_layer * g.layers) + mask
@@ -284,6 +289,12 @@ def _core(p: Plan) -> Estimate:
     return Estimate(p, consumers, peak, phase, n, paged)
 
 
+def math_fallback_bytes(p: Plan) -> int:
+    """What SDPA's math kernel adds to this run's peak: the peak minus the peak with a fused kernel (0 unless the
+    plan's attention is "sdpa-math"). TL102's figure and estimate's lever."""
+    return _core(p).peak - _core(replace(p, attention="sdpa")).peak if p.attention == "sdpa-math" else 0
+
+
 def estimate(p: Plan) -> Estimate:
     est = _core(p)
     return replace(est, levers=tuple(levers(p, est)))
@@ -302,6 +313,9 @@ def levers(p: Plan, est: Estimate):
     if p.attention == "eager":
         try_("SDPA / flash attention", "none at this scale; flash_attention_2 needs flash-attn and a CUDA GPU",
              attention="sdpa")
+    if p.attention == "sdpa-math" and math_fallback_bytes(p) > 0:
+        out.append(Lever("a fused SDPA kernel instead of the math one: bf16 autocast (bf16=True) or bf16 weights",
+                         math_fallback_bytes(p), "none on an Ampere or newer GPU (bf16 numerics)"))
     if p.loss == "full":
         try_("fused or chunked cross-entropy (Liger, TRL chunked loss)", "liger-kernel needs a CUDA GPU",
              loss="liger")

@@ -62,7 +62,7 @@ def describe_plan(r: Report) -> str:
     parts.append({2: "16-bit", 4: "fp32"}.get(p.dtype_bytes, "?") + " weights")
     if "batch" not in r.unknown and "sequence length" not in r.unknown:
         parts.append(f"batch {p.batch} x {p.seq:,} tokens")
-    parts.append(f"{p.attention} attention")
+    parts.append("sdpa attention on the math kernel" if p.attention == "sdpa-math" else f"{p.attention} attention")
     parts.append("checkpointing " + ("on" if p.checkpointing else "off"))
     parts.append({"full": "unfused loss", "chunked": "TRL chunked loss", "liger": "fused (Liger) loss"}[p.loss])
     parts.append(p.optimizer)

@@ -2,6 +2,7 @@
 
 from trainlint.rules import (  # noqa: F401  (registration)
     tl101_eager_attention,
+    tl102_sdpa_math_fallback,
     tl201_lora_checkpointing,
     tl202_checkpointing_off,
     tl203_loss_kept_with_graph,

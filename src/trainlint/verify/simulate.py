@@ -52,8 +52,9 @@ def simulate(plan: Plan, model_type: str | None, name: str = "script") -> Simula
     model = model_config(plan, model_type)
     optimizer = plan.optimizer if plan.optimizer in ("sgd", "sgd_momentum") else "adamw"
     targets = list(ALL_LINEAR) if plan.lora_targets == ("all-linear",) else list(plan.lora_targets)
+    attn = "eager" if plan.attention == "eager" else "sdpa"  # ("sdpa-math" is CUDA's dispatch: a CPU run cannot show it)
     spec = measure.C(name, model, seq=plan.seq, batch=plan.batch, dtype="bf16" if plan.act_bytes == 2 else "fp32",
-                     attn=plan.attention, gc=plan.checkpointing, training="lora" if plan.lora_r else "full",
+                     attn=attn, gc=plan.checkpointing, training="lora" if plan.lora_r else "full",
                      lora_targets=targets, r=plan.lora_r or 16, optimizer=optimizer, fake=True)
     record = measure.measure(spec, fake=True)
     m = record["measured"]
