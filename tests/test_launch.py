@@ -376,3 +376,22 @@ def test_comparisons_evaluate_like_python():
     assert Compare("is", known(None), known(None)).resolve(same).value is True
     assert Compare("in", known(1), known(2)).resolve(same).unknown  # Python raises TypeError: unknown, not a guess
     assert Compare("==", UNKNOWN, known("x")).resolve(same).unknown
+
+
+def test_a_launch_cut_short_by_backslash_space_is_reported_not_used(tmp_path):
+    script = ("from transformers import AutoModelForCausalLM, HfArgumentParser, Trainer, TrainingArguments\n"
+              "(args,) = HfArgumentParser(TrainingArguments).parse_args_into_dataclasses()\n"
+              "model = AutoModelForCausalLM.from_pretrained('gpt2')\n"
+              "Trainer(model=model, args=args).train()\n")
+    (tmp_path / "train.py").write_text(script)
+    git("init", "-q", cwd=tmp_path)
+    # bash ends the command at `\ ` (passing " "): the flags below run as a command of their own
+    launcher = ("torchrun --nproc_per_node 2 train.py \\\n    --gradient_checkpointing True \\ \n"
+                "    --per_device_train_batch_size 64\n")
+    (tmp_path / "run.sh").write_text(launcher)
+    data = findings(run("check", "--output-format", "json", "--no-cache", "-v", ".", cwd=tmp_path))
+    assert short(data)[:1] == [("TL005", "run.sh", 2, 35)] and "a blank follows this backslash" in data[0]["message"]
+    r = run("check", "--no-cache", "-v", "train.py", cwd=tmp_path)
+    assert "run.sh" not in r.stderr  # not a launch of train.py: its defaults are used instead
+    (tmp_path / "run.sh").write_text(launcher.replace("\\ \n", "\\\n"))
+    assert "run.sh" in run("check", "--no-cache", "-v", "train.py", cwd=tmp_path).stderr  # (and written right, it is)

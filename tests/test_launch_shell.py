@@ -561,3 +561,20 @@ def test_a_missing_backslash_leaves_the_next_options_orphaned():
     assert problem.span == Span(2, 5, 3, 29)
     assert problem.message.startswith("`--bf16` starts a command of its own")
     assert only(fixture("broken_continuation.sh")) and len(fixture("broken_continuation.sh").problems) == 1
+
+
+def test_files_the_launcher_downloads_tests_for_or_writes_are_made_before_later_commands():
+    reading = shell("cd work\n"
+                    "wget -P data/raw https://example.org/a/part1.json\n"
+                    "curl -sL -o cfg/ds.json https://example.org/ds.json\n"
+                    "huggingface-cli download org/recipes --local-dir recipes\n"
+                    "git clone https://github.com/org/evaltool.git\n"
+                    "if [ ! -f out/stats.json ]; then python stats.py --save_path out/stats.json; fi\n"
+                    "python prep.py --out-file data/prepared.json\n"
+                    "python train.py\n")
+    stats, prep, train = reading.invocations
+    assert stats.made == ("work/data/raw/part1.json", "work/cfg/ds.json", "work/recipes/", "work/evaltool/",
+                          "work/out/stats.json")
+    assert train.made == stats.made + ("work/data/prepared.json",)  # an earlier command's output
+    assert prep.made == stats.made
+    assert shell("wget $URL\npython t.py\n").invocations[0].made == ()  # an unknown URL names nothing

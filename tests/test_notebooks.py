@@ -106,8 +106,8 @@ def test_a_python_cell_magic_is_read_and_a_cell_that_is_not_python_is_skipped_al
     cells[3] = {**cells[3], "source": ["%%time\n", "x = 1 +"]}  # %%time runs its body as Python: here, broken
     (tmp_path / "ft.ipynb").write_text(notebook(cells), encoding="utf-8")
     lines = run(cwd=tmp_path).stdout.splitlines()
-    assert lines[0] == ("ft.ipynb:cell 4:2:8: TL001 this cell is not Python (syntax error: invalid syntax); "
-                        "only this cell was skipped")
+    assert lines[0] == ("ft.ipynb:cell 4:2:8: TL001 not Python, so skipped (the other cells were linted): cell 4 "
+                        "(syntax error: invalid syntax)")
     assert lines[1].startswith("ft.ipynb:cell 5:3:1: TL201 LoRA with reentrant checkpointing")  # still linted
 
 
@@ -225,3 +225,31 @@ def test_nbformat_variants_seen_in_the_wild(tmp_path):
     assert run("--no-cache", "--fix", cwd=tmp_path).returncode == 0
     cells[2] = {**cells[2], "source": cells[2]["source"].replace("'eager'", "'sdpa'")}
     assert path.read_text(encoding="utf-8") == json.dumps(nb, indent=2) + "\n"
+
+
+def _cell(*lines: str) -> dict:
+    return {"cell_type": "code", "execution_count": None, "metadata": {}, "outputs": [], "source": list(lines)}
+
+
+def test_ipython_automagic_and_help_lines_are_not_syntax_errors(tmp_path):
+    cells = [_cell("pip install -q transformers==4.57.6\n", "cd data\n"),
+             _cell("from transformers import AutoModelForCausalLM\n", "AutoModelForCausalLM.from_pretrained?\n",
+                   "?AutoModelForCausalLM\n"),
+             _cell("pip = 3\n", "cd = pip\n")]  # plain Python that starts alike
+    (tmp_path / "nb.ipynb").write_text(notebook(cells), encoding="utf-8")
+    r = run("--no-cache", "-v", "nb.ipynb", cwd=tmp_path)
+    assert "TL001" not in r.stdout and "not Python" not in r.stderr, r.stdout + r.stderr
+
+
+def test_cells_that_are_not_python_are_one_finding_and_only_in_a_notebook_that_trains(tmp_path):
+    broken = [_cell("trainer = Trainer(model=model, ...)\n"), _cell("x = (1,\n"),
+              _cell("from transformers import Trainer\n", "trainer.train()\n")]
+    (tmp_path / "doc.ipynb").write_text(notebook(broken), encoding="utf-8")
+    (tmp_path / "infer.ipynb").write_text(notebook([_cell("print('a'\n"), _cell("y = 2\n")]), encoding="utf-8")
+    r = run("--no-cache", "-v", ".", cwd=tmp_path)
+    found = [line for line in r.stdout.splitlines() if "TL001" in line]
+    assert found == ["doc.ipynb:cell 1:1:35: TL001 not Python, so skipped (the other cells were linted): cell 1 "
+                     "(syntax error: positional argument follows keyword argument); cell 2 (syntax error: '(' was "
+                     "never closed)"]
+    assert "infer.ipynb: not Python, so skipped (the other cells were linted): cell 1" in r.stderr
+    assert "(not reported: the notebook does not train, and nothing else was found)" in r.stderr

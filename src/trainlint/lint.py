@@ -53,9 +53,10 @@ class FileResult:
     context: FileContext | None = None  # the first launch's (or the defaults')
     contexts: list[FileContext] = field(default_factory=list)  # one per launch the script was checked under
     reached: list[Path] = field(default_factory=list)  # repository modules followed (facts/inline.py)
+    notes: list[str] = field(default_factory=list)  # said under --verbose (what was not checked, and why)
 
     def verbose_lines(self) -> list[str]:
-        lines: list[str] = []
+        lines: list[str] = list(self.notes)
         for ctx in self.contexts:
             lines.extend(line for line in ctx.verbose_lines() if line not in lines or line.startswith("  "))
         return lines
@@ -148,8 +149,10 @@ def _lint_file(path: Path, settings: Settings, codes: set[str], text: str | None
 
 def lint_launcher(path: Path, settings: Settings, codes: set[str]) -> FileResult:
     """A shell launcher: what cannot be read in it (TL005) and the scripts it runs that do not exist (TL006).
-    The scripts it launches are checked under it when they are linted."""
-    from trainlint.launch.discover import read_launcher, target_of
+    The scripts it launches are checked under it when they are linted. A command a loop runs several times is
+    one finding; a script that is not this repository's (launch/missing.py) is a `--verbose` note, once."""
+    from trainlint.launch.discover import read_launcher, target_of, tree_files
+    from trainlint.launch.missing import script_verdict
 
     display = _display(path)
     result = FileResult(path, display, skipped="launcher (its scripts are checked under it)")
@@ -158,38 +161,65 @@ def lint_launcher(path: Path, settings: Settings, codes: set[str]) -> FileResult
         result.diagnostics.append(_meta("TL005", display, f"cannot read this launcher fully: {problem.message}",
                                         problem.span.line, problem.span.col))
     root = repo_root(path, settings)
+    text = path.read_text(encoding="utf-8", errors="replace") if path.is_file() else None
+    skipped: dict[tuple[str, str, str], list[int]] = {}
     for inv in indexed.invocations:
         if inv.script is not None and inv.script.text and inv.script.text.endswith(".py") and \
                 target_of(inv, path, root) is None:
+            verdict, why = script_verdict(inv, path, root, text or "", tree_files(root))
+            if verdict == "skip":
+                skipped.setdefault((inv.launcher, inv.script.text, why), []).append(inv.script.span.line)
+                continue
             result.diagnostics.append(_meta("TL006", display, f"{inv.launcher} runs {inv.script.text}, which does not "
                                                               f"exist (looked in the launcher's folder"
-                                                              f"{' after its cd' if inv.cwd else ''} and {root.name}/)",
+                                                              f"{' after its cd' if inv.cwd else ''} and {root.name}/)"
+                                                              f"{why}",
                                             inv.script.span.line, inv.script.span.col))
         result.diagnostics.extend(_config_problems(inv, path, root))
-    text = path.read_text(encoding="utf-8", errors="replace") if path.is_file() else None
+    for (launcher, script, why), lines in skipped.items():
+        rows = sorted(set(lines))
+        result.notes.append(f"not checked: {launcher} runs {script} (line{'s' if len(rows) > 1 else ''} "
+                            f"{', '.join(map(str, rows))}), which is not this repository's ({why})")
+    result.diagnostics = _once_per_word(result.diagnostics)
     return _finish(result, settings, codes, text)
 
 
-_CONFIG_SUFFIXES = (".json", ".yaml", ".yml")
+def _once_per_word(diagnostics: list[Diagnostic]) -> list[Diagnostic]:
+    """One finding per place: a loop (or a function called several times) runs the same word with other values;
+    the first value is said, and how many more there were."""
+    groups: dict[tuple, list[Diagnostic]] = {}
+    for d in diagnostics:
+        groups.setdefault((d.code, d.filename, d.span), []).append(d)
+    out = []
+    for same in groups.values():
+        first = same[0]
+        others = len({d.message for d in same}) - 1
+        if others:
+            first = replace(first, message=f"{first.message} (and {others} more value{'s' if others > 1 else ''} "
+                                           f"of this word: it runs in a loop or more than once)")
+        out.append(first)
+    return out
 
 
 def _config_problems(inv, launcher: Path, root: Path) -> list[Diagnostic]:
     """TL005 on each config file the invocation names (a recipe, an args file, a DeepSpeed or accelerate
-    config) that does not load, reported in that file; a named config that does not exist is said too."""
+    config) that does not load, reported in that file; a named config that does not exist is said too
+    (launch/missing.py decides which words are configs and where they are looked up)."""
     from trainlint.launch.configs import read_config
     from trainlint.launch.discover import display
+    from trainlint.launch.missing import config_words, missing_configs
 
     out = []
-    base = launcher.parent / inv.cwd if inv.cwd else launcher.parent
-    words = [*inv.args, *(w for _, w in inv.options if w is not None)]
-    for word in words:
-        text = word.text or ""
-        if not text.endswith(_CONFIG_SUFFIXES) or "=" in text:
+    missing = missing_configs(inv, launcher, root)
+    for word in missing:
+        out.append(_meta("TL005", _display(launcher), f"{inv.launcher} passes {word.text}, which does not exist",
+                         word.span.line, word.span.col))
+    bases = [launcher.parent / inv.cwd, root / inv.cwd, root] if inv.cwd else [launcher.parent, root]
+    for word in config_words(inv):
+        if word in missing:
             continue
-        path = next((b / text for b in (base, root) if (b / text).is_file()), None)
+        path = next((b / word.text for b in bases if (b / word.text).is_file()), None)
         if path is None:
-            out.append(_meta("TL005", _display(launcher), f"{inv.launcher} passes {text}, which does not exist",
-                             word.span.line, word.span.col))
             continue
         reading = read_config(path)
         for problem in getattr(reading, "problems", ()) or ((reading.problem,) if reading.problem else ()):
@@ -232,9 +262,16 @@ def lint_notebook(path: Path, settings: Settings, codes: set[str], text: str | N
 
     written = lint_written_scripts(path, nb, settings, codes)  # `%%writefile train.py` cells, as launched
     result.diagnostics = [to_cell(d, nb) for d in result.diagnostics]
-    for cell, (row, col, why) in sorted(bad.items()):  # already in the cell's own rows
-        result.diagnostics.append(replace(_meta("TL001", display, f"this cell is not Python ({why}); only this "
-                                                                  f"cell was skipped", row, col), cell=cell + 1))
+    if bad:  # one finding for the notebook, at its first such cell (already in the cell's own rows)
+        from trainlint.notebook import trains
+
+        listed = "; ".join(f"cell {cell + 1} ({why})" for cell, (_, _, why) in sorted(bad.items()))
+        message = f"not Python, so skipped (the other cells were linted): {listed}"
+        if trains(nb) or any(not d.code.startswith("TL0") for d in result.diagnostics):
+            first, (row, col, _) = min(bad.items())
+            result.diagnostics.append(replace(_meta("TL001", display, message, row, col), cell=first + 1))
+        else:
+            result.notes.append(f"{message} (not reported: the notebook does not train, and nothing else was found)")
     for diag in written:
         if diag not in result.diagnostics:
             result.diagnostics.append(diag)

@@ -20,6 +20,11 @@ _ASSIGNED = [re.compile(p) for p in (
     r"^\s*from\s+\S+\s+import\s+([A-Za-z_]\w*(?:\s*,\s*[A-Za-z_]\w*)*)",
 )]
 _MAGIC_RE = re.compile(r"^(\s*)([%!].*)$")
+# What IPython's front end also runs that is not Python: an automagic (`pip install x`, `cd data`: a line magic
+# without its `%`, on by default) and help (`obj?`, `?obj`, `obj??`).
+_AUTOMAGIC_RE = re.compile(r"^(\s*)((?:pip|conda|mamba|cd|load_ext|reload_ext|matplotlib|set_env|pylab|autoreload)"
+                           r"\s+(?![=(\[,+*/%<>&|^:;]|\.\w).*)$")
+_HELP_RE = re.compile(r"^(\s*)(\?{1,2}[\w.]+|[\w.]+\?{1,2})\s*$")
 _PLACEHOLDER = "# trainlint-magic: "
 # A shell line or line magic that starts a statement becomes `pass` + the placeholder comment: a block whose
 # only statement it is (`if "COLAB_" not in ...:` then an indented `!pip install ...`) stays valid Python, and
@@ -69,7 +74,7 @@ def _blank_magics(text: str) -> str:
         lines = lines[1:]
     continued = False
     for line in lines:
-        m = _MAGIC_RE.match(line)
+        m = _MAGIC_RE.match(line) or _AUTOMAGIC_RE.match(line) or _HELP_RE.match(line)
         if continued:
             out.append(_PLACEHOLDER + line)  # a continuation line: a comment, whatever its indentation
         elif m:
@@ -150,6 +155,16 @@ def bad_cells(nb: Notebook) -> dict[int, tuple[int, int, str]]:
         if where is not None:
             out[index] = where
     return out
+
+
+_TRAINS_RE = re.compile(r"\b\w*Trainer\s*\(|\.train\(\s*\)|\.backward\(|\boptimizer\.step\(|"
+                        r"\b(?:torchrun|accelerate\s+launch|deepspeed)\s")
+
+
+def trains(nb: Notebook) -> bool:
+    """The notebook trains (a Trainer, `.train()`, `.backward()`, an optimizer step, or a launch in a `!` line):
+    with a rule's finding, only then are its cells that are not Python worth a finding (lint.lint_notebook)."""
+    return any(_TRAINS_RE.search(_cell_text(nb.data["cells"][i])) for i in nb.code_cells)
 
 
 def without_cells(nb: Notebook, cells: set[int]) -> Notebook:

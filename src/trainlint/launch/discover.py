@@ -17,6 +17,7 @@ from trainlint.facts.model import ScriptFacts
 from trainlint.facts.values import Value
 from trainlint.knowledge.versions import Versions
 from trainlint.launch.model import ConfigReading, Invocation, Launch, LaunchProblem, Word
+from trainlint.launch.shell import cut_short
 
 LAUNCHER_SUFFIXES = (".sh", ".bash", ".slurm", ".sbatch")
 DOC_SUFFIXES = (".md", ".markdown")
@@ -327,7 +328,7 @@ def launches_for(path: Path, facts: ScriptFacts, versions: Versions, settings: S
     for launcher, indexed in launchers:
         here = repo_root(launcher, settings)
         only = {Path(c) for c in settings.launch_configs}
-        mine = [inv for inv in indexed.invocations if target_of(inv, launcher, here) == me
+        mine = [inv for inv in indexed.invocations if target_of(inv, launcher, here) == me and not cut_short(inv)
                 and (not only or _names_config(inv, launcher, here, only))]
         for ordinal, inv in enumerate(mine):
             launch = launch_of(inv, launcher, here, facts, versions, texts)
@@ -353,7 +354,8 @@ def base_launch(launch: Launch, script: Path, facts: ScriptFacts, versions: Vers
         return None, f"launcher {display(launcher)}: {old.note}"
     root = repo_root(launcher, settings)
     me = script.resolve()
-    mine = [inv for inv in _read_base(old.text, launcher).invocations if target_of(inv, launcher, root) == me]
+    mine = [inv for inv in _read_base(old.text, launcher).invocations
+            if target_of(inv, launcher, root) == me and not cut_short(inv)]
     if launch.ordinal >= len(mine):
         return None, f"launcher {display(launcher)} at {ref} does not launch it"
     return launch_of(mine[launch.ordinal], launcher, root, facts, versions), f"launcher {old.note}"

@@ -52,6 +52,10 @@ class Invocation:
     # in): ("nodes", Word("2")), ("ntasks_per_node", Word("1")), ("gpus_per_node", ...), ("gres", ...).
     # The first match is the one in force: srun's own options override the header's.
     job_options: tuple[tuple[str, Word | None], ...] = ()
+    # Paths the file creates, downloads (`wget`, `curl -o`, `huggingface-cli download`, `git clone`) or tests for
+    # (`[ ! -f x ]`) before this command, and the outputs of its earlier commands: normalised from the folder the
+    # file runs in; a folder ends in "/" (everything under it).
+    made: tuple[str, ...] = ()
 
     def option(self, *names: str) -> Word | None:
         for key, word in self.options:

@@ -69,6 +69,13 @@ def looks_like_launcher(path: Path, head: bytes) -> bool:
     return program in _SHELLS
 
 
+def cut_short(inv: Invocation) -> bool:
+    """The command's line ends in a backslash and a blank: bash passes the blank as one more argument (`" "`) and
+    ends the command there, so the lines meant as its continuation are not part of it. Such a command is not the
+    launch as written (the reader reports it, TL005), so no script is checked under it."""
+    return bool(inv.args) and inv.args[-1].raw in ("\\ ", "\\\t")
+
+
 def world_size(inv: Invocation) -> int | None:
     """How many processes the command starts, when the launch states it with literals; None otherwise.
 

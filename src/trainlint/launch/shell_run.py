@@ -61,6 +61,7 @@ class Reader:
         self.iterations = _MAX_ITERATIONS
         self.depth = 0
         self.called: set[str] = set()
+        self.made: list[str] = []  # Invocation.made
 
     # ---- entry ------------------------------------------------------------------------------------------------
     def feed(self, text: str, doc_text: str | None = None) -> None:
@@ -280,6 +281,10 @@ class Reader:
             self.orphan_options(name, frame.ref(node.start, node.end))
         if name in ("export", "declare", "typeset", "local", "readonly"):
             return self.declare(name, node, st, ex)
+        if name in _MAKERS and name not in st.funcs:
+            words = [f.text for tok in node.words[1:] if isinstance(tok, W) for f in ex.fields(tok)]
+            self.made.extend(p for p in made_by(name, words, st.cwd) if p not in self.made)
+            return None
         interesting = name in _BUILTINS or name in st.funcs or looks_like_command(name)
         if not interesting:
             return None
@@ -317,7 +322,13 @@ class Reader:
             script=found.script.word(doc) if found.script is not None else None, module=found.module, cwd=cwd,
             args=tuple(f.word(doc) for f in found.args),
             options=tuple((n, f.word(doc) if f is not None else None) for n, f in found.options),
-            env=tuple(merged.items()), job_options=job_options + tuple(self.sbatch)))
+            env=tuple(merged.items()), job_options=job_options + tuple(self.sbatch), made=tuple(self.made)))
+        from trainlint.launch.missing import output_words  # what this command writes, later ones may read
+
+        for word in output_words(self.invocations[-1]):
+            path = normjoin(cwd, word.text) if word.text else None
+            if path is not None and path not in self.made:
+                self.made.append(path)
         return None
 
     def orphan_options(self, name: str, span: tuple[int, int]) -> None:
@@ -622,6 +633,54 @@ _OPERATORS = "&|;<>()[]*?"
 _MASKED = "".join(chr(0xE000 + i) for i in range(len(_OPERATORS)))
 _MASK = str.maketrans(_OPERATORS, _MASKED)
 _UNMASK = str.maketrans(_MASKED, _OPERATORS)
+
+
+_MAKERS = frozenset(("wget", "curl", "huggingface-cli", "hf", "git", "[", "test"))  # (`[[ ]]` is not read: shell_parse)
+
+
+def made_by(name: str, words: list[str | None], cwd: str | None) -> list[str]:
+    """The paths a download (`wget [-O f] [-P d] URL`, `curl -o f` / `-O URL`, `huggingface-cli download repo
+    [files] --local-dir d`, `git clone URL [d]`) or an existence test (`[ ! -f f ]`, `test -e f`) names, joined to `cwd`; a folder
+    ends in "/". Words whose value is unknown are left out."""
+    out: list[str] = []
+    urls = [w for w in words if w and "://" in w]
+
+    def value(*flags: str) -> str | None:
+        for i, w in enumerate(words):
+            for flag in flags:
+                if w == flag and i + 1 < len(words):
+                    return words[i + 1]
+                if w and flag.startswith("--") and w.startswith(flag + "="):
+                    return w.split("=", 1)[1]
+                if w and not flag.startswith("--") and w.startswith(flag) and len(w) > len(flag):
+                    return w[len(flag):]
+        return None
+
+    def base(url: str) -> str:
+        return posixpath.basename(url.split("?", 1)[0].split("#", 1)[0].rstrip("/"))
+
+    if name == "wget":
+        target = value("-O", "--output-document")
+        folder = value("-P", "--directory-prefix") or ""
+        out += [target] if target else [posixpath.join(folder, base(u)) for u in urls]
+    elif name == "curl":
+        target = value("-o", "--output")
+        out += [target] if target else [base(u) for u in urls if "-O" in words or "--remote-name" in words]
+    elif name in ("huggingface-cli", "hf") and words[:1] == ["download"]:
+        folder = value("--local-dir")
+        plain = [w for i, w in enumerate(words[2:], 2) if w and not w.startswith("-")
+                 and not (words[i - 1] or "").startswith("-")]
+        if folder:
+            out += [posixpath.join(folder, f) for f in plain] or [folder.rstrip("/") + "/"]
+    elif name == "git" and words[:1] == ["clone"]:
+        rest = [w for w in words[1:] if w and not w.startswith("-")]
+        if rest and "://" in rest[0] or rest and rest[0].startswith("git@"):
+            folder = rest[1] if len(rest) > 1 else base(rest[0]).removesuffix(".git")
+            out.append(folder.rstrip("/") + "/")
+    else:  # `[ ! -f x ]`, `test -s x`
+        out += [words[i + 1] for i, w in enumerate(words[:-1]) if w in ("-f", "-e", "-s", "-r")]
+    joined = [(normjoin(cwd, x), x.endswith("/")) for x in out if x]
+    return [p + "/" if folder else p for p, folder in joined if p]
 
 
 def _mask_operators(line: str) -> str:
