@@ -219,3 +219,35 @@ def test_cuda_bookkeeping_with_a_stubbed_torch_cuda(tmp_path):
     assert (r["device"], r["steps"], r["categories"]) == ("cuda:0 Stub GPU", 2, None)
     assert r["setup_peak"] == 1000 and r["step_peaks"] == [2000, 3000] and r["step_reserved"] == [4000, 6000]
     assert (r["step1_peak"], r["steady_peak"], r["peak_allocated"], r["peak_reserved"]) == (2000, 3000, 4000, 8000)
+
+
+# -- the verdict on CUDA (issue 26): predicted peak and saving each within ±10% ------------------------------------
+# No GPU exists here, so the verdict function is given what the harness reported on one (the H200 run of
+# bench/gpu_verify.sh, bench/README.md: TL101 at 8,192 tokens, eager vs SDPA) and a run whose figures agree.
+
+def _cuda_rows(predicted_peaks: tuple[int, int], measured_peaks: tuple[int, int]) -> dict:
+    from types import SimpleNamespace
+
+    from trainlint.diagnostics import Diagnostic, Span
+    from trainlint.verify.run import RunResult, verdicts
+
+    finding = Diagnostic("TL101", "eager-attention-at-long-context", "eager attention", "train.py", Span.point(3))
+    original = RunResult("original", {"ok": True, "steady_peak": measured_peaks[0]})
+    fixed = RunResult("fixed", {"ok": True, "steady_peak": measured_peaks[1]})
+    estimates = tuple(SimpleNamespace(peak=p) for p in predicted_peaks)  # the estimate's peaks, as estimate() gives
+    return verdicts([finding], [finding], original, fixed, estimates, "cuda:0 NVIDIA H200")[0]
+
+
+def test_on_cuda_a_saving_outside_ten_percent_is_not_confirmed_and_says_both_figures():
+    row = _cuda_rows((37_380_000_000, 20_560_000_000), (44_740_000_000, 20_760_000_000))
+    assert row["verdict"] == "not confirmed"
+    assert row["note"].startswith("outside ±10%: measured saving")
+    assert "(143%)" in row["note"] and "predicted" in row["note"]
+
+
+def test_on_cuda_a_saving_and_peak_within_ten_percent_are_confirmed():
+    row = _cuda_rows((19_300_000_000, 14_000_000_000), (19_900_000_000, 14_300_000_000))
+    assert row["verdict"] == "confirmed" and row["note"].startswith("within ±10%")
+    # the saving within 10% but the peak 15% off: not confirmed (the user rents the peak, not the saving)
+    row = _cuda_rows((19_300_000_000, 14_000_000_000), (22_700_000_000, 17_300_000_000))
+    assert row["verdict"] == "not confirmed"
