@@ -395,3 +395,56 @@ def test_a_launch_cut_short_by_backslash_space_is_reported_not_used(tmp_path):
     assert "run.sh" not in r.stderr  # not a launch of train.py: its defaults are used instead
     (tmp_path / "run.sh").write_text(launcher.replace("\\ \n", "\\\n"))
     assert "run.sh" in run("check", "--no-cache", "-v", "train.py", cwd=tmp_path).stderr  # (and written right, it is)
+
+
+# A script that documents its own command lines in its module docstring (TRL's examples/scripts do): those commands
+# are launches, read at their lines; the prose around them is not shell and is never reported.
+DOCUMENTED = '''"""
+Fine-tune a model. Don't forget to log in first; python is needed.
+
+# Full training
+python examples/sft.py \\
+    --model_name_or_path Qwen/Qwen2-0.5B \\
+    --per_device_train_batch_size 2 \\
+    --output_dir out
+"""
+from transformers import AutoModelForCausalLM
+from trl import ModelConfig, SFTConfig, SFTTrainer, TrlParser
+
+parser = TrlParser((SFTConfig, ModelConfig))
+training_args, model_args = parser.parse_args_and_config()
+trainer = SFTTrainer(model=model_args.model_name_or_path, args=training_args)
+trainer.train()
+'''
+
+
+def test_commands_in_the_module_docstring_are_launches(tmp_path):
+    repo = tmp_path / "repo"
+    (repo / "examples").mkdir(parents=True)
+    (repo / "examples" / "sft.py").write_text(DOCUMENTED)
+    (repo / "requirements.txt").write_text("trl==0.12.2\ntransformers==4.46.3\n")
+    git("init", "-q", cwd=repo)
+    data = findings(run("check", "--no-cache", "--output-format", "json", "examples/sft.py", cwd=repo))
+    assert [d["code"] for d in data] == ["TL301"]
+    assert "151,936-token vocabulary" in data[0]["message"] and "[2 x " in data[0]["message"]
+    assert data[0]["filename"] == "examples/sft.py"
+    r = run("check", "--no-cache", "--verbose", "examples/sft.py", cwd=repo)
+    assert "per_device_train_batch_size 2 from examples/sft.py:7" in r.stderr + r.stdout
+    assert "TL005" not in r.stdout  # the prose ("Don't ...") is not read as shell
+
+
+def test_the_repository_that_is_the_library_runs_its_own_version(tmp_path):
+    from trainlint.knowledge.versions import decide_versions, project_pins
+
+    (tmp_path / "trl").mkdir()
+    (tmp_path / "trl" / "__init__.py").write_text('__version__ = "0.12.2"\n')
+    (tmp_path / "setup.py").write_text('from setuptools import setup\nREQUIRED = ["transformers<4.47.0"]\n'
+                                      'setup(name="trl", install_requires=REQUIRED)\n')
+    (tmp_path / "requirements.txt").write_text("transformers>=4.46.0\n")
+    (tmp_path / ".git").mkdir()
+    project_pins.cache_clear()
+    v = decide_versions(tmp_path / "train.py", (), {})
+    assert v.trl.version == "0.12.2" and "the repository is trl itself" in v.trl.source
+    # both files pin transformers: the run needs both bounds, and gets the newest release read inside them
+    assert v.transformers.version == "4.46.3" and "requirements.txt and" in v.transformers.source
+    project_pins.cache_clear()

@@ -13,11 +13,12 @@ def test_specifier_subset():
     assert not satisfies("2.0.0", "~=1.7")
 
 
-def test_range_resolves_to_installed_if_it_fits_else_newest_known_match():
+def test_range_resolves_to_installed_if_it_fits_else_the_newest_release_read_inside_it():
     assert resolve_spec("transformers", "==4.34.0", "5.24.0") == "4.34.0"
     assert resolve_spec("transformers", ">=4.40", "5.24.0") == "5.24.0"
-    assert resolve_spec("transformers", "<5", "5.24.0") == "4.57.0"
-    assert resolve_spec("trl", ">=0.7,<0.8", None) == "0.7.0"
+    assert resolve_spec("transformers", "<5", "5.24.0") == "4.57.6"  # the last 4.x release, not 4.57.0
+    assert resolve_spec("transformers", ">=4.46.0,<4.47.0", None) == "4.46.3"
+    assert resolve_spec("trl", ">=0.7,<0.8", None) == "0.7.11"
 
 
 def test_nearest_project_pins_win_and_poetry_carets_are_understood(tmp_path: Path):
@@ -30,7 +31,7 @@ def test_nearest_project_pins_win_and_poetry_carets_are_understood(tmp_path: Pat
     script = sub / "sft.py"
     script.write_text("")
     v = decide_versions(script, (("transformers", "==4.30.0"),), {})
-    assert (v.transformers.version, v.trl.version) == ("4.44.2", "0.19.0")
+    assert (v.transformers.version, v.trl.version) == ("4.44.2", "0.19.1")  # ^0.19: the newest 0.19.x read
     assert "requirements.txt" in v.transformers.source
     v = decide_versions(script, (), {"transformers": "4.57.6"})
     assert v.transformers.version == "4.57.6" and v.transformers.source == "trainlint settings"

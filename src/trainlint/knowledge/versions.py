@@ -90,7 +90,7 @@ def resolve_spec(library: str, spec: str, installed: str | None) -> str | None:
         return exact.group(1)
     if installed and satisfies(installed, spec):
         return installed
-    for candidate in [NEWEST_KNOWN[library], *reversed(_KNOWN_MINORS[library])]:
+    for candidate in _candidates(library):  # every release read, newest first: `<4.47.0` is 4.46.3, not 4.46.0
         if satisfies(candidate, spec):
             return candidate
     return None
@@ -193,14 +193,53 @@ def project_pins(directory: Path) -> tuple[tuple[str, str, str], ...]:
     is its parent's answer (cached), so a tree of many folders globs each folder once, not once per file
     below it: the nearest pin still wins, in the same order."""
     found: dict[str, tuple[str, str]] = {}
+    own = _own_library(directory)
+    if own is not None:
+        found[own[0]] = (f"=={own[1]}", f"{own[2]} (the repository is {own[0]} itself)")
     for pattern in PIN_FILES:
         for candidate in sorted(directory.glob(pattern)):
             for name, spec in _pins_in_file(candidate).items():
-                found.setdefault(name, (spec, str(candidate)))
+                if own is not None and name == own[0]:
+                    continue
+                if name in found and found[name][0] != spec:
+                    # two files of one project pin the same library: the run needs both (`transformers>=4.46.0` in
+                    # requirements.txt and `transformers<4.47.0` in setup.py)
+                    found[name] = (f"{found[name][0]},{spec}", f"{found[name][1]} and {candidate}")
+                else:
+                    found.setdefault(name, (spec, str(candidate)))
     if not ((directory / ".git").exists() or len(found) == len(LIBRARIES)) and directory.parent != directory:
         for name, spec, where in project_pins(directory.parent):
             found.setdefault(name, (spec, where))
     return tuple((name, spec, where) for name, (spec, where) in found.items())
+
+
+_VERSION_RE = re.compile(r"""^__version__\s*=\s*["']([^"']+)["']""", re.M)
+
+
+def _own_library(directory: Path) -> tuple[str, str, str] | None:
+    """(library, version, file) when `directory` is the source of transformers, trl or peft itself (a setup.py or
+    pyproject.toml naming it, its `__version__` in <name>/__init__.py or src/<name>/__init__.py): scripts there run
+    against that very version."""
+    named = None
+    for meta in ("setup.py", "pyproject.toml"):
+        try:
+            text = (directory / meta).read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            continue
+        m = re.search(r"""\bname\s*=\s*["'](transformers|trl|peft)["']""", text)
+        if m:
+            named = m.group(1)
+            break
+    if named is None:
+        return None
+    for init in (directory / named / "__init__.py", directory / "src" / named / "__init__.py"):
+        try:
+            m = _VERSION_RE.search(init.read_text(encoding="utf-8", errors="replace"))
+        except OSError:
+            continue
+        if m and parse_version(m.group(1)):
+            return named, m.group(1), str(init)
+    return None
 
 
 @lru_cache(maxsize=8)

@@ -5,6 +5,7 @@ parameters. Only scripts that declare parameters ask for this (see ScriptFacts.d
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass, replace
 from functools import lru_cache
 from pathlib import Path
@@ -147,7 +148,7 @@ def clear_caches() -> None:
 
     from trainlint.launch.skypilot import task_files
 
-    for cached in (_root, tree_files, launcher_files, index_stamp, _raw, read_launcher, task_files):
+    for cached in (_root, tree_files, launcher_files, index_stamp, _raw, read_launcher, task_files, docstring_launches):
         cached.cache_clear()
     clear_cache()
 
@@ -165,7 +166,54 @@ def index_for(path: Path, settings: Settings) -> tuple[tuple[Path, Indexed], ...
         raw = _raw(launcher)
         if isinstance(raw, OSError) or any(n in raw for n in needles):
             out.append((launcher, read_launcher(launcher)))
+    if path.suffix == ".py":
+        documented = docstring_launches(path.resolve())
+        if documented.invocations:
+            out.append((path.resolve(), documented))
     return tuple(out)
+
+
+_DOC_COMMAND = re.compile(r"^\s*(?:[A-Za-z_][A-Za-z0-9_]*=\S*\s+)*(?:python3?|torchrun|accelerate|deepspeed)\s")
+
+
+@lru_cache(maxsize=4096)
+def docstring_launches(path: Path) -> Indexed:
+    """The commands a script documents in its module docstring (`python examples/scripts/sft.py --model_name_or_path
+    ... \\` and their continuation lines), read as a launcher at their own lines and columns. Only lines that
+    start a command are read; the prose around them is not shell, and nothing unreadable in a docstring is
+    reported (it is documentation, not a launcher that runs)."""
+    import ast
+
+    raw = _raw(path)
+    if isinstance(raw, OSError) or b'"""' not in raw[:20000] and b"'''" not in raw[:20000]:
+        return Indexed((), ())
+    try:
+        text = raw.decode("utf-8-sig")
+        tree = ast.parse(text)
+    except (UnicodeDecodeError, SyntaxError, ValueError):
+        return Indexed((), ())
+    first = tree.body[0] if tree.body else None
+    if not (isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(first.value.value, str)):
+        return Indexed((), ())
+    lines = text.splitlines()
+    kept = [""] * len(lines)
+    i, end = first.lineno - 1, first.end_lineno
+    while i < end:
+        line = lines[i]
+        if i == first.lineno - 1:  # the opening quotes (and any prefix) become blanks: columns stay as written
+            line = re.sub(r"^(\s*[rRuU]?)(\"\"\"|''')", lambda m: " " * len(m.group(0)), line)
+        if _DOC_COMMAND.match(line):
+            while True:
+                kept[i] = re.sub(r"(\"\"\"|''')\s*$", "", line) if i == end - 1 else line
+                if not line.rstrip().endswith("\\") or i + 1 >= end:
+                    break
+                i += 1
+                line = lines[i]
+        i += 1
+    from trainlint.launch.shell import read_shell
+
+    reading = read_shell("\n".join(kept) + "\n", path, lambda other: None)
+    return Indexed(tuple(reading.invocations), ())
 
 
 @lru_cache(maxsize=64)
