@@ -280,6 +280,33 @@ def test_an_override_returning_the_models_own_loss_follows_the_base_trainer(tmp_
             if d["code"] == "TL301"] == [True]
 
 
+def test_a_load_reached_through_an_instantiated_main_is_one_load(tmp_path):
+    """`main(script_args, ...)` under `if __name__ == "__main__":` is followed with its arguments; the calls inside it
+    (here `get_model(...)` from a package re-export) are followed from that instantiation once, not a second time
+    from main's own scope: one load, so the rules know which model the trainer gets."""
+    files = {
+        "pkg/__init__.py": "",
+        "pkg/utils/__init__.py": "from .model_utils import get_model\n",
+        "pkg/utils/model_utils.py": (
+            "from transformers import AutoModelForCausalLM\n\n\n"
+            "def get_model(name):\n"
+            "    model = AutoModelForCausalLM.from_pretrained(name)\n"
+            "    return model\n"),
+        "train.py": (
+            "from transformers import Trainer, TrainingArguments\n"
+            "from pkg.utils import get_model\n\n\n"
+            "def main(name, batch):\n"
+            "    model = get_model(name)\n"
+            "    args = TrainingArguments(output_dir='o', per_device_train_batch_size=batch)\n"
+            "    Trainer(model=model, args=args).train()\n\n\n"
+            "if __name__ == '__main__':\n"
+            "    main('meta-llama/Meta-Llama-3-8B', 2)\n"),
+    }
+    root = _write(tmp_path, files)
+    _, diags = _check(root, "train.py")
+    assert [d["code"] for d in diags if d["code"] == "TL301"] == ["TL301"]
+
+
 def test_subclass_without_override_behaves_like_its_base(tmp_path):
     plain = "from transformers import Trainer\n\n\nclass MyTrainer(Trainer):\n    def log(self, logs):\n        pass\n"
     entry = ENTRY.replace("mypkg.trainer import LossTrainer", "mypkg.trainer import MyTrainer").replace(

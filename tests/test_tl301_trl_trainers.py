@@ -57,11 +57,14 @@ def test_dpo_liger_flag_per_version(lint, trl, flag, quiet):
     assert codes(found) == expected(quiet, trl, flag)
 
 
-def test_use_liger_kernel_always_silences_it(lint):
-    # TrainingArguments.use_liger_kernel patches the model's forward in every version; whether that forward still
-    # builds the logits without labels (DPO <= 0.24) is liger-kernel's behaviour, not read here: say nothing
-    for trl in ("0.18.2", "0.24.0", "1.14.2"):
-        assert lint(DPO.format(extra=", use_liger_kernel=True"), files=pins(trl)) == []
+def test_use_liger_kernel_silences_it_only_where_it_is_the_trainers_fused_path(lint):
+    # TrainingArguments.use_liger_kernel patches the model's forward with Liger's lce_forward, which builds the logits
+    # whenever it is not given labels (liger-kernel 0.8.5 transformers/model/qwen2.py:100 and llama.py:115
+    # `skip_logits = self.training and (labels is not None or shift_labels is not None)`); DPO calls the model without
+    # labels and reads `.logits`, so only the trainer's own flag fuses its loss (use_liger_kernel from 0.25)
+    assert codes(lint(DPO.format(extra=", use_liger_kernel=True"), files=pins("0.18.2"))) == ["TL301"]
+    assert codes(lint(DPO.format(extra=", use_liger_kernel=True"), files=pins("0.24.0"))) == ["TL301"]
+    assert lint(DPO.format(extra=", use_liger_kernel=True"), files=pins("1.14.2")) == []
 
 
 def test_dpo_on_old_trl_names_the_flag_of_that_version(lint):
@@ -92,6 +95,9 @@ def test_grpo_projects_only_the_completion(lint):
     ("0.16.1", ", use_liger_loss=True", False),                         # GRPO's Liger loss arrived in 0.17 (TL009 too)
     ("0.17.0", ", use_liger_loss=True", True),
     ("0.24.0", ", use_liger_loss=True", True), ("0.25.1", ", use_liger_loss=True", True),  # copied into use_liger_kernel
+    # use_liger_kernel before 0.25 only patches the model's forward, which skips the logits only when given labels;
+    # GRPO calls it without labels and reads .logits (open-r1's recipes at trl 0.18 set exactly this)
+    ("0.18.2", ", use_liger_kernel=True", False), ("0.25.1", ", use_liger_kernel=True", True),
 ])
 def test_grpo_boundaries(lint, trl, extra, quiet):
     assert codes(lint(GRPO.format(extra=extra), files=pins(trl))) == expected(quiet, trl, extra)

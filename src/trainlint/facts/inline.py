@@ -86,6 +86,8 @@ class Follower:
         for hop, (callee, fn) in targets:
             if depth <= 0 or (str(callee.file), fn.scope) in stack or len(self.modules) > self.max_modules:
                 continue
+            if any(_under(hop.scope, r) for r in replaced):
+                continue  # a call inside a function replaced by its instantiations is followed from there, once
             if callee.file == site.file and fn.scope not in replaced:
                 continue  # a same-file function without arguments is already in the facts as it is
             # a class of another module brings all its methods (an override may enable input grads)

@@ -154,6 +154,11 @@ def _trl_trainer_diagnostic(self: Rule, ctx: FileContext, trainer: TrainerCall, 
                      shape)
 
 
+def _row_flags(ctx: FileContext, trainer: TrainerCall) -> tuple[str, ...]:
+    row = trl_trainers.loss_row(trainer.class_name, ctx.versions.trl)
+    return row.flags if row is not None else ()
+
+
 def _override_diagnostic(self: Rule, ctx: FileContext, trainer: TrainerCall):
     """The repository's own trainer overrides the loss: it decides, whatever the base class would do."""
     kind, method, span = trainer.loss_override
@@ -179,7 +184,15 @@ def _trainer_diagnostic(self: Rule, ctx: FileContext, trainer: TrainerCall):
         return None  # arguments come from the command line or elsewhere: use_liger_kernel may be set there
     if args is not None:
         liger = args.get("use_liger_kernel")
-        if liger.is_(True) or liger.unknown or args.call.opaque_kwargs:
+        if args.call.opaque_kwargs:
+            return None
+        # use_liger_kernel makes transformers' Trainer patch the model's forward with Liger's lce_forward, which
+        # skips the logits only when it is given labels (liger-kernel 0.8.5 transformers/model/qwen2.py:100, llama.py:115
+        # `skip_logits = self.training and (labels is not None or shift_labels is not None)`): Trainer's and SFTTrainer's loss. A TRL preference /
+        # RL trainer calls the model without labels and reads `.logits`; its own fused path is the row's flag
+        # (knowledge/trl_trainers.py), decided below.
+        if (liger.is_(True) or liger.unknown) and (trainer.library != "trl" or trainer.class_name == "SFTTrainer"
+                                                    or "use_liger_kernel" in _row_flags(ctx, trainer)):
             return None
     model = ctx.model_for(trainer.model_variable)
     if trainer.class_name in ("Trainer", "Seq2SeqTrainer"):
