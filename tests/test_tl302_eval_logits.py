@@ -171,3 +171,39 @@ def test_eval_memory_grows_by_one_batch_of_logits_per_step_on_cpu(tmp_path):
     assert all(g >= 0.95 * logits for g in growth["plain"]), growth
     assert all(abs(g - logits) / logits < 0.05 for g in growth["plain"][1:]), growth
     assert all(g < 16_384 for g in growth["argmax"]), growth
+
+
+# -- use_liger_kernel: the fused loss is training-only (issue 27, part 3) -----------------------------------------
+LIGER = TRAINER.replace('eval_steps=100', 'eval_steps=100, bf16=True, use_liger_kernel=True, '
+                                          'per_device_eval_batch_size=4')
+
+
+def test_liger_training_with_an_eval_that_needs_logits_says_what_one_eval_step_builds(lint):
+    from trainlint.memory import fmt_bytes
+    from trainlint.memory.estimate import EVAL_STEP_BYTES
+
+    src = LIGER.replace("compute_metrics=compute_metrics)", "compute_metrics=compute_metrics,\n"
+                        "                  preprocess_logits_for_metrics=keep)")
+    [(_, message)] = tl302(lint(src))
+    step = 4 * 1024 * 151936 * EVAL_STEP_BYTES[2]  # the bf16 checkpoint's logits and loss, one eval batch
+    assert message.startswith("use_liger_kernel=True fuses the loss only in training: each eval step builds the "
+                              f"[4 x 1,024 x 151,936] logits and their loss, ~{fmt_bytes(step)}, where the training "
+                              "step's fused loss holds ~"), message
+    assert "keeps every eval batch" not in message  # the argmax keeps ids, not logits
+
+
+def test_liger_and_accumulated_logits_are_one_finding(lint):
+    [(_, message)] = tl302(lint(LIGER))
+    assert "keeps every eval batch's logits on the GPU" in message
+    assert "; also, use_liger_kernel=True fuses the loss only in training" in message
+
+
+@pytest.mark.parametrize("change", [
+    ('eval_steps=100', 'eval_steps=100, prediction_loss_only=True'),  # transformers 5.25 passes skip_logits=True
+    ('eval_strategy="steps"', 'eval_strategy="no"'),
+    ("use_liger_kernel=True, ", ""),  # the training step builds the logits too: TL301's matter
+])
+def test_liger_quiet_when_eval_builds_no_logits_or_training_does_too(lint, change):
+    src = LIGER.replace("compute_metrics=compute_metrics)", "compute_metrics=compute_metrics,\n"
+                        "                  preprocess_logits_for_metrics=keep)")
+    assert tl302(lint(src.replace(*change))) == []

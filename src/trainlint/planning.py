@@ -14,10 +14,12 @@ from trainlint.facts.values import UNSET
 from trainlint.knowledge.heads import DEFAULT_NUM_LABELS, head_for
 from trainlint.knowledge.libraries import SOFTCAPPED
 from trainlint.memory import dtype_bytes
-from trainlint.memory.estimate import Geometry, Plan
+from trainlint.memory.estimate import EvalPhase, Geometry, Plan
 from trainlint.rules.tl101_eager_attention import attention_in_effect
 from trainlint.rules.tl102_sdpa_math_fallback import math_fallback
 from trainlint.rules.tl301_unfused_cross_entropy import loss_path, trl_logits_shape, trl_reference_copy
+from trainlint.rules.tl302_eval_logits import TRAINERS as EVAL_LOOP_TRAINERS
+from trainlint.rules.tl302_eval_logits import evaluates, logits_reduced
 
 # peft/utils/constants.py TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING (0.21.2): the default targets
 DEFAULT_LORA_TARGETS = {"llama": ("q_proj", "v_proj"), "mistral": ("q_proj", "v_proj"), "qwen2": ("q_proj", "v_proj"),
@@ -278,6 +280,46 @@ def plan_for(ctx: FileContext, overrides: Overrides) -> tuple[Plan, ModelLoad, l
         optimizer=_optimizer(ctx, notes),
         world_size=world,
         sharding=sharding,
+        evaluation=eval_phase(ctx, loss, notes),
         assumptions=tuple(notes),
     )
     return plan, model, notes, unknown
+
+
+def eval_phase(ctx: FileContext, loss: str, notes: list[str]) -> EvalPhase | None:
+    """The evaluation step of the first trainer that runs Trainer's evaluation loop (tl302_eval_logits.TRAINERS)
+    with an eval_dataset; None when no evaluation runs. Facts: transformers 5.25.0 trainer.py."""
+    trainer = next((t for t in ctx.facts.trainers if t.class_name in EVAL_LOOP_TRAINERS), None)
+    if trainer is None or trainer.call.kw("eval_dataset").unset or trainer.call.kw("eval_dataset").is_(None):
+        return None
+    args = ctx.trainer_args(trainer)
+    if not evaluates(ctx, trainer, args):
+        return None
+
+    def arg(key):
+        return args.get(key) if args is not None else UNSET
+
+    batch = arg("per_device_eval_batch_size")
+    eval_batch = batch.value if batch.known and isinstance(batch.value, int) and batch.value > 0 else 8
+    if not batch.known:
+        notes.append("eval batch 8: TrainingArguments' per_device_eval_batch_size default")
+    # l.2920: `evaluate` passes prediction_loss_only=True without compute_metrics; else args.prediction_loss_only
+    metrics = trainer.call.kw("compute_metrics")
+    loss_only = metrics.unset or metrics.is_(None) or arg("prediction_loss_only").is_(True)
+    if loss_only:
+        # l.3317: loss-only eval passes skip_logits=True with use_liger_kernel (not read in releases before 5.25.0);
+        # TRL's SFTTrainer keeps its fused LM head (trl 1.16.0 sft_trainer.py `prediction_step`, l.1679)
+        fused = (loss == "liger" and ctx.versions.transformers.at_least(5, 25)) or loss == "chunked"
+        return EvalPhase(eval_batch, logits=not fused)
+    if logits_reduced(ctx, trainer, args) is not False:
+        return EvalPhase(eval_batch)  # (argmax ids, batch metrics or generated ids: nothing logits-sized is kept)
+    mixed = arg("bf16").is_(True) or arg("fp16").is_(True)  # accelerate's convert_outputs_to_fp32
+    kept = 4 if mixed else _dtype(ctx, training_model(ctx), [])[0]
+    evalset = next((e for e in ctx.facts.eval_sets if e.trainer_index == trainer.call.index), None)
+    batches = -(-evalset.size // eval_batch) if evalset is not None and evalset.size else None
+    steps = arg("eval_accumulation_steps")  # l.3090: moves all_preds to the CPU every N steps
+    if steps.known and isinstance(steps.value, int) and steps.value > 0:
+        batches = min(batches, steps.value) if batches else steps.value
+    elif batches is None:
+        notes.append("eval set size not written: the eval logits kept on the GPU counted for one eval batch")
+    return EvalPhase(eval_batch, kept_bytes=kept, kept_batches=batches)

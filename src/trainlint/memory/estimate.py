@@ -55,6 +55,17 @@ class Geometry:
 
 
 @dataclass(frozen=True)
+class EvalPhase:
+    """The evaluation step: transformers 5.25.0 trainer.py `Trainer.evaluation_loop` (l.2948) and `prediction_step`
+    (l.3237), run mid-training with the optimizer state still resident (gradients were freed by `model.zero_grad()`)."""
+
+    batch: int  # per_device_eval_batch_size
+    logits: bool = True  # prediction_step builds [batch x seq x vocab] logits (False: the training loss path runs)
+    kept_bytes: int = 0  # bytes per logit `all_preds` keeps on the GPU between steps (0: nothing kept)
+    kept_batches: int | None = None  # eval batches kept on the GPU at the last step (None: not known; 1 counted)
+
+
+@dataclass(frozen=True)
 class Plan:
     geometry: Geometry
     batch: int
@@ -74,6 +85,7 @@ class Plan:
     world_size: int = 1
     sharding: str | None = None  # None | "zero1" | "zero2" | "zero3"
     assumptions: tuple[str, ...] = ()
+    evaluation: EvalPhase | None = None  # None: no evaluation phase (eval_strategy "no", no eval_dataset)
 
 
 @dataclass(frozen=True)
@@ -339,6 +351,45 @@ def levers(p: Plan, est: Estimate):
         # optimizer state is resident in both phases of the peak, so offloading it saves all of it
         out.append(Lever("CPU offload of optimizer state", est.consumers["optimizer"], "much slower steps"))
     return sorted(out, key=lambda lever: -lever.saves)
+
+
+# Bytes per logit of one eval step's forward with labels under no_grad (LM head output + ForCausalLMLoss's fp32 upcast +
+# cross_entropy), measured by verify's live-bytes tracker on CPU (tests/test_eval_phase.py, a real Trainer.evaluate()
+# of a tiny Llama, the slope over vocabularies 4,096 and 16,384): 10.0 for fp32 weights, 11.0 for bf16 weights.
+EVAL_STEP_BYTES = {4: 10, 2: 11}
+
+
+def eval_logits_bytes(p: Plan) -> int:
+    """The logits part of the evaluation step's peak. With logits: the step's forward and loss, plus the eval
+    batches `all_preds` keeps on the GPU; its `torch.cat` (trainer_pt_utils.py `EvalLoopContainer.add`,
+    `torch_pad_and_concatenate`) holds the old and the new container at once, so the last step peaks at 2 x the kept
+    batches. Without logits (Liger's `skip_logits`, TRL's fused LM head): the training loss path at the eval batch."""
+    e = p.evaluation
+    if e is None:
+        return 0
+    g = p.geometry
+    if not e.logits:
+        return logits_bytes(replace(p, batch=e.batch, reference_logits=False))
+    if g.head_width is not None:  # a classifier's num_labels-wide logits (knowledge/heads.py)
+        return loss_peak_bytes(e.batch, p.seq if g.head_per_token else 1, g.head_width, p.act_bytes) if g.head_width \
+            else 0
+    elements = e.batch * p.seq * g.vocab
+    step = elements * EVAL_STEP_BYTES.get(p.dtype_bytes, 11)
+    if not e.kept_bytes:
+        return step
+    kept, n = elements * e.kept_bytes, max(e.kept_batches or 1, 1)
+    return max(step + (n - 1) * kept, 2 * n * kept)
+
+
+def eval_peak(p: Plan) -> int:
+    """The evaluation step's peak: weights and optimizer state (resident; sharded as in training), one layer's
+    working set at the eval batch (no_grad: each layer's tensors are freed after it), and eval_logits_bytes."""
+    e = p.evaluation
+    if e is None:
+        return 0
+    w, _, opt = shard(p, weights_bytes(p), 0, optimizer_bytes(p)[0])
+    layer = activation_bytes_per_layer(replace(p, batch=e.batch, lora_r=None), e.batch * p.seq)
+    return w + opt + layer + eval_logits_bytes(p)
 
 
 def graph_bytes(p: Plan) -> int:

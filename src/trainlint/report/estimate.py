@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from trainlint.knowledge.gpus import GIB, describe_gpu, fmt_gib
 from trainlint.memory import fmt_bytes
-from trainlint.memory.estimate import CONSUMERS, CUDA_OVERHEAD, Estimate
+from trainlint.memory.estimate import CONSUMERS, CUDA_OVERHEAD, Estimate, eval_peak
 from trainlint.memory.max_batch import MaxBatch
 
 LABELS = {
@@ -43,10 +43,20 @@ class Report:
         return out
 
     @property
+    def eval_peak(self) -> int:
+        """The evaluation step's peak (0: no evaluation phase); memory.estimate.eval_peak."""
+        return eval_peak(self.estimate.plan)
+
+    @property
+    def need(self) -> int:
+        """What the GPU must hold: the higher of the training and evaluation peaks, plus the CUDA context."""
+        return max(self.estimate.peak, self.eval_peak) + CUDA_OVERHEAD
+
+    @property
     def fits(self) -> bool | None:
         if self.gpu is None:
             return None
-        need = self.estimate.peak + CUDA_OVERHEAD
+        need = self.need
         if self.unknown and need <= self.gpu[1]:
             return None  # the unknown consumers could still push it over
         return need <= self.gpu[1]
@@ -75,14 +85,27 @@ def _verdict(r: Report) -> str:
     if r.gpu is None:
         return "no GPU given: pass --gpu (e.g. --gpu A100-80GB or --gpu 24GB, read as GiB) for a verdict"
     name, capacity = r.gpu
-    need = r.estimate.peak + CUDA_OVERHEAD
+    need = r.need
     gpu = describe_gpu(name, capacity)  # device memory in GiB, as the driver counts it (knowledge/gpus.py)
     if r.fits is None:
         return (f"{gpu}: cannot say: {', '.join(r.unknown)} unknown (pass --batch / --seq); "
                 f"without those it needs {fmt_gib(need)}")
     if r.fits:
         return f"{gpu}: fits, with {fmt_gib(capacity - need)} of headroom"
+    training = r.estimate.peak + CUDA_OVERHEAD
+    if training <= capacity:  # the evaluation step is the one over the card
+        return f"{gpu}: fits for training; the first evaluation needs {fmt_gib(need - capacity)} more"
     return f"{gpu}: does NOT fit: needs {fmt_gib(need - capacity)} more"
+
+
+def _eval_line(r: Report) -> str | None:
+    """Other phases: the evaluation step's peak, under the training peak."""
+    e = r.estimate.plan.evaluation
+    if e is None:
+        return None
+    what = ("logits kept on the GPU for " + (f"{e.kept_batches} eval batches" if e.kept_batches else "1 eval batch")
+            if e.kept_bytes else "the logits of one eval batch" if e.logits else "no logits (fused loss)")
+    return f"evaluation step (eval batch {e.batch}, {what}): {fmt_bytes(r.eval_peak)}"
 
 
 def _max_batch(r: Report) -> list[str]:
@@ -123,8 +146,10 @@ def text(r: Report) -> str:
         bar = "█" * int(cells) + ("▏" if value and int(cells) == 0 else "")
         lines.append(f"  {label} {fmt_bytes(value):>10}   {bar}")
     peak_note = " (at least)" if r.unknown else ""
-    lines += ["", f"  peak ({r.estimate.peak_phase}){peak_note}: {fmt_bytes(r.estimate.peak)}",
-              f"  + CUDA context and allocator overhead, not counted above: ~{fmt_bytes(CUDA_OVERHEAD)}"]
+    lines += ["", f"  peak ({r.estimate.peak_phase}){peak_note}: {fmt_bytes(r.estimate.peak)}"]
+    if (phase := _eval_line(r)) is not None:
+        lines.append(f"  other phases: {phase}")
+    lines += [f"  + CUDA context and allocator overhead, not counted above: ~{fmt_bytes(CUDA_OVERHEAD)}"]
     if r.estimate.paged_optimizer:
         lines.append(f"  + paged optimizer state in managed memory (not in allocated-memory counters): "
                      f"{fmt_bytes(r.estimate.paged_optimizer)}")
@@ -152,6 +177,7 @@ def as_json(r: Report) -> str:
         "peak": r.estimate.peak,
         "peak_phase": r.estimate.peak_phase,
         "peak_is_lower_bound": bool(r.unknown),
+        "phases": {"evaluation": r.eval_peak} if r.estimate.plan.evaluation is not None else {},
         "cuda_overhead": CUDA_OVERHEAD,
         "paged_optimizer": r.estimate.paged_optimizer,
         "gpu": {"name": r.gpu[0], "bytes": r.gpu[1], "gib": round(r.gpu[1] / GIB, 2)} if r.gpu else None,
@@ -214,6 +240,7 @@ table {{ border-collapse: collapse; width: 100%; }} td, th {{ border-bottom: 1px
 <p class="sub">{html.escape(r.script)} · {html.escape(describe_plan(r))}</p>
 <p><span class="peak">{fmt_bytes(r.estimate.peak)}</span> peak ({html.escape(r.estimate.peak_phase)})<span class="badge">{badge[0]}</span></p>
 <p>{html.escape(_verdict(r))}</p>
+{f"<p>other phases: {html.escape(_eval_line(r))}</p>" if _eval_line(r) else ""}
 {max_batch}
 {svg}
 <p class="note">Plus the CUDA context and allocator overhead (~{fmt_bytes(CUDA_OVERHEAD)}), not counted in the bars.</p>

@@ -8,7 +8,8 @@ them to the CPU every N steps (`all_preds.to_cpu_and_numpy()`); `Trainer.evaluat
 `prediction_loss_only=True` when `compute_metrics` is None, and `args.prediction_loss_only` drops the logits.
 Under bf16/fp16 mixed precision accelerate wraps the forward in `convert_outputs_to_fp32` (accelerate 1.15.0
 accelerator.py `prepare_model`), so the kept logits are fp32. TRL: `SFTTrainer` keeps Trainer's
-`evaluation_loop` and `prediction_step` (trl 0.12.0 and 1.16.0 sft_trainer.py define neither); DPO, KTO, GRPO
+`evaluation_loop` (trl 0.12.0 defines no `prediction_step`; trl 1.16.0 sft_trainer.py:1679 defines one that still
+returns `outputs.logits` unless `prediction_loss_only`, recomputed by a forward without labels, l.1666-1674); DPO, KTO, GRPO
 and distillation trainers override `prediction_step` (their eval logits are not the vocabulary's) and are not
 checked.
 """
@@ -34,7 +35,7 @@ def vocab_logits_head(model) -> bool | None:
     return None if head is None else head.kind == "vocab"
 
 
-def _evaluates(ctx: FileContext, trainer: TrainerCall, args: ArgsObject | None) -> bool | None:
+def evaluates(ctx: FileContext, trainer: TrainerCall, args: ArgsObject | None) -> bool | None:
     """The eval loop runs: an eval strategy other than "no", or `trainer.evaluate()` in the script."""
     if trainer.variable and re.search(rf"\b{re.escape(trainer.variable)}\s*\.\s*evaluate\s*\(", ctx.text):
         return True
@@ -50,7 +51,7 @@ def _evaluates(ctx: FileContext, trainer: TrainerCall, args: ArgsObject | None) 
     return None if args.call.opaque_kwargs else False
 
 
-def _reduced(ctx: FileContext, trainer: TrainerCall, args: ArgsObject | None) -> bool | None:
+def logits_reduced(ctx: FileContext, trainer: TrainerCall, args: ArgsObject | None) -> bool | None:
     """Something keeps the loop from holding the logits (True), nothing does (False), or it is not known."""
     if trainer.call.has_kw("preprocess_logits_for_metrics") and not trainer.call.kw("preprocess_logits_for_metrics") \
             .is_(None):
@@ -90,7 +91,7 @@ def check(self: Rule, ctx: FileContext):
                 not call.has_kw("eval_dataset") or call.kw("eval_dataset").is_(None):
             continue
         args = ctx.trainer_args(trainer)
-        if not _evaluates(ctx, trainer, args) or _reduced(ctx, trainer, args) is not False:
+        if not evaluates(ctx, trainer, args):
             continue
         model = ctx.model_for(trainer.model_variable)
         if model is None or vocab_logits_head(model) is not True:
@@ -98,9 +99,48 @@ def check(self: Rule, ctx: FileContext):
         spec = ctx.spec(model)
         if spec is None or not spec.vocab_size:
             continue
-        diag = self.diagnostic(ctx, call.span, _message(ctx, trainer, args, model, spec.vocab_size),
-                               call.kw("compute_metrics"))
-        yield diag.with_fix(_fix(ctx, trainer))
+        accumulated = logits_reduced(ctx, trainer, args) is False
+        unfused = _unfused_eval(ctx, args, spec.vocab_size)
+        if accumulated:
+            message = _message(ctx, trainer, args, model, spec.vocab_size)
+            message += f"; also, {unfused}" if unfused else ""
+            yield self.diagnostic(ctx, call.span, message, call.kw("compute_metrics")).with_fix(_fix(ctx, trainer))
+        elif unfused:
+            yield self.diagnostic(ctx, call.span, f"{unfused}; evaluate with a smaller per_device_eval_batch_size, or "
+                                  f"without compute_metrics (a loss-only eval passes skip_logits=True on transformers "
+                                  f">= 5.25)", call.kw("compute_metrics"))
+
+
+def _unfused_eval(ctx: FileContext, args: ArgsObject | None, vocab: int) -> str | None:
+    """`use_liger_kernel=True` trains without logits, but an eval step that returns them builds them: Liger's
+    `lce_forward` sets `skip_logits = self.training and (labels is not None or shift_labels is not None)` unless told
+    (liger-kernel 0.8.2 src/liger_kernel/transformers/model/llama.py:115; in eval mode l.129-131 run the LM head and
+    `self.loss_function` on the full logits), and transformers 5.25.0 trainer.py:3317 passes `skip_logits=True` only
+    when `prediction_loss_only`. The eval step's logits and loss (memory.estimate.eval_logits_bytes, nothing kept)
+    against the training step's fused loss, when the first is larger; None otherwise or when not known."""
+    if args is None or not args.get("use_liger_kernel").is_(True) or not ctx.seq_len.known:
+        return None
+    loss_only = args.get("prediction_loss_only")
+    if not (loss_only.unset or loss_only.is_(False)):
+        return None
+    from dataclasses import replace
+
+    from trainlint.memory.estimate import eval_logits_bytes, logits_bytes
+    from trainlint.planning import Overrides, PlanError, plan_for
+
+    try:
+        plan = plan_for(ctx, Overrides())[0]
+    except PlanError:
+        return None
+    e = plan.evaluation
+    if e is None or not e.logits or plan.loss != "liger":
+        return None
+    step, train = eval_logits_bytes(replace(plan, evaluation=replace(e, kept_bytes=0))), logits_bytes(plan)
+    if step <= train:
+        return None
+    return (f"use_liger_kernel=True fuses the loss only in training: each eval step builds the [{e.batch} x "
+            f"{plan.seq:,} x {vocab:,}] logits and their loss, ~{fmt_bytes(step)}, where the training step's fused "
+            f"loss holds ~{fmt_bytes(train)}")
 
 
 ARGMAX = "lambda logits, labels: (logits[0] if isinstance(logits, tuple) else logits).argmax(-1)"
