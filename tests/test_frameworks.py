@@ -536,3 +536,33 @@ def test_axolotl_base_model_config_names_the_geometry(tmp_path):
     diags = _lint(_write(tmp_path, "ax.yml", text))
     assert [d.code for d in diags] == ["TL101"] and "32 heads" in diags[0].message
     assert "model size unknown" in _lint(_write(tmp_path, "b.yml", text.replace("base_model_config:", "x_:")))[-1].message
+
+
+# LLaMA-Factory's own preference trainers (0.9.2 train/dpo/trainer.py:198, train/kto/trainer.py:168): the loss reads
+# the full logits in fp32; DPO on chosen + rejected with the reference's logits unless pref_loss is orpo / simpo.
+LF_DPO = """model_name_or_path: meta-llama/Meta-Llama-3-8B-Instruct
+stage: dpo
+finetuning_type: lora
+pref_loss: sigmoid
+template: llama3
+cutoff_len: 2048
+per_device_train_batch_size: 1
+"""
+
+
+def test_llamafactory_dpo_stage_builds_full_logits_of_both_rows_and_the_reference(tmp_path):
+    diags = [d for d in _lint(_write(tmp_path, "dpo.yml", LF_DPO)) if d.code == "TL301"]
+    assert [(d.code, d.span.line) for d in diags] == [("TL301", 2)]  # on the `stage:` key
+    message = diags[0].message
+    assert message.startswith("CustomDPOTrainer.concatenated_forward computes its loss from the model's full logits")
+    assert "[2 x 2,048 x 128,256] (2 rows per example)" in message and "reference model's logits" in message
+    assert diags[0].fix is None  # Liger is applied without its fused loss outside pt / sft: nothing to switch on
+
+
+def test_llamafactory_simpo_has_no_reference_and_kto_is_full_logits_too(tmp_path):
+    simpo = [d for d in _lint(_write(tmp_path, "simpo.yml", LF_DPO.replace("sigmoid", "simpo"))) if d.code == "TL301"]
+    assert len(simpo) == 1 and "reference" not in simpo[0].message
+    kto = LF_DPO.replace("stage: dpo", "stage: kto").replace("pref_loss: sigmoid\n", "")
+    (tmp_path / "k").mkdir()
+    found = [d for d in _lint(_write(tmp_path / "k", "kto.yml", kto)) if d.code == "TL301"]
+    assert len(found) == 1 and found[0].message.startswith("CustomKTOTrainer.forward computes its loss")

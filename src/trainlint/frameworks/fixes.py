@@ -121,6 +121,8 @@ def _tl301(diag: Diagnostic, mapped: Mapped, text: str, model_type: str | None) 
         "axolotl's trainer (a transformers Trainer)"
     diag = dc_replace(diag, message=re.sub(r"^(Seq2SeqTrainer|Trainer) computes", f"{trainer} computes", diag.message))
     if mapped.framework == K.LLAMAFACTORY:
+        if keys.raw("stage", K.LF_DEFAULTS["stage"]) not in ("pt", "sft"):
+            return diag  # the stage's own trainer said it (no Liger fusion outside pt / sft: no fix to offer)
         supported = model_type in K.LF_LIGER_TYPES
         advice = ("set enable_liger_kernel: true (LLaMA-Factory then fuses the loss for stage pt/sft; needs the "
                   "liger-kernel package and a CUDA GPU)" if supported else

@@ -15,6 +15,7 @@ from trainlint.facts.model import ArgsObject, Evidence, ModelLoad, ScriptFacts, 
 from trainlint.facts.values import UNKNOWN, UNSET, Value
 from trainlint.frameworks import knowledge as K
 from trainlint.frameworks.axolotl import model_path_problem
+from trainlint.knowledge.trl_trainers import FRAMEWORK_FULL_LOGITS
 from trainlint.frameworks.synth import ORIGIN, Counter, Keys, Mapped, Problem, call, default, local_file
 
 
@@ -122,7 +123,11 @@ def map_llamafactory(keys: Keys, path: Path, display: str, release: str, note: s
     trainer_name, library = K.LF_TRAINERS.get(stage, (f"{stage}Trainer", "llamafactory"))
     trainer_call = call(f"{library}.{trainer_name}", {}, here, n, target="trainer")
     calls.append(trainer_call)
-    trainer = TrainerCall(trainer_call, trainer_name, library, "training_args", "model", "trainer")
+    full = FRAMEWORK_FULL_LOGITS.get((library, trainer_name))
+    stage_span = keys.line_span("stage") or here
+    trainer = TrainerCall(trainer_call, trainer_name, library, "training_args", "model", "trainer",
+                          subclass=trainer_name if full else None,
+                          loss_override=("full", full[0], stage_span) if full else None)
     seq = keys.value("cutoff_len")
     if seq.unset:
         seq = default(K.LF_DEFAULTS["cutoff_len"], "LLaMA-Factory default cutoff_len")
@@ -139,7 +144,7 @@ def _training_args(keys: Keys, here: Span, n: Counter, unsloth: bool, path: Path
                ORIGIN if keys.has("disable_gradient_checkpointing") else "LLaMA-Factory default (checkpointing on)")
     reentrant = keys.raw("use_reentrant_gc", True)
     names = ("per_device_train_batch_size", "gradient_accumulation_steps", "auto_find_batch_size", "bf16", "fp16",
-             "optim", "deepspeed", "fsdp", "max_steps", "use_liger_kernel")
+             "optim", "deepspeed", "fsdp", "max_steps", "use_liger_kernel", "pref_loss")
     kwargs = {name: (keys.value(name), keys.line_span(name)) for name in names}
     kwargs["deepspeed"] = (local_file(keys.value("deepspeed"), path), keys.line_span("deepspeed"))
     if unsloth:

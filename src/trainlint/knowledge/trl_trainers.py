@@ -167,3 +167,21 @@ def input_hook(trainer: str, trl: LibraryVersion) -> str | None:
         if _cmp(trl.tuple, row.since) >= 0 and (row.until is None or _cmp(trl.tuple, row.until) < 0):
             return row.hooks
     return None
+
+
+# Frameworks' own preference trainers, whose loss reads the model's full logits in fp32 (there is no fused path:
+# LLaMA-Factory applies Liger with fused_linear_cross_entropy=False for every stage but pt/sft,
+# model/loader.py:133 `require_logits=(finetuning_args.stage not in ["pt", "sft"])`, liger_kernel.py:97-99).
+# (library, trainer) -> (the method, rows per example, the reference's logits in the same step unless the named
+# setting takes one of the values listed, source)
+FRAMEWORK_FULL_LOGITS = {
+    ("llamafactory", "CustomDPOTrainer"): (
+        "concatenated_forward", 2, ("reference", "pref_loss", ("orpo", "simpo")),
+        "LLaMA-Factory 0.9.2 src/llamafactory/train/dpo/trainer.py:198 `model(**batch).logits.to(torch.float32)` on "
+        "chosen + rejected; compute_reference_log_probs :214-231 (the adapter disabled, or ref_model) under no_grad; "
+        "use_ref_model unless pref_loss is orpo / simpo (hparams/finetuning_args.py:462)"),
+    ("llamafactory", "CustomKTOTrainer"): (
+        "forward", 1, ("reference", None, ()),
+        "LLaMA-Factory 0.9.2 src/llamafactory/train/kto/trainer.py:168 `model(**model_inputs).logits.to(torch.float32)`"),
+}
+

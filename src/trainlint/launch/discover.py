@@ -210,6 +210,8 @@ def docstring_launches(path: Path) -> Indexed:
                 i += 1
                 line = lines[i]
         i += 1
+    if not any(kept):
+        return Indexed((), ())  # (the shell reader is not even imported: most docstrings document no command)
     from trainlint.launch.shell import read_shell
 
     reading = read_shell("\n".join(kept) + "\n", path, lambda other: None)

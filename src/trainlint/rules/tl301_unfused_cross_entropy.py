@@ -164,6 +164,19 @@ def _override_diagnostic(self: Rule, ctx: FileContext, trainer: TrainerCall):
     kind, method, span = trainer.loss_override
     if kind != "full":
         return None  # fused (Liger / cut-cross-entropy), or an override that is not read: say nothing
+    framework = trl_trainers.FRAMEWORK_FULL_LOGITS.get((trainer.library, trainer.class_name))
+    if framework is not None:
+        _, rows, (reference, setting, without), _ = framework
+        args = ctx.trainer_args(trainer)
+        chosen = args.get(setting) if args is not None and setting else UNSET
+        if chosen.unknown:
+            return None
+        if chosen.known and chosen.value in without:
+            reference = None
+        return _diagnose(self, ctx, ctx.model_for(trainer.model_variable), span,
+                         f"{trainer.subclass}.{method} computes its loss from the model's full logits (in fp32)",
+                         "this trainer has no fused loss (a fused linear cross-entropy applies to pt / sft only)",
+                         TrainerShape(ctx.batch, ctx.seq_len, rows, reference))
     return _diagnose(self, ctx, ctx.model_for(trainer.model_variable), span,
                      f"{trainer.subclass}.{method} computes a cross-entropy over the model's full logits",
                      "compute the loss with a fused linear cross-entropy (Liger's LigerFusedLinearCrossEntropyLoss or "
