@@ -136,6 +136,8 @@ def test_slurm_srun_bash_c_accelerate_launch_reads_the_strings_and_the_sbatch_he
     assert opt(inv, "rdzv_backend") == "c10d"
     assert texts(inv.args) == ["--config", "recipes/Llama-3.1-8B/sft/config.yaml"]
     assert inv.args[1].note.startswith("the default of ${MODEL:-...}; the caller may set MODEL instead")
+    # `--model` is not passed in the run as documented: MODEL stays "" and takes the default, an assumption
+    assert [x.said() for x in inv.args[1].assumed] == ["MODEL=Llama-3.1-8B, the default at handbook_launch.slurm:30"]
     assert dict(inv.env)["ACCELERATE_LOG_LEVEL"].text == "info"
     assert [(n, w.text if w else None) for n, w in inv.job_options] == [
         ("wait", "60"), ("kill_on_bad_exit", "1"), ("nodes", "2"),
@@ -290,7 +292,7 @@ def test_default_expansions_and_values_from_outside_the_file():
     assert inv.args[-1].text is None
 
 
-def test_a_shell_option_parser_leaves_its_variables_unknown_and_defaults_stand():
+def test_a_shell_option_parser_keeps_its_defaults_as_assumptions_and_leaves_the_rest_unknown():
     inv = only(shell("""\
         EPOCHS=3
         while [[ $# -gt 0 ]]; do
@@ -304,8 +306,11 @@ def test_a_shell_option_parser_leaves_its_variables_unknown_and_defaults_stand()
         """))
     model, epochs, plain = inv.args[1], inv.args[3], inv.args[5]
     assert model.text == "gpt2" and "the caller may set MODEL instead" in model.note
-    assert epochs.text is None and epochs.note.startswith("EPOCHS is set in the `while` loop at line 2")
-    assert plain.text is None and plain.note.endswith("$2 is set by the caller")
+    assert [a.said() for a in model.assumed] == ["MODEL=gpt2, the default at run.sh:9"]
+    # the run as documented passes no options: EPOCHS keeps the 3 it had before the loop, as an assumption
+    assert epochs.text == "3" and [a.said() for a in epochs.assumed] == ["EPOCHS=3, the default at run.sh:1"]
+    # MODEL had no value before the loop: only an option could give it one
+    assert plain.text is None and plain.note.endswith("$2 is set by the caller") and plain.assumed == ()
 
 
 def test_arrays_command_strings_and_eval_split_into_words():
