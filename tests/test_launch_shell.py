@@ -313,6 +313,36 @@ def test_a_shell_option_parser_keeps_its_defaults_as_assumptions_and_leaves_the_
     assert plain.text is None and plain.note.endswith("$2 is set by the caller") and plain.assumed == ()
 
 
+def said(word: Word) -> list[str]:
+    return [a.said() for a in word.assumed]
+
+
+def test_the_option_parser_shapes_keep_their_defaults_as_assumptions_and_branches_are_not_guessed():
+    reading = shell("""\
+        MODEL=org/a
+        LR=${LR:-2e-5}
+        for arg in "$@"; do case $arg in --model=*) MODEL="${arg#*=}" ;; esac; done
+        python a.py --model=$MODEL --lr $LR
+        SIZE=7b
+        while true; do case "$1" in -s) SIZE=$2; shift 2 ;; *) break ;; esac; done
+        python b.py --model org/$SIZE-chat
+        until [ $# -eq 0 ]; do MODEL=$1; shift; done
+        python c.py --model "$MODEL"
+        if [ -n "$BIG" ]; then MODEL=org/big; else MODEL=org/small; fi
+        CERTAIN=org/c
+        python d.py --model $MODEL --other $CERTAIN
+        for lr in 1e-5; do python e.py --lr $lr; done
+        """)
+    a, b, c, d, e = reading.invocations
+    assert (a.args[0].text, said(a.args[0])) == ("--model=org/a", ["MODEL=org/a, the default at run.sh:1"])
+    assert (a.args[2].text, said(a.args[2])) == ("2e-5", ["LR=2e-5, the default at run.sh:2"])
+    assert (b.args[1].text, said(b.args[1])) == ("org/7b-chat", ["SIZE=7b, the default at run.sh:5"])
+    assert said(c.args[1]) == ["MODEL=org/a, the default at run.sh:1"]  # (a default kept across two parsers)
+    assert d.args[1].text is None and d.args[1].note.startswith("MODEL is set in the `if` at line 10")
+    assert (d.args[3].text, said(d.args[3])) == ("org/c", [])
+    assert said(e.args[1]) == []  # a loop over the file's own words is no option parser
+
+
 def test_arrays_command_strings_and_eval_split_into_words():
     reading = shell("""\
         ARGS=(--model_name_or_path "meta-llama/Llama-2-7b-hf" --bf16 True)

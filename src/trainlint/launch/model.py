@@ -169,3 +169,22 @@ class Launch:
     @property
     def names(self) -> tuple[str, ...]:
         return tuple(k for k, _ in self.bindings)
+
+    @property
+    def assumptions(self) -> tuple[str, ...]:
+        """The defaults this launch's values rest on, said, in order (empty when every value is certain)."""
+        values = [v for _, v in self.bindings] + [self.world_size]
+        return tuple(dict.fromkeys(a for v in values for a in getattr(v, "assumed", ())))
+
+    def without(self, assumptions: tuple[str, ...]) -> "Launch":
+        """The same launch with the values resting on any of `assumptions` unknown: what holds whatever the
+        caller passes for them."""
+        from dataclasses import replace
+
+        def drop(value):
+            if not set(getattr(value, "assumed", ())) & set(assumptions):
+                return value
+            return replace(value, state="unknown", value=None, assumed=())
+
+        return replace(self, bindings=tuple((k, drop(v)) for k, v in self.bindings),
+                       world_size=drop(self.world_size))

@@ -307,7 +307,8 @@ class Reader:
             [(n, f.word(self.doc)) for n, f in peeled.env]
         jobs = (outer.jobs if outer else []) + peeled.job
         if peeled.nested is not None:
-            return self.nested(peeled, st, Outer(span, jobs, env), name == "eval")
+            return self.nested(peeled, st, Outer(span, jobs, env), name == "eval",
+                               [(n, v) for n, v in prefix if n] + [(n, Value(tuple(f.pieces))) for n, f in peeled.env])
         found = launch(peeled.rest, peeled.module)
         if found is None or not self.collect:
             return None
@@ -564,8 +565,10 @@ class Reader:
             st.positional = saved
         return EXIT if flow == EXIT else None
 
-    def nested(self, peeled, st: State, outer: Outer, same_shell: bool) -> str | None:
-        """`bash -c STRING` / `eval ...`: the string is lexed again, each character mapped to the file."""
+    def nested(self, peeled, st: State, outer: Outer, same_shell: bool,
+               env: list[tuple[str, Value]] = ()) -> str | None:
+        """`bash -c STRING` / `eval ...`: the string is lexed again, each character mapped to the file. `env`:
+        the command's `VAR=value` prefixes (`MODEL=x bash -c '... $MODEL'`), the new shell's environment."""
         if self.depth > 4:
             return None
         pieces: list[Piece] = []
@@ -580,6 +583,7 @@ class Reader:
         sub = st if same_shell else st.copy()
         if not same_shell:
             sub.vars = {k: v for k, v in st.vars.items() if v.exported}
+            sub.vars.update((k, Var(v, None, True)) for k, v in env)
             sub.positional = tuple(Value(tuple(f.pieces)) for f in peeled.positional[1:])
         self.depth += 1
         try:
