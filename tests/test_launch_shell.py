@@ -343,6 +343,20 @@ def test_the_option_parser_shapes_keep_their_defaults_as_assumptions_and_branche
     assert said(e.args[1]) == []  # a loop over the file's own words is no option parser
 
 
+def test_an_option_parser_in_a_function_called_with_the_callers_arguments_keeps_its_defaults():
+    inv = only(shell("""\
+        MODEL=org/model-7b
+        parse_args() {
+          while [ $# -gt 0 ]; do
+            case "$1" in --model) MODEL=$2; shift 2 ;; *) shift ;; esac
+          done
+        }
+        parse_args "$@"
+        python train.py --model $MODEL
+        """))
+    assert (inv.args[1].text, said(inv.args[1])) == ("org/model-7b", ["MODEL=org/model-7b, the default at run.sh:1"])
+
+
 def test_arrays_command_strings_and_eval_split_into_words():
     reading = shell("""\
         ARGS=(--model_name_or_path "meta-llama/Llama-2-7b-hf" --bf16 True)

@@ -557,6 +557,8 @@ class Reader:
         body, frame = st.funcs[name]
         saved = st.positional
         st.positional = tuple(Value(tuple(f.pieces)) for f in fields[1:])
+        if saved is None and any(_passes_callers_args(f) for f in fields[1:]):
+            st.positional = None  # `parse_args "$@"`: still the caller's arguments, any number of them
         self.depth += 1
         try:
             flow = self.run(body, st, frame, outer)
@@ -648,6 +650,10 @@ def _reads_arguments(node: Loop, frame: Frame) -> bool:
     words += [frame.text[i.node.subject.start:i.node.subject.end] for i in node.body
               if isinstance(i.node, Case) and i.node.subject is not None]
     return node.kind in ("while", "until") and any(_CALLER_ARGS.search(w) for w in words)
+
+
+def _passes_callers_args(f: Field) -> bool:
+    return any(p.text is None and p.note.startswith(("$@ ", "$* ")) for p in f.pieces)
 
 
 def keep_defaults(st: State, before: dict[str, Var], names: set[str], at: int) -> None:
