@@ -360,6 +360,7 @@ def lint_text(path: Path, text: str, settings: Settings, codes: set[str], raw: b
                 from trainlint.launch.discover import launches_for
 
                 launches = launches_for(path, facts, versions, settings)
+
         def context(launch: Launch) -> FileContext:
             return FileContext(path, display, resolve_facts(facts, launch, versions), versions, settings, text,
                                launch, facts, notes)
