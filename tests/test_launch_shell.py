@@ -136,6 +136,8 @@ def test_slurm_srun_bash_c_accelerate_launch_reads_the_strings_and_the_sbatch_he
     assert opt(inv, "rdzv_backend") == "c10d"
     assert texts(inv.args) == ["--config", "recipes/Llama-3.1-8B/sft/config.yaml"]
     assert inv.args[1].note.startswith("the default of ${MODEL:-...}; the caller may set MODEL instead")
+    # `--model` is not passed in the run as documented: MODEL stays "" and takes the default, an assumption
+    assert [x.said() for x in inv.args[1].assumed] == ["MODEL=Llama-3.1-8B, the default at handbook_launch.slurm:30"]
     assert dict(inv.env)["ACCELERATE_LOG_LEVEL"].text == "info"
     assert [(n, w.text if w else None) for n, w in inv.job_options] == [
         ("wait", "60"), ("kill_on_bad_exit", "1"), ("nodes", "2"),
@@ -290,7 +292,7 @@ def test_default_expansions_and_values_from_outside_the_file():
     assert inv.args[-1].text is None
 
 
-def test_a_shell_option_parser_leaves_its_variables_unknown_and_defaults_stand():
+def test_a_shell_option_parser_keeps_its_defaults_as_assumptions_and_leaves_the_rest_unknown():
     inv = only(shell("""\
         EPOCHS=3
         while [[ $# -gt 0 ]]; do
@@ -304,8 +306,55 @@ def test_a_shell_option_parser_leaves_its_variables_unknown_and_defaults_stand()
         """))
     model, epochs, plain = inv.args[1], inv.args[3], inv.args[5]
     assert model.text == "gpt2" and "the caller may set MODEL instead" in model.note
-    assert epochs.text is None and epochs.note.startswith("EPOCHS is set in the `while` loop at line 2")
-    assert plain.text is None and plain.note.endswith("$2 is set by the caller")
+    assert [a.said() for a in model.assumed] == ["MODEL=gpt2, the default at run.sh:9"]
+    # the run as documented passes no options: EPOCHS keeps the 3 it had before the loop, as an assumption
+    assert epochs.text == "3" and [a.said() for a in epochs.assumed] == ["EPOCHS=3, the default at run.sh:1"]
+    # MODEL had no value before the loop: only an option could give it one
+    assert plain.text is None and plain.note.endswith("$2 is set by the caller") and plain.assumed == ()
+
+
+def said(word: Word) -> list[str]:
+    return [a.said() for a in word.assumed]
+
+
+def test_the_option_parser_shapes_keep_their_defaults_as_assumptions_and_branches_are_not_guessed():
+    reading = shell("""\
+        MODEL=org/a
+        LR=${LR:-2e-5}
+        for arg in "$@"; do case $arg in --model=*) MODEL="${arg#*=}" ;; esac; done
+        python a.py --model=$MODEL --lr $LR
+        SIZE=7b
+        while true; do case "$1" in -s) SIZE=$2; shift 2 ;; *) break ;; esac; done
+        python b.py --model org/$SIZE-chat
+        until [ $# -eq 0 ]; do MODEL=$1; shift; done
+        python c.py --model "$MODEL"
+        if [ -n "$BIG" ]; then MODEL=org/big; else MODEL=org/small; fi
+        CERTAIN=org/c
+        python d.py --model $MODEL --other $CERTAIN
+        for lr in 1e-5; do python e.py --lr $lr; done
+        """)
+    a, b, c, d, e = reading.invocations
+    assert (a.args[0].text, said(a.args[0])) == ("--model=org/a", ["MODEL=org/a, the default at run.sh:1"])
+    assert (a.args[2].text, said(a.args[2])) == ("2e-5", ["LR=2e-5, the default at run.sh:2"])
+    assert (b.args[1].text, said(b.args[1])) == ("org/7b-chat", ["SIZE=7b, the default at run.sh:5"])
+    assert said(c.args[1]) == ["MODEL=org/a, the default at run.sh:1"]  # (a default kept across two parsers)
+    assert d.args[1].text is None and d.args[1].note.startswith("MODEL is set in the `if` at line 10")
+    assert (d.args[3].text, said(d.args[3])) == ("org/c", [])
+    assert said(e.args[1]) == []  # a loop over the file's own words is no option parser
+
+
+def test_an_option_parser_in_a_function_called_with_the_callers_arguments_keeps_its_defaults():
+    inv = only(shell("""\
+        MODEL=org/model-7b
+        parse_args() {
+          while [ $# -gt 0 ]; do
+            case "$1" in --model) MODEL=$2; shift 2 ;; *) shift ;; esac
+          done
+        }
+        parse_args "$@"
+        python train.py --model $MODEL
+        """))
+    assert (inv.args[1].text, said(inv.args[1])) == ("org/model-7b", ["MODEL=org/model-7b, the default at run.sh:1"])
 
 
 def test_arrays_command_strings_and_eval_split_into_words():

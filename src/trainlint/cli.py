@@ -108,11 +108,15 @@ def main() -> None:
               help="Worker processes, or auto: one per CPU when enough files are left to lint for it to pay off.")
 @click.option("--no-cache", is_flag=True, help="Do not read or write .trainlint_cache/.")
 @click.option("--no-launches", is_flag=True, help="Check scripts under their defaults only; do not look for launchers.")
+@click.option("--certain-only", is_flag=True,
+              help="Hide findings that rest on a launcher's default the caller could override (an option parser's "
+                   "MODEL=..., ${VAR:-x}); such findings otherwise say \"assuming ...\". Config: certain-only = true.")
 @click.option("--gpu", default=None, help="GPU the runs must fit (TL202, TL701): 24GB, T4, A100-80GB, H100...; "
                                           "overrides `gpu` and `gpus` in the config.")
 @click.pass_context
 def check(click_ctx, paths, select, ignore, extend_select, output_format, exit_zero, statistics, quiet, verbose, config,
-          force_exclude, diff_base, fix, unsafe_fixes, show_diff, show_fixes, jobs, no_cache, no_launches, gpu):
+          force_exclude, diff_base, fix, unsafe_fixes, show_diff, show_fixes, jobs, no_cache, no_launches, certain_only,
+          gpu):
     """Lint training scripts for GPU-memory anti-patterns.
 
     A script is checked under each launch found for it in its repository (shell and Slurm launchers,
@@ -129,6 +133,8 @@ def check(click_ctx, paths, select, ignore, extend_select, output_format, exit_z
             settings = replace(settings, launch_args=click_ctx.meta["script_args"])
         if no_launches:
             settings = replace(settings, discover_launches=False)
+        if certain_only:
+            settings = replace(settings, certain_only=True)
         if gpu is not None:
             settings = replace(settings, gpu=_check_gpu(gpu), gpus=())
         files = discover_files(list(paths) or [Path(".")], settings, force_exclude)

@@ -49,6 +49,9 @@ class Settings:
     # (absolute path, text) of launch files read as that text instead of their contents: `verify`'s fixed run,
     # whose launcher / recipe / args-file values are fixed in temporary copies but linted where they are written.
     launch_texts: tuple[tuple[str, str], ...] = ()
+    # Report only findings that hold whatever the caller passes: none resting on a launcher's default that an
+    # option or the environment could override (`certain-only`, `--certain-only`).
+    certain_only: bool = False
 
     def version_overrides(self) -> dict[str, str]:
         return dict(self.versions)
@@ -78,7 +81,7 @@ def from_table(table: dict, root: Path, source: str) -> Settings:
     s = Settings(root=root, source=source)
     known = {"select", "ignore", "extend-select", "per-file-ignores", "exclude", "long-context", "large-vocab", "gpu",
              "gpus", "versions", "diff-base", "fix-attention",
-             "per-file-timeout", "follow-hops", "models"}
+             "per-file-timeout", "follow-hops", "models", "certain-only"}
     for key in table:
         if key not in known:
             raise ConfigError(f"{source}: unknown key `{key}` in [tool.trainlint]; known keys: "
@@ -147,6 +150,10 @@ def from_table(table: dict, root: Path, source: str) -> Settings:
         changes["versions"] = tuple(sorted(versions.items()))
     if "models" in table:
         changes["models"] = _models(table["models"], root)
+    if "certain-only" in table:
+        if not isinstance(table["certain-only"], bool):
+            raise ConfigError(f"`certain-only` must be true or false, got {table['certain-only']!r}")
+        changes["certain_only"] = table["certain-only"]
     return replace(s, **changes)
 
 

@@ -258,7 +258,8 @@ class FileContext:
             for name, value in self.launch.bindings:
                 where = f" from {value.origin.file}:{value.origin.line}" if value.origin and value.origin.file else ""
                 shown = repr(value.value) if value.known else "unknown"
-                lines.append(f"  {name} {shown}{where}")
+                assumed = f" (assuming {'; '.join(value.assumed)})" if value.assumed else ""
+                lines.append(f"  {name} {shown}{where}{assumed}")
             lines.extend(f"  note: {n}" for n in self.launch.notes)
         if self.facts.modules:
             lines.append(f"modules followed: {', '.join(self.facts.modules)}")

@@ -42,6 +42,9 @@ class Diagnostic:
     cell: int | None = None  # notebooks: the 1-based cell; span rows are then rows within that cell
     # Other places that bear on the finding: (display path, span, what it is), e.g. the script a launcher runs.
     related: tuple[tuple[str, Span, str], ...] = field(default=(), compare=False)
+    # The defaults of a launch the finding rests on ("MODEL=org/model-7b, the default at finetune.sh:6"): it does
+    # not hold once they are unknown, and the caller could override them. Empty for a certain finding.
+    assumptions: tuple[str, ...] = field(default=(), compare=False)
 
     def with_fix(self, fix: dict | None) -> "Diagnostic":
         return replace(self, fix=fix)

@@ -360,18 +360,27 @@ def lint_text(path: Path, text: str, settings: Settings, codes: set[str], raw: b
                 from trainlint.launch.discover import launches_for
 
                 launches = launches_for(path, facts, versions, settings)
+
+        def context(launch: Launch) -> FileContext:
+            return FileContext(path, display, resolve_facts(facts, launch, versions), versions, settings, text,
+                               launch, facts, notes)
+
+        def findings(launch: Launch, ctx: FileContext | None = None) -> list[Diagnostic]:
+            ctx = ctx or context(launch)
+            return [diag for code in sorted(codes & REGISTRY.keys()) for diag in REGISTRY[code].run(ctx)]
+
         found: dict[tuple, tuple[Diagnostic, Launch, list[Launch]]] = {}
         for launch in launches or [Launch.defaults()]:
-            ctx = FileContext(path, display, resolve_facts(facts, launch, versions), versions, settings, text, launch,
-                              facts, notes)
+            ctx = context(launch)
             result.contexts.append(ctx)
-            for code in sorted(codes & REGISTRY.keys()):
-                for diag in REGISTRY[code].run(ctx):
-                    key = (diag.code, diag.filename, diag.span)
-                    if key in found:  # the same finding under several launches is reported once
-                        found[key][2].append(launch)
-                    else:
-                        found[key] = (_fix_file(diag, display), launch, [])
+            for diag in _name_assumptions(findings(launch, ctx), launch, findings):
+                key = (diag.code, diag.filename, diag.span)
+                if key not in found:
+                    found[key] = (_fix_file(diag, display), launch, [])
+                elif found[key][0].assumptions and not diag.assumptions:  # certain under this launch
+                    found[key] = (_fix_file(diag, display), launch, found[key][2] + [found[key][1]])
+                else:  # the same finding under several launches is reported once
+                    found[key][2].append(launch)
         result.diagnostics.extend(_under_launches(display, *entry) for entry in found.values())
         result.context = result.contexts[0]
     except RecursionError:
@@ -448,6 +457,35 @@ def _reaches_relevant(text: str, path: Path, settings: Settings) -> bool:
     return False
 
 
+def _name_assumptions(diagnostics: list[Diagnostic], launch: Launch, findings) -> list[Diagnostic]:
+    """A finding that is gone once the launch's assumed values are unknown rests on them: it names the ones it
+    rests on (each one alone gone makes it go), or all of them when no single one does. `findings(launch)` runs
+    the rules under a launch."""
+    assumed = launch.assumptions
+    if not assumed or not diagnostics:
+        return diagnostics
+
+    def keys(without: tuple[str, ...]) -> set[tuple]:
+        return {(d.code, d.filename, d.span) for d in findings(launch.without(without))}
+
+    certain = keys(assumed)
+    if all((d.code, d.filename, d.span) in certain for d in diagnostics):
+        return diagnostics
+    alone = {a: keys((a,)) for a in assumed[:_MAX_SINGLE]} if len(assumed) > 1 else {}
+    out = []
+    for d in diagnostics:
+        key = (d.code, d.filename, d.span)
+        if key in certain:
+            out.append(d)
+            continue
+        named = tuple(a for a, held in alone.items() if key not in held) or assumed
+        out.append(replace(d, message=f"{d.message} (assuming {'; '.join(named)})", assumptions=named))
+    return out
+
+
+_MAX_SINGLE = 6  # past this many assumptions in one launch, a finding resting on them names them all
+
+
 def _fix_file(diag: Diagnostic, display: str) -> Diagnostic:
     """A finding reported in a launcher whose fix edits the script says so (fix["file"]); a fix made for the
     launch file itself already names it."""
@@ -490,6 +528,9 @@ def _finish(result: FileResult, settings: Settings, codes: set[str], text: str |
             continue
         if diag.filename == result.display and 0 < diag.span.line <= len(lines) and \
                 _suppressed(lines[diag.span.line - 1], diag.code):
+            continue
+        if settings.certain_only and diag.assumptions:
+            result.notes.append(f"not reported (certain-only): {diag.location}: {diag.code} {diag.message}")
             continue
         kept.append(diag)
     result.diagnostics = sorted(kept, key=lambda d: d.sort_key)

@@ -130,6 +130,7 @@ def _from_record(path: Path, display: str, record: dict) -> Outcome:
         d = dict(d)
         d["span"] = Span(**d["span"])
         d["related"] = tuple((f, Span(**s), what) for f, s, what in d.get("related", ()))
+        d["assumptions"] = tuple(d.get("assumptions", ()))
         diags.append(Diagnostic(**d))
     return Outcome(path, display, diags, record["skipped"], [], cached=True)
 

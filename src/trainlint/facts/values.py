@@ -23,6 +23,9 @@ class Value:
     value: Any = None
     origin: Span | None = None
     via: str = ""
+    # The defaults a launch value rests on, said ("MODEL=org/model-7b, the default at finetune.sh:6"): the caller
+    # could override them. Empty for a certain value.
+    assumed: tuple[str, ...] = ()
 
     @property
     def known(self) -> bool:

@@ -88,15 +88,24 @@ class Binder:
         self.bindings: dict[str, Value] = {}
         self.notes: list[str] = []
         self.sources: list[str] = []  # files read besides the launch itself (a recipe, an args file)
+        self.assumed: tuple[str, ...] = ()  # what every value set now rests on (a recipe named by a default)
 
-    def set(self, name: str, value: Any, span: Span | None, file: str, ok: bool = True, why: str = "") -> None:
+    def set(self, name: str, value: Any, span: Span | None, file: str, ok: bool = True, why: str = "",
+            words: tuple[Word | None, ...] = ()) -> None:
+        """`words`: the launch's words the value is read from (their assumptions become the value's)."""
         origin = span.in_file(file) if span is not None else None
         if ok:
-            self.bindings[name] = Value("known", value, origin, f"launch {self.label}")
+            self.bindings[name] = Value("known", value, origin, f"launch {self.label}",
+                                        tuple(dict.fromkeys(self.assumed + assumed(*words))))
         else:
             self.bindings[name] = Value("unknown", None, origin, f"launch {self.label}")
             if why:
                 self.notes.append(f"{name}: {why}")
+
+
+def assumed(*words: Word | None) -> tuple[str, ...]:
+    """The defaults the words rest on, said with each file as the report shows it."""
+    return tuple(dict.fromkeys(a.said(_display(Path(a.file))) for w in words if w is not None for a in w.assumed))
 
 
 def value_span(flag: Word, value: Word | None) -> Span:
@@ -138,7 +147,7 @@ def bind_dataclass_cli(binder: Binder, facts: ScriptFacts, versions: Versions, w
             if value is not None and value.text:
                 reading = read_config(value.text)
                 if reading is not None:
-                    bind_config(binder, reading, fields, via="trl_config")
+                    bind_config(binder, reading, fields, via="trl_config", words=(word, value))
                     binder.sources.append(_display(reading.file))
             continue
         match = resolve_option([fields], text)
@@ -163,7 +172,7 @@ def bind_dataclass_cli(binder: Binder, facts: ScriptFacts, versions: Versions, w
         given.append((word, match.field, match.negated, values))
     for flag, name, negated, values in given:
         if negated:
-            binder.set(name, False, flag.origin or flag.span, file)  # store_false complement
+            binder.set(name, False, flag.origin or flag.span, file, words=(flag,))  # store_false complement
             continue
         unknown = next((w for w in values if w.text is None), None)
         if unknown is not None:
@@ -173,7 +182,7 @@ def bind_dataclass_cli(binder: Binder, facts: ScriptFacts, versions: Versions, w
         ok, value = convert_cli(fields[name], [w.text for w in values])
         good = ok and _known(value)
         binder.set(name, value if good else None, value_span(flag, values[0] if values else None), file, good,
-                   "" if good else str(value))
+                   "" if good else str(value), (flag, *values))
     return positional
 
 
@@ -182,13 +191,22 @@ def _inline(word: Word) -> Word:
     name, _, rest = word.text.partition("=")
     if word.raw == word.text and word.origin is None:
         col = word.span.col + len(name) + 1
-        return Word(rest, Span(word.span.line, col, word.span.end_line, word.span.end_col), rest)
-    return Word(rest, word.span, rest, word.origin)
+        return Word(rest, Span(word.span.line, col, word.span.end_line, word.span.end_col), rest,
+                    assumed=word.assumed)
+    return Word(rest, word.span, rest, word.origin, assumed=word.assumed)
 
 
-def bind_config(binder: Binder, reading: ConfigReading, fields: dict[str, Any] | None, via: str = "file") -> None:
+def bind_config(binder: Binder, reading: ConfigReading, fields: dict[str, Any] | None, via: str = "file",
+                words: tuple[Word | None, ...] = ()) -> None:
     """Top-level keys of an args file (via="file": HfArgumentParser.parse_json_file / parse_yaml_file) or of a
-    TrlParser recipe (via="trl_config": the values become parser defaults), converted as the parser does."""
+    TrlParser recipe (via="trl_config": the values become parser defaults), converted as the parser does.
+    `words`: the launch's words that name the file (a file named by a default is an assumption)."""
+    saved, binder.assumed = binder.assumed, binder.assumed + assumed(*words)
+    _bind_entries(binder, reading, fields, via)
+    binder.assumed = saved
+
+
+def _bind_entries(binder: Binder, reading: ConfigReading, fields: dict[str, Any] | None, via: str) -> None:
     from trainlint.knowledge.arguments import convert_config_value
 
     display = _display(reading.file)
@@ -225,7 +243,7 @@ def bind_argparse(binder: Binder, params: tuple[ArgparseParam, ...], words: list
             value = True if param.action == "store_true" else False if param.action == "store_false" else \
                 param.const.value if param.const.known else None
             binder.set(param.dest, value, word.origin or word.span, file, param.action != "store_const" or
-                       param.const.known)
+                       param.const.known, words=(word,))
             continue
         if eq:
             values = [_inline(word)]
@@ -241,11 +259,11 @@ def bind_argparse(binder: Binder, params: tuple[ArgparseParam, ...], words: list
         if not values:
             ok, value, why = (True, param.const.value, "") if param.nargs == "?" and param.const.known else \
                 (False, None, "flag without a value")
-            binder.set(param.dest, value, word.span, file, ok, why)
+            binder.set(param.dest, value, word.span, file, ok, why, (word,))
             continue
         kind = "list" if param.nargs in ("+", "*") or isinstance(param.nargs, int) and param.nargs > 1 else param.kind
         ok, value, why = convert(kind if kind != "str" else "str", values)
-        binder.set(param.dest, value, value_span(word, values[0]), file, ok, why)
+        binder.set(param.dest, value, value_span(word, values[0]), file, ok, why, (word, *values))
 
 
 def convert(kind: str, words: list[Word]) -> tuple[bool, Any, str]:
@@ -300,7 +318,7 @@ def bind_words(facts: ScriptFacts, versions: Versions, words: list[Word], file: 
             reading = read_config(positional[0].text)
             if reading is not None:
                 given = dict(binder.bindings)  # `recipe.yaml --key=value`: the command line overrides the file
-                bind_config(binder, reading, surface(facts, versions))
+                bind_config(binder, reading, surface(facts, versions), words=(positional[0],))
                 binder.bindings.update(given)
                 binder.sources.append(_display(reading.file))
     if facts.argparse_params:
@@ -311,7 +329,7 @@ def bind_words(facts: ScriptFacts, versions: Versions, words: list[Word], file: 
             path = Path(value.value)
             full = path if path.is_absolute() else base_dir / path
             if full.is_file():
-                binder.bindings[name] = Value("known", str(full), value.origin, value.via)
+                binder.bindings[name] = Value("known", str(full), value.origin, value.via, value.assumed)
     return Launch(label, file or None, span, tuple(binder.bindings.items()), world_size,
                   ((file,) if file else ()) + sources + tuple(binder.sources),
                   tuple(binder.notes))

@@ -346,12 +346,20 @@ def _accelerate_sharding(inv: Invocation, read) -> Value | None:
     return None
 
 
+# the words launch.shell.world_size counts processes from
+_COUNTED = frozenset(("nproc_per_node", "nnodes", "num_gpus", "num_nodes", "include", "num_processes", "ntasks",
+                      "nodes", "ntasks_per_node", "np", "PET_NPROC_PER_NODE", "PET_NNODES", "CUDA_VISIBLE_DEVICES"))
+
+
 def _world_size(inv: Invocation, where: str, read) -> Value | None:
     from trainlint.launch.shell import world_size
 
     size = world_size(inv)
     if size is not None:
-        return Value("known", size, inv.span.in_file(where), f"{inv.launcher} processes")
+        from trainlint.launch.bind import assumed
+
+        counted = [w for n, w in inv.options + inv.job_options + inv.env if n in _COUNTED]
+        return Value("known", size, inv.span.in_file(where), f"{inv.launcher} processes", assumed(*counted))
     settings, reading = _accelerate_settings(inv, read)
     n = settings.num_processes if settings is not None else None
     if n is not None and isinstance(n[0], int) and not isinstance(n[0], bool) and n[0] > 0:

@@ -18,6 +18,22 @@ from trainlint.diagnostics import Span
 
 
 @dataclass(frozen=True)
+class Assumption:
+    """A value the documented run takes from a default the caller could override: `MODEL=org/model-7b` before
+    an option parser the run as documented (no options) leaves alone, `${1:-x}`, `${VAR:-x}`."""
+
+    name: str  # the variable ("MODEL"), or the positional parameter ("1")
+    value: str
+    file: str  # the file the default is written in, as the reader was given it
+    line: int
+
+    def said(self, file: str | None = None) -> str:
+        """`MODEL=org/model-7b, the default at finetune.sh:6` (`file`: how to show the file)."""
+        name = f"${self.name}" if self.name.isdigit() else self.name
+        return f"{name}={self.value}, the default at {file or self.file}:{self.line}"
+
+
+@dataclass(frozen=True)
 class Word:
     """One shell word after quote removal and expansion of the variables the file sets itself."""
 
@@ -29,6 +45,8 @@ class Word:
     # land on the value itself; None otherwise.
     origin: Span | None = None
     note: str = ""  # why text is None, e.g. "$1 is set by the caller"
+    # The defaults a known text rests on (the caller could override them); empty when the text is certain.
+    assumed: tuple[Assumption, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -151,3 +169,22 @@ class Launch:
     @property
     def names(self) -> tuple[str, ...]:
         return tuple(k for k, _ in self.bindings)
+
+    @property
+    def assumptions(self) -> tuple[str, ...]:
+        """The defaults this launch's values rest on, said, in order (empty when every value is certain)."""
+        values = [v for _, v in self.bindings] + [self.world_size]
+        return tuple(dict.fromkeys(a for v in values for a in getattr(v, "assumed", ())))
+
+    def without(self, assumptions: tuple[str, ...]) -> "Launch":
+        """The same launch with the values resting on any of `assumptions` unknown: what holds whatever the
+        caller passes for them."""
+        from dataclasses import replace
+
+        def drop(value):
+            if not set(getattr(value, "assumed", ())) & set(assumptions):
+                return value
+            return replace(value, state="unknown", value=None, assumed=())
+
+        return replace(self, bindings=tuple((k, drop(v)) for k, v in self.bindings),
+                       world_size=drop(self.world_size))

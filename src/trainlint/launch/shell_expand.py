@@ -8,8 +8,9 @@ import re
 from dataclasses import dataclass, field
 
 from trainlint.launch.shell_lex import Arith, Lit, Param, Sub, Tilde, W
-from trainlint.launch.shell_words import (BREAK, Field, Piece, Value, Var, glob_regex, slice_value, split, text_value,
-                                          unknown, unknown_value)
+from trainlint.launch.model import Assumption
+from trainlint.launch.shell_words import (BREAK, Doc, Field, Piece, Value, Var, glob_regex, slice_value, split,
+                                          text_value, unknown, unknown_value)
 
 _DYNAMIC = frozenset(("RANDOM", "SRANDOM", "SECONDS", "EPOCHSECONDS", "EPOCHREALTIME", "BASHPID", "LINENO"))
 _SPECIAL_NOTES = {"?": "$? is the exit status of the last command", "$": "$$ is the shell's process id",
@@ -55,11 +56,11 @@ class Frame:
         return out
 
 
-_NOWHERE = (None, 0, 0, False, None, "")  # cmap entry: (src, rs, re, literal, unknown piece, note)
+_NOWHERE = (None, 0, 0, False, None, "", None)  # cmap entry: (src, rs, re, literal, unknown piece, note, assumed)
 
 
 def _continues(prev: tuple, e: tuple) -> bool:
-    if prev[3] != e[3] or (prev[0] is None) != (e[0] is None) or prev[5] != e[5]:
+    if prev[3] != e[3] or (prev[0] is None) != (e[0] is None) or prev[5] != e[5] or prev[6] != e[6]:
         return False
     if prev[0] is not None and e[0] != prev[0] + 1:
         return False
@@ -72,9 +73,9 @@ def _flush(run: list, out: list, quoted: bool) -> None:
     text = "".join(ch for ch, _ in run)
     first, last = run[0][1], run[-1][1]
     if first[3]:
-        out.append(Piece(text, first[0], first[1], last[2], True, quoted, first[5]))
+        out.append(Piece(text, first[0], first[1], last[2], True, quoted, first[5], False, first[6]))
     else:
-        out.append(Piece(text, first[0], first[1], first[2], False, quoted, first[5]))
+        out.append(Piece(text, first[0], first[1], first[2], False, quoted, first[5], False, first[6]))
 
 
 def nested_frame(pieces: list[Piece]) -> Frame:
@@ -89,13 +90,13 @@ def nested_frame(pieces: list[Piece]) -> Frame:
         elif p.text is None:
             chars.append(chr(PLACEHOLDER + unknowns % 6000))
             unknowns += 1
-            cmap.append((None, p.rs, p.re, False, p, p.note))
+            cmap.append((None, p.rs, p.re, False, p, p.note, None))
         else:
             for i in range(len(p.text)):
                 if p.lit:
-                    cmap.append((p.src + i, p.rs + i, p.rs + i + 1, True, None, p.note))
+                    cmap.append((p.src + i, p.rs + i, p.rs + i + 1, True, None, p.note, p.assumed))
                 else:
-                    cmap.append((None if p.src is None else p.src + i, p.rs, p.re, False, None, p.note))
+                    cmap.append((None if p.src is None else p.src + i, p.rs, p.re, False, None, p.note, p.assumed))
             chars.append(p.text)
     return Frame("".join(chars), cmap)
 
@@ -112,10 +113,17 @@ class State:
     unread: tuple[str, ...] = ()  # sourced files that could not be read: they may set anything
     slurm: dict[str, Value] = field(default_factory=dict)  # SLURM_* as the #SBATCH header sets them
     file: str = ""  # the launcher's path, for $(dirname "$0")
+    doc: Doc | None = None  # the text being read, for the line an assumed default is written on
 
     def copy(self) -> "State":
         return State(dict(self.vars), self.positional, self.cwd, list(self.dirstack), dict(self.funcs),
-                     self.unread, self.slurm, self.file)
+                     self.unread, self.slurm, self.file, self.doc)
+
+    def assumption(self, name: str, value: str | None, offset: int) -> Assumption | None:
+        """`name` takes `value`, a default written at `offset` of this file, unless the caller says otherwise."""
+        if value is None or self.doc is None:
+            return None
+        return Assumption(name, value, self.file, self.doc.line(offset))
 
     def ifs(self) -> str | None:
         """IFS when the file sets it to a known value; None for bash's default."""
@@ -269,17 +277,21 @@ class Expander:
             colon = op.startswith(":")
             empty = v is not None and v.text == ""
             use_arg = False
+            caller = False  # whoever runs the file could set it instead: the default is an assumption
             note = ""
             if not is_set or v is None:
                 if op.endswith(("-", "=")):
                     use_arg, note = True, f"the default of ${{{p.name}{op}...}}: " + self.st.unset_note(p.name)
+                    caller = not _positional(p.name)  # (a function's missing argument is certain)
             elif v.text is None and v.ext and op.endswith(("-", "=")):
-                use_arg = True
+                use_arg, caller = True, True
                 note = f"the default of ${{{p.name}{op}...}}; the caller may set {p.name} instead ({v.note})"
             elif v.text is None:
                 return [unknown(v.note, v.ext, rs, re_, quoted)]
             elif empty and colon and op.endswith(("-", "=")):
-                use_arg, note = True, f"the default of ${{{p.name}{op}...}}: {p.name} is empty"
+                use_arg, caller = True, _assumed(v) is not None  # empty unless the caller passes an option
+                note = f"the default of ${{{p.name}{op}...}}; the caller may set {p.name} instead ({p.name} is " \
+                       f"empty unless it does)" if caller else f"the default of ${{{p.name}{op}...}}: {p.name} is empty"
             if op.endswith("+"):
                 if is_set and v is not None and not (colon and empty):
                     return self.arg_pieces(p, quoted, rs, re_, "")
@@ -291,6 +303,10 @@ class Expander:
                 return self.join(values, is_array, star, rs, re_, quoted)
             if use_arg:
                 pieces = self.arg_pieces(p, quoted, rs, re_, note)
+                if caller:
+                    text = "".join(x.text for x in pieces) if all(x.text is not None for x in pieces) else None
+                    assumed = self.st.assumption(p.name, text, rs)
+                    pieces = [x._replace(assumed=assumed) for x in pieces]
                 if op.endswith("=") and not p.name.isdigit():
                     self.st.assign(p.name, Value(tuple(x._replace(note="") for x in pieces)))
                 return pieces
@@ -306,7 +322,7 @@ class Expander:
 
     def arg_pieces(self, p: Param, quoted: bool, rs: int, re_: int, note: str) -> list[Piece]:
         pieces = self.parts(p.arg or [], quoted)
-        out = [Piece(x.text, x.src, rs, re_, False, x.quoted or quoted, note or x.note, x.ext)
+        out = [Piece(x.text, x.src, rs, re_, False, x.quoted or quoted, note or x.note, x.ext, x.assumed)
                if x.lit else x._replace(note=note or x.note) for x in pieces]
         return out or [Piece("", None, rs, re_, False, True, note)]
 
@@ -319,7 +335,7 @@ class Expander:
                 if x is BREAK:
                     out.append(x)
                 else:
-                    out.append(Piece(x.text, x.src, rs, re_, False, quoted, x.note, x.ext))
+                    out.append(Piece(x.text, x.src, rs, re_, False, quoted, x.note, x.ext, x.assumed))
             if not v.pieces:
                 out.append(Piece("", None, rs, re_, False, quoted))
         return out
@@ -330,7 +346,7 @@ class Expander:
             return v
         if op in ("^^", ",,", "^", ","):
             new = {"^^": t.upper(), ",,": t.lower(), "^": t[:1].upper() + t[1:], ",": t[:1].lower() + t[1:]}[op]
-            return Value((Piece(new, None, 0, 0, False, True),))
+            return Value((Piece(new, None, 0, 0, False, True, "", False, _assumed(v)),))
         pattern = "".join("\0" if x.text is None else x.text for x in self.parts(arg or [])) if arg else ""
         if "\0" in pattern:
             return unknown_value(f"the pattern of ${{...{op}...}} is not known")
@@ -344,7 +360,7 @@ class Expander:
             elif op == "/%":
                 rx = "(?:" + rx + ")$"
             new = re.sub(rx, lambda _: rep, t, count=0 if op == "//" else 1, flags=re.S)
-            return Value((Piece(new, None, 0, 0, False, True),))
+            return Value((Piece(new, None, 0, 0, False, True, "", False, _assumed(v)),))
         rx = re.compile(glob_regex(pattern), re.S)
         cuts = [i for i in range(len(t) + 1)]
         if op in ("#", "##"):
@@ -368,7 +384,7 @@ class Expander:
         start = max(0, len(v.text) + start) if start < 0 else min(start, len(v.text))
         end = len(v.text) if m.group(2) is None else min(len(v.text), start + int(m.group(2)))
         sliced = slice_value(v, start, end)
-        return [Piece(x.text, x.src, rs, re_, False, quoted, x.note, x.ext) for x in sliced.pieces]
+        return [Piece(x.text, x.src, rs, re_, False, quoted, x.note, x.ext, x.assumed) for x in sliced.pieces]
 
     # ---- arithmetic -------------------------------------------------------------------------------------------
     def arith(self, text: str) -> tuple[int | None, str]:
@@ -469,6 +485,10 @@ class Expander:
 
 class _Unknown(Exception):
     pass
+
+
+def _assumed(v: Value) -> Assumption | None:
+    return next((p.assumed for p in v.pieces if p.assumed is not None), None)
 
 
 def _positional(name: str) -> bool:

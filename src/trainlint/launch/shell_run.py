@@ -3,7 +3,9 @@
 State is straight-line: the last assignment before a command wins. A branch (`if`, `case` on an unknown
 subject) runs on a copy of the state and the copies are merged after it: a variable the branches leave different
 becomes unknown. A `for` over known words runs once per word; other loops run their body once, with the
-variables the body assigns already unknown (a later pass could have changed them). Functions run when called.
+variables the body assigns already unknown (a later pass could have changed them). A loop over the caller's
+arguments (an option parser) is read as the run as documented (no options) takes it: a variable it sets keeps the
+value it had before, as an assumption the caller could override. Functions run when called.
 """
 
 from __future__ import annotations
@@ -68,6 +70,7 @@ class Reader:
         """Read `text`. doc_text: the file as written when `text` is a masked copy of the same length (a
         README with everything but one block blanked), for spans and raw words."""
         self.doc = Doc(text if doc_text is None else doc_text, self.file)
+        self.st.doc = self.doc
         if "\x00" in text:
             self.problem(0, 0, "the file contains NUL bytes: it is not a shell script")
             return
@@ -255,14 +258,18 @@ class Reader:
                 return None
         body = st.copy()
         note = f"changes in the `{node.kind.rstrip('(')}` loop at line {line}"
-        for name in assigned_names(node.cond + node.body) | ({node.var} if node.var else set()):
+        assigned = assigned_names(node.cond + node.body) | ({node.var} if node.var else set())
+        for name in assigned:
             old = body.vars.get(name)
             # ext: a value from an earlier pass is one the body assigns; it does not hide a caller's default
             body.vars[name] = Var(Value((Piece(None, None, 0, 0, False, False, f"{name} {note}", True),)), None,
                                   old.exported if old else False)
         self.run(node.cond, body, frame, outer)
         self.run(node.body, body, frame, outer)  # an `exit` inside is conditional on the loop running at all
+        before = dict(st.vars)
         merge(st, [st.copy(), body], f"`{node.kind.rstrip('(')}` loop", line)
+        if st.positional is None and _reads_arguments(node, frame):
+            keep_defaults(st, before, assigned, frame.ref(node.start, node.start)[0])
         return None
 
     # ---- simple commands --------------------------------------------------------------------------------------
@@ -300,7 +307,8 @@ class Reader:
             [(n, f.word(self.doc)) for n, f in peeled.env]
         jobs = (outer.jobs if outer else []) + peeled.job
         if peeled.nested is not None:
-            return self.nested(peeled, st, Outer(span, jobs, env), name == "eval")
+            return self.nested(peeled, st, Outer(span, jobs, env), name == "eval",
+                               [(n, v) for n, v in prefix if n] + [(n, Value(tuple(f.pieces))) for n, f in peeled.env])
         found = launch(peeled.rest, peeled.module)
         if found is None or not self.collect:
             return None
@@ -549,6 +557,8 @@ class Reader:
         body, frame = st.funcs[name]
         saved = st.positional
         st.positional = tuple(Value(tuple(f.pieces)) for f in fields[1:])
+        if saved is None and any(_passes_callers_args(f) for f in fields[1:]):
+            st.positional = None  # `parse_args "$@"`: still the caller's arguments, any number of them
         self.depth += 1
         try:
             flow = self.run(body, st, frame, outer)
@@ -557,8 +567,10 @@ class Reader:
             st.positional = saved
         return EXIT if flow == EXIT else None
 
-    def nested(self, peeled, st: State, outer: Outer, same_shell: bool) -> str | None:
-        """`bash -c STRING` / `eval ...`: the string is lexed again, each character mapped to the file."""
+    def nested(self, peeled, st: State, outer: Outer, same_shell: bool,
+               env: list[tuple[str, Value]] = ()) -> str | None:
+        """`bash -c STRING` / `eval ...`: the string is lexed again, each character mapped to the file. `env`:
+        the command's `VAR=value` prefixes (`MODEL=x bash -c '... $MODEL'`), the new shell's environment."""
         if self.depth > 4:
             return None
         pieces: list[Piece] = []
@@ -573,6 +585,7 @@ class Reader:
         sub = st if same_shell else st.copy()
         if not same_shell:
             sub.vars = {k: v for k, v in st.vars.items() if v.exported}
+            sub.vars.update((k, Var(v, None, True)) for k, v in env)
             sub.positional = tuple(Value(tuple(f.pieces)) for f in peeled.positional[1:])
         self.depth += 1
         try:
@@ -623,6 +636,40 @@ class Reader:
             else:
                 return None
         return result
+
+
+_CALLER_ARGS = re.compile(r"\$\{?[1-9#@*]|\bgetopts\b")
+
+
+def _reads_arguments(node: Loop, frame: Frame) -> bool:
+    """An option parser: a loop over the caller's arguments (`while [[ "$1" != "" ]]`, `while [ $# -gt 0 ]`,
+    `while getopts ...`, `while true; do case "$1" in`, `for arg in "$@"`)."""
+    if node.kind in ("for", "select"):
+        return node.items is None or any(_CALLER_ARGS.search(frame.text[t.start:t.end]) for t in node.items)
+    words = [frame.text[i.node.start:i.node.end] for i in node.cond if isinstance(i.node, Simple)]
+    words += [frame.text[i.node.subject.start:i.node.subject.end] for i in node.body
+              if isinstance(i.node, Case) and i.node.subject is not None]
+    return node.kind in ("while", "until") and any(_CALLER_ARGS.search(w) for w in words)
+
+
+def _passes_callers_args(f: Field) -> bool:
+    return any(p.text is None and p.note.startswith(("$@ ", "$* ")) for p in f.pieces)
+
+
+def keep_defaults(st: State, before: dict[str, Var], names: set[str], at: int) -> None:
+    """The run as documented passes no options, so an option parser's body never runs: a variable it sets keeps
+    the value it had before the loop, an assumption (the caller could override it). A variable without one stays
+    unknown."""
+    for name in names:
+        old = before.get(name)
+        if old is None or old.items is not None or old.value is None or old.value.text is None:
+            continue
+        value = old.value
+        assumed = st.assumption(name, value.text, value.at[0] if value.at else at)
+        pieces = tuple(p if p is BREAK or p.assumed is not None else p._replace(assumed=assumed)
+                       for p in value.pieces) or (Piece("", None, 0, 0, False, True, "", False, assumed),)
+        now = st.vars.get(name)
+        st.vars[name] = Var(Value(pieces, value.at), None, old.exported or bool(now and now.exported))
 
 
 # sbatch reads a directive's words itself, not through a shell: split at blanks, quotes honoured, and `&`, `|`,

@@ -156,9 +156,9 @@ def _pieces(chars: list[tuple]) -> list[Piece]:
         text = "".join(ch for ch, _, _ in run)
         src = None if p.src is None else p.src + a
         if p.lit:
-            out.append(Piece(text, src, p.rs + a, p.rs + b, True, p.quoted, p.note, p.ext))
+            out.append(Piece(text, src, p.rs + a, p.rs + b, True, p.quoted, p.note, p.ext, p.assumed))
         else:
-            out.append(Piece(text, src, p.rs, p.re, False, p.quoted, p.note, p.ext))
+            out.append(Piece(text, src, p.rs, p.re, False, p.quoted, p.note, p.ext, p.assumed))
         run.clear()
 
     for entry in chars:

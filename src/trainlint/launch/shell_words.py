@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from trainlint.diagnostics import Span
-from trainlint.launch.model import Word
+from trainlint.launch.model import Assumption, Word
 
 _IFS = re.compile(r"[^ \t\n]+")
 _GLOB = re.compile(r"[*?]|\[[^\]]+\]")
@@ -33,6 +33,7 @@ class Piece(NamedTuple):
     quoted: bool  # not split, not globbed
     note: str = ""
     ext: bool = False  # unknown only because the caller (arguments, environment) decides it
+    assumed: Assumption | None = None  # a default the caller could override (the text is an assumption)
 
 
 BREAK = Piece("", None, -1, -1, False, True, "<field break>")  # between elements of "$@" / "${A[@]}"
@@ -152,8 +153,8 @@ def slice_piece(p: Piece, a: int, b: int) -> Piece:
     text = (p.text or "")[a:b]
     src = None if p.src is None else p.src + a
     if p.lit:
-        return Piece(text, src, p.rs + a, p.rs + b, True, p.quoted, p.note, p.ext)
-    return Piece(text, src, p.rs, p.re, False, p.quoted, p.note, p.ext)
+        return Piece(text, src, p.rs + a, p.rs + b, True, p.quoted, p.note, p.ext, p.assumed)
+    return Piece(text, src, p.rs, p.re, False, p.quoted, p.note, p.ext, p.assumed)
 
 
 def ifs_segments(t: str, ifs: str | None) -> tuple[list[tuple[int, int]], bool, bool]:
@@ -291,7 +292,7 @@ def _text_and_note_(pieces: list[Piece]) -> tuple[str | None, str]:
 def make_word(pieces: list[Piece], doc: Doc, tok: tuple[int, int] | None = None) -> Word:
     if tok is not None and len(pieces) == 1 and pieces[0].lit:  # a word written as it is: the common case
         text, note = _text_and_note(pieces)
-        return Word(text, doc.span(*tok), doc.text[tok[0]:tok[1]], None, note)
+        return Word(text, doc.span(*tok), doc.text[tok[0]:tok[1]], None, note, assumptions(pieces, text))
     real = [p for p in pieces if p is not BREAK]
     if tok is not None:
         rs, re_ = tok
@@ -307,7 +308,7 @@ def make_word(pieces: list[Piece], doc: Doc, tok: tuple[int, int] | None = None)
             all(b.src == a.src + len(a.text or "") for a, b in zip(relevant, relevant[1:])):
         # one variable's value, written in one place: a fix can edit it there
         origin = doc.span(relevant[0].src, relevant[-1].src + len(relevant[-1].text or ""))
-    return Word(text, doc.span(rs, re_), doc.text[rs:re_], origin, note)
+    return Word(text, doc.span(rs, re_), doc.text[rs:re_], origin, note, assumptions(real, text))
 
 
 def value_word(value: Value, doc: Doc, fallback: tuple[int, int]) -> Word:
@@ -315,7 +316,14 @@ def value_word(value: Value, doc: Doc, fallback: tuple[int, int]) -> Word:
     at = value.at or fallback
     text = value.text
     return Word(text, doc.span(*at), doc.text[at[0]:at[1]], doc.span(*at) if value.at else None,
-                value.note if text is None or value.note else "")
+                value.note if text is None or value.note else "", assumptions(value.pieces, text))
+
+
+def assumptions(pieces, text: str | None) -> tuple[Assumption, ...]:
+    """The defaults a word's known text rests on, in order (none for an unknown text: nothing is assumed)."""
+    if text is None:
+        return ()
+    return tuple(dict.fromkeys(p.assumed for p in pieces if p.assumed is not None))
 
 
 def normjoin(cwd: str | None, target: str) -> str | None:

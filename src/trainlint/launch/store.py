@@ -14,9 +14,10 @@ from pathlib import Path
 from trainlint._hash import sha256
 from trainlint.diagnostics import Span
 from trainlint.discovery import file_stamp as _stamp
-from trainlint.launch.model import Invocation, LaunchProblem, Word
+from trainlint.launch.model import Assumption, Invocation, LaunchProblem, Word
 
-_TYPES = {cls.__name__: cls for cls in (Span, Word, Invocation, LaunchProblem)}
+_TYPES = {cls.__name__: cls for cls in (Span, Word, Invocation, LaunchProblem, Assumption)}
+_FORMAT = b"2\0"  # changes when what a record holds changes (2: a Word's assumptions), so older ones are not read
 _FOLDER: Path | None = None  # set by the runner when the cache is on
 
 
@@ -53,7 +54,7 @@ def _decode(data):
 def _entry(path: Path, raw: bytes) -> Path | None:
     if _FOLDER is None:
         return None
-    key = sha256(str(path.resolve()).encode() + b"\0" + raw).hexdigest()
+    key = sha256(_FORMAT + str(path.resolve()).encode() + b"\0" + raw).hexdigest()
     return _FOLDER / "launchers" / key[:2] / f"{key}.json"
 
 

@@ -49,6 +49,8 @@ def to_json(d: Diagnostic) -> dict:
         out["related"] = [{"filename": file, "location": {"row": r.line, "column": r.col},
                            "end_location": {"row": r.end_line, "column": r.end_col}, "message": what}
                           for file, r, what in d.related]
+    if d.assumptions:  # a finding resting on a launcher's defaults the caller could override
+        out["assumptions"] = list(d.assumptions)
     return out
 
 

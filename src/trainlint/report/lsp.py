@@ -81,6 +81,8 @@ def diagnostic(d: Diagnostic, lines: list[str] | None, encoding: str = "utf-16",
         out["relatedInformation"] = related
     if d.fix and not file_level:
         out["data"] = {"fix": d.fix["applicability"]}  # what the code action request will find (see server)
+    if d.assumptions:  # the launcher defaults the finding rests on
+        out.setdefault("data", {})["assumptions"] = list(d.assumptions)
     return out
 
 

@@ -16,6 +16,9 @@ being added above a finding (see report._common.fingerprints).
 A notebook's rows count within a cell, not within the .ipynb file, so its results locate the file
 only (no region, no fixes), start their message with the cell, line and column, and carry them as
 properties.notebookCell and properties.cellRegion.
+
+A finding that rests on a launcher's default the caller could override (`MODEL=...` before an option parser,
+`${VAR:-x}`) lists those defaults as properties.assumptions, as its message does ("assuming ...").
 """
 
 from __future__ import annotations
@@ -145,6 +148,8 @@ def log(diagnostics: list[Diagnostic]) -> dict:
             result["fixes"] = [fix]
         if cell is not None:
             result["properties"] = {"notebookCell": cell, "cellRegion": region(s.line, s.col, s.end_line, s.end_col)}
+        if d.assumptions:  # the launcher defaults it rests on (`--certain-only` hides it)
+            result.setdefault("properties", {})["assumptions"] = list(d.assumptions)
         if d.related:  # a launch-decided finding: the script it reaches, the launch line
             result["relatedLocations"] = [
                 {"id": i, "message": {"text": what},
