@@ -117,3 +117,49 @@ def test_a_launch_decides_the_precision_and_the_pin_decides_the_load_dtype(tmp_p
     assert [(d["filename"], d["location"]["row"]) for d in data] == [("chatlora/train/train_lora.py", 38)]
     assert "transformers 4.46.3 loads in fp32 by default" in data[0]["message"]
     assert "~13.5 GB saved" in data[0]["message"] and "launched by scripts/train_lora.sh" in data[0]["message"]
+
+
+# Two loads of one variable in the branches of a test nothing decides (the model name is not known): the fp32 one
+# may not be the one that runs, so TL501 says nothing; a launch that names the model decides the branch.
+BRANCHES = '''
+from dataclasses import dataclass, field
+
+import torch
+import transformers
+from peft import LoraConfig, get_peft_model
+
+
+@dataclass
+class ModelArguments:
+    model_name_or_path: str = field(default=None)
+
+
+parser = transformers.HfArgumentParser((ModelArguments, transformers.TrainingArguments))
+model_args, training_args = parser.parse_args_into_dataclasses()
+if "mpt" in model_args.model_name_or_path:
+    model = transformers.AutoModelForCausalLM.from_pretrained(model_args.model_name_or_path)
+else:
+    model = transformers.AutoModelForCausalLM.from_pretrained(
+        model_args.model_name_or_path, torch_dtype=(torch.bfloat16 if training_args.bf16 else None))
+model = get_peft_model(model, LoraConfig(r=16, target_modules="all-linear"))
+trainer = transformers.Trainer(model=model, args=training_args)
+'''
+
+
+def test_a_load_in_a_branch_nothing_decides_is_not_judged_alone(tmp_path):
+    import subprocess
+    import sys
+
+    (tmp_path / "train.py").write_text(BRANCHES)
+    (tmp_path / "requirements.txt").write_text("transformers==4.46.3\n")
+    subprocess.run(["git", "init", "-q"], cwd=tmp_path, check=True)
+
+    def check(*words):
+        r = subprocess.run([sys.executable, "-m", "trainlint", "check", "--no-cache", "--select", "TL501", "train.py",
+                            "--", *words], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+        return r.stdout
+
+    assert "TL501" not in check("--bf16", "True", "--output_dir", "o", "--model_name_or_path", "$MODEL")
+    assert "TL501" not in check("--bf16", "True", "--output_dir", "o", "--model_name_or_path", "meta-llama/Llama-3.1-8B")
+    fired = check("--bf16", "True", "--output_dir", "o", "--model_name_or_path", "mosaicml/mpt-7b")
+    assert "train.py:17:13: TL501 LoRA's frozen base model is loaded in fp32" in fired

@@ -99,7 +99,7 @@ def check(self: Rule, ctx: FileContext):
             continue
         role = _frozen_role(ctx, model)
         why = loaded_in_fp32(ctx, model) if role else None
-        if why is None or _cast_later(ctx, model):
+        if why is None or _cast_later(ctx, model) or _undecided_alternative(ctx, model):
             continue
         spec = ctx.spec(model)
         target = "float16" if precision == "fp16" else "bfloat16"
@@ -114,6 +114,17 @@ def check(self: Rule, ctx: FileContext):
         message = (f"{role} is loaded in fp32 ({why}) while the run computes in {precision}; it does not train, so "
                    f"{cost}; load it with {keyword}=torch.{target}")
         yield self.diagnostic(ctx, model.anchor, message, model.dtype).with_fix(_fix(ctx, model, keyword, target))
+
+
+def _undecided_alternative(ctx: FileContext, model: ModelLoad) -> bool:
+    """The load sits in a branch that nothing decides (`if 'mpt' in model_args.model_name_or_path:` with the model
+    unknown), and the variable it binds has another load that is not in fp32: which one runs is not known, so a
+    finding on this one would be a guess."""
+    if all(condition.known for condition, _ in model.call.guards):
+        return False
+    others = [m for m in ctx.facts.models if m is not model and m.variable == model.variable
+              and m.kind == "from_pretrained"]
+    return any(loaded_in_fp32(ctx, other) is None for other in others)
 
 
 def _fix(ctx: FileContext, model: ModelLoad, keyword: str, target: str) -> dict | None:
