@@ -203,6 +203,20 @@ def test_markdown_block_in_another_language_counts_only_when_it_launches():
     assert texts(only(crlf).args) == ["--x", "1"] and crlf.problems == ()
 
 
+def test_a_diff_block_is_read_as_the_command_after_the_change():
+    # a README shows a flag to add as a diff; the added line has no backslash of its own, the command goes on
+    md = ("Align the EOS token:\n\n```diff\n# for Qwen base models\naccelerate launch src/sft.py \\\n"
+          "    --model_name_or_path Qwen/Qwen2.5-1.5B \\\n+   --eos_token '<|im_end|>'\n-   --old_flag 1 \\\n"
+          "    --use_liger_kernel \\\n    --output_dir out\n```\n")
+    [inv] = read_markdown(md, Path("README.md")).invocations
+    words = texts(inv.args)
+    assert inv.script.text == "src/sft.py"
+    assert "--eos_token" in words and "--use_liger_kernel" in words and "--output_dir" in words
+    assert "--old_flag" not in words and "+" not in words
+    eos = inv.args[words.index("--eos_token")]
+    assert (eos.span.line, eos.span.col) == (7, 5)  # where it is written in the README, the `+` blanked
+
+
 # ---- not launches ---------------------------------------------------------------------------------------------
 def test_python_c_pip_install_and_echo_are_not_launches():
     reading = fixture("not_launches.sh")

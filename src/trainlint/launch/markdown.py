@@ -76,7 +76,25 @@ def read_markdown(text: str, file: Path) -> ShellReading:
     lines = text.split("\n")
     reader = Reader(file)
     for info, first, end in fenced_blocks(lines):
-        body = [mark_placeholders(line) for line in strip_prompts(lines[first:end])]
+        raw_body = lines[first:end]
+        if info == "diff":
+            # a command shown as a change: its lines after the change, each diff mark blanked in place (a removed
+            # line is gone, so a `+` line continues the command the line before it continues)
+            removed = {i for i, line in enumerate(raw_body) if line.startswith("-")}
+            raw_body = [" " * len(line) if i in removed else (" " + line[1:] if line[:1] in ("+", " ") else line)
+                        for i, line in enumerate(raw_body)]
+            # an added line inside a continued command often lacks its own backslash (`+   --eos_token X` between
+            # two `\`-ended lines): the change means the command to go on, so it does
+            kept = [i for i, line in enumerate(raw_body) if line.strip()]
+            for before, here, after in zip(kept, kept[1:], kept[2:]):
+                if raw_body[before].rstrip().endswith("\\") and not raw_body[here].rstrip().endswith("\\") and \
+                        raw_body[after].lstrip().startswith("-"):
+                    raw_body[here] = raw_body[here].rstrip() + " \\"
+            for i in sorted(removed):  # a removed line inside a continued command keeps it going (a lone `\`)
+                if i > 0 and raw_body[i - 1].rstrip().endswith("\\") and raw_body[i]:
+                    raw_body[i] = raw_body[i][:-1] + "\\"
+            info = "sh"
+        body = [mark_placeholders(line) for line in strip_prompts(raw_body)]
         # every other line blanked to its own length: offsets, lines and columns are the README's
         masked = "".join(" " * len(line) + "\n" for line in lines[:first]) + "\n".join(body) + "\n"
         if info in SHELL_INFO:
