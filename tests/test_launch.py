@@ -448,3 +448,17 @@ def test_the_repository_that_is_the_library_runs_its_own_version(tmp_path):
     # both files pin transformers: the run needs both bounds, and gets the newest release read inside them
     assert v.transformers.version == "4.46.3" and "requirements.txt and" in v.transformers.source
     project_pins.cache_clear()
+
+
+def test_a_library_repository_with_a_dynamic_version_reads_its_version_file(tmp_path):
+    from trainlint.knowledge.versions import decide_versions, project_pins
+
+    (tmp_path / "trl").mkdir()
+    (tmp_path / "trl" / "__init__.py").write_text('from importlib.metadata import version\n__version__ = version("trl")\n')
+    (tmp_path / "pyproject.toml").write_text('[project]\nname = "trl"\ndynamic = ["version"]\n')
+    (tmp_path / "VERSION").write_text("1.9.0\n")
+    (tmp_path / ".git").mkdir()
+    project_pins.cache_clear()
+    v = decide_versions(tmp_path / "trl" / "scripts" / "sft.py", (), {})
+    assert v.trl.version == "1.9.0" and v.trl.source.endswith("VERSION (the repository is trl itself)")
+    project_pins.cache_clear()

@@ -239,7 +239,11 @@ def _own_library(directory: Path) -> tuple[str, str, str] | None:
             continue
         if m and parse_version(m.group(1)):
             return named, m.group(1), str(init)
-    return None
+    try:  # a dynamic version read from a VERSION file (trl from 1.x: pyproject `dynamic = ["version"]`)
+        text = (directory / "VERSION").read_text(encoding="utf-8", errors="replace").strip()
+    except OSError:
+        return None
+    return (named, text, str(directory / "VERSION")) if re.fullmatch(r"\d+(\.\d+)+(\.?(dev|rc)\d+)?", text) else None
 
 
 @lru_cache(maxsize=8)
