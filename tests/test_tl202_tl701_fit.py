@@ -185,3 +185,35 @@ def test_estimate_reads_the_per_path_gpu_table_too(tmp_path):
                           capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert "verdict: 24 GiB: does NOT fit" in done.stdout
+
+
+# FSDP's own activation checkpointing, named in the fsdp_config JSON a launch passes (transformers reads the file in
+# TrainingArguments._process_fsdp_args, dropping `fsdp_` prefixes): checkpointing is on, so TL202 has nothing to say.
+FSDP_SCRIPT = '''
+from transformers import AutoModelForCausalLM, HfArgumentParser, Trainer, TrainingArguments
+
+parser = HfArgumentParser(TrainingArguments)
+(args,) = parser.parse_args_into_dataclasses()
+model = AutoModelForCausalLM.from_pretrained("meta-llama/Llama-3.2-1B", dtype="bfloat16")
+data = tokenizer(["..."], max_length=2048, truncation=True)
+trainer = Trainer(model=model, args=args)
+'''
+
+
+@pytest.mark.parametrize("key, fires", [("activation_checkpointing", False), ("fsdp_activation_checkpointing", False),
+                                        ("limit_all_gathers", True)])
+def test_fsdp_activation_checkpointing_in_the_launched_fsdp_config_counts(tmp_path, key, fires):
+    import json
+    import subprocess
+    import sys
+
+    (tmp_path / "train.py").write_text(FSDP_SCRIPT)
+    (tmp_path / "config").mkdir()
+    (tmp_path / "config" / "fsdp_config.json").write_text(json.dumps({key: True}))
+    (tmp_path / "run.sh").write_text("torchrun --nproc-per-node 1 train.py --output_dir out --bf16 True \\\n"
+                                     "  --per_device_train_batch_size 8 --use_liger_kernel True \\\n"
+                                     "  --fsdp 'full_shard auto_wrap' --fsdp_config config/fsdp_config.json\n")
+    subprocess.run(["git", "init", "-q"], cwd=tmp_path, check=True)
+    r = subprocess.run([sys.executable, "-m", "trainlint", "check", "--no-cache", "--select", "TL202", "--gpu",
+                        "24GB", "train.py"], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert ("TL202" in r.stdout) is fires, r.stdout + r.stderr

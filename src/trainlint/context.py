@@ -196,7 +196,19 @@ class FileContext:
                 return value.value, UNKNOWN if kwargs.unset and args.call.opaque_kwargs else kwargs
         if args.call.opaque_kwargs:
             return None, UNKNOWN
+        if self._fsdp_checkpointing(args):
+            return True, Value("known", {"use_reentrant": False}, None, "FSDP's own activation checkpointing")
         return args.library == "trl" and self.versions.trl.at_least(0, 22), args.get("gradient_checkpointing_kwargs")
+
+    @staticmethod
+    def _fsdp_checkpointing(args: ArgsObject) -> bool:
+        """FSDP's own activation checkpointing: `fsdp` set and `fsdp_config` (a mapping, or the JSON file a launch
+        names, read by the launch layer) with `activation_checkpointing: true` (transformers 5.25.0 training_args.py
+        `_process_fsdp_args`; the key may carry an `fsdp_` prefix, which transformers drops)."""
+        fsdp, config = args.get("fsdp"), args.get("fsdp_config")
+        if not (fsdp.known and fsdp.value and config.known and isinstance(config.value, dict)):
+            return False
+        return any(config.value.get(key) is True for key in ("activation_checkpointing", "fsdp_activation_checkpointing"))
 
     # -- history (TL401) ------------------------------------------------------------------------------
     @cached_property

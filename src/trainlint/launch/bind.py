@@ -330,6 +330,18 @@ def bind_words(facts: ScriptFacts, versions: Versions, words: list[Word], file: 
             full = path if path.is_absolute() else base_dir / path
             if full.is_file():
                 binder.bindings[name] = Value("known", str(full), value.origin, value.via, value.assumed)
+    fsdp_config = binder.bindings.get("fsdp_config")
+    if fsdp_config is not None and fsdp_config.known and isinstance(fsdp_config.value, str) and \
+            fsdp_config.value.endswith(".json"):
+        # transformers reads the file itself (5.25.0 training_args.py `_process_fsdp_args`: json.load, `fsdp_` prefixes
+        # dropped); the value becomes that mapping, each key where it is written
+        reading = read_config(fsdp_config.value)
+        if reading is not None and not reading.problems:
+            loaded = {e.key[len("fsdp_"):] if e.key.startswith("fsdp_") else e.key: e.value
+                      for e in reading.top_level()}
+            binder.bindings["fsdp_config"] = Value("known", loaded, fsdp_config.origin, fsdp_config.via,
+                                                   fsdp_config.assumed)
+            binder.sources.append(_display(reading.file))
     return Launch(label, file or None, span, tuple(binder.bindings.items()), world_size,
                   ((file,) if file else ()) + sources + tuple(binder.sources),
                   tuple(binder.notes))
