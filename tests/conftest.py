@@ -72,7 +72,7 @@ def lint(tmp_path: Path, monkeypatch):
     return run
 
 
-# Llama-3.2-1B at batch 8 x 2,048 without checkpointing: ~38.4 GB, over a 24 GB card, ~13.8 GB with checkpointing
+# Llama-3.2-1B at batch 8 x 2,048 without checkpointing: ~35.7 GiB, over a 24 GiB card, ~12.9 GiB with checkpointing
 # (the worked example of rules/TL202.md); TL202/TL701's tests and the GPU-from-launch tests judge it.
 LLAMA_1B = '''
 from transformers import AutoModelForCausalLM, AutoTokenizer, Trainer, TrainingArguments

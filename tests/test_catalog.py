@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from trainlint.config import ConfigError, from_table
-from trainlint.knowledge.gpus import GIB, fmt_gib, parse_gpu
+from trainlint.knowledge.gpus import GIB, parse_gpu
+from trainlint.memory import fmt_bytes
 from trainlint.knowledge.heads import computes_vocab_logits, head_for
 from trainlint.knowledge.models import catalog_ids, lookup_model
 
@@ -262,8 +263,12 @@ def test_unknown_gpu_is_an_error_listing_the_known_names(text):
         parse_gpu(text)
 
 
-def test_fmt_gib():
-    assert fmt_gib(15_360 * 1024**2) == "15 GiB" and fmt_gib(15.5 * GIB) == "15.5 GiB" and fmt_gib(48 * GIB) == "48 GiB"
+def test_one_formatter_prints_gib_and_small_figures_in_mib():
+    # GiB from 1 GiB up, one decimal; MiB below (one decimal under 10); KiB below that
+    assert fmt_bytes(15_360 * 1024**2) == "15.0 GiB" and fmt_bytes(15.5 * GIB) == "15.5 GiB"
+    assert fmt_bytes(1_649.25 * GIB) == "1,649.2 GiB" and fmt_bytes(GIB) == "1.0 GiB"
+    assert fmt_bytes(GIB - 1024**2) == "1,023 MiB" and fmt_bytes(128_256 * 12) == "1.5 MiB"
+    assert fmt_bytes(4 * 1024) == "4.0 KiB" and fmt_bytes(512) == "512 B"
 
 
 CLASSIFIER = '''

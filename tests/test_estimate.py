@@ -207,9 +207,9 @@ def test_exit_code_is_the_verdict_with_gpu(tmp_path):
     from conftest import LLAMA_1B
 
     fits = estimate_cli(tmp_path, LLAMA_1B, "--gpu", "A100 80GB")
-    assert fits.exit_code == 0 and "A100-80GB (80 GiB): fits" in fits.output
+    assert fits.exit_code == 0 and "A100-80GB (80.0 GiB): fits" in fits.output
     over = estimate_cli(tmp_path, LLAMA_1B, "--gpu", "rtx-4090")
-    assert over.exit_code == 1 and "RTX-4090 (24 GiB): does NOT fit" in over.output
+    assert over.exit_code == 1 and "RTX-4090 (24.0 GiB): does NOT fit" in over.output
     assert estimate_cli(tmp_path, LLAMA_1B).exit_code == 0  # no --gpu: an estimate was printed
     as_json = estimate_cli(tmp_path, LLAMA_1B, "--gpu", "4090", "--format", "json")
     assert as_json.exit_code == 1 and json.loads(as_json.output)["fits"] is False

@@ -14,7 +14,7 @@ import pytest
 from click.testing import CliRunner
 
 from trainlint.cli import main
-from trainlint.knowledge.gpus import fmt_gib
+from trainlint.memory import fmt_bytes
 from trainlint.memory.estimate import EvalPhase, Geometry, Plan, eval_logits_bytes
 
 # Ground truth: verify's live-bytes tracker (trainlint.verify.harness.memory_cpu) around a real Trainer.evaluate() of
@@ -108,8 +108,8 @@ def test_fits_for_training_but_the_first_evaluation_does_not(tmp_path):
     assert training + data["cuda_overhead"] < 80 * gib < evaluation + data["cuda_overhead"]
     r = estimate(tmp_path, SCRIPT, "--gpu", "A100-80GB")
     assert r.exit_code == 1
-    more = fmt_gib(evaluation + data["cuda_overhead"] - 80 * gib)  # the project's formatter for GPU figures
-    assert f"verdict: A100-80GB (80 GiB): fits for training; the first evaluation needs {more} more" in r.output
+    more = fmt_bytes(evaluation + data["cuda_overhead"] - 80 * gib)  # the project's formatter for GPU figures
+    assert f"verdict: A100-80GB (80.0 GiB): fits for training; the first evaluation needs {more} more" in r.output
     assert "other phases: evaluation step (eval batch 8, logits kept on the GPU for 8 eval batches)" in r.output
 
 

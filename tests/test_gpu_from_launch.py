@@ -110,7 +110,7 @@ def test_tl701_fires_on_the_gpu_the_slurm_launcher_requests(lint):
                                                                command="srun python train.py")})
     assert "TL701" in codes(found)
     message = next(m for c, _, m in found if c == "TL701")
-    assert message.startswith("the run does not fit the L4 GPU (24.2 GB) the launch requests (scripts/train.slurm:3): ")
+    assert message.startswith("the run does not fit the L4 GPU (22.5 GiB) the launch requests (scripts/train.slurm:3): ")
 
 
 def test_the_finding_relates_to_the_line_that_requests_the_gpu(tmp_path):
@@ -123,7 +123,7 @@ def test_the_finding_relates_to_the_line_that_requests_the_gpu(tmp_path):
     assert out.returncode == 1, out.stderr
     (diag,) = json.loads(out.stdout)
     assert diag["code"] == "TL202" and diag["filename"] == "train.py" and diag["location"]["row"] == 7
-    assert "the L4 GPU (24.2 GB) the launch requests (scripts/train.slurm:3)" in diag["message"]
+    assert "the L4 GPU (22.5 GiB) the launch requests (scripts/train.slurm:3)" in diag["message"]
     related = [(r["filename"], r["location"]["row"], r["location"]["column"], r["message"]) for r in diag["related"]]
     assert ("scripts/train.slurm", 3, 16, "the GPU the launch requests (--gres=gpu:l4:1)") in related
 
@@ -143,7 +143,7 @@ def test_each_launch_is_judged_against_the_gpu_it_requests(lint):
              "big.slurm": slurm("--gres=gpu:a100_80gb:1", command="python train.py --batch 8")}
     found = lint(ARGPARSE_1B, files=files)
     assert codes(found) == ["TL202"]
-    assert "the L4 GPU (24.2 GB) the launch requests (small.slurm:2)" in found[0][2]
+    assert "the L4 GPU (22.5 GiB) the launch requests (small.slurm:2)" in found[0][2]
     assert "launched by small.slurm:3" in found[0][2] and "big.slurm" not in found[0][2]
 
 
@@ -160,7 +160,7 @@ def test_settings_win_over_the_launch(lint):
     # and a setting that does not fit is the one named, not the launch's
     found = lint(LLAMA_1B, files={"scripts/train.slurm": slurm("--gres=gpu:a100_80gb:1", command="python train.py")},
                  settings={"gpu": "24GB"})
-    assert codes(found) == ["TL202"] and "GPU (25.8 GB)" in found[0][2] and "launch requests" not in found[0][2]
+    assert codes(found) == ["TL202"] and "the 24 GiB GPU:" in found[0][2] and "launch requests" not in found[0][2]
 
 
 def test_gpu_option_wins_over_the_launch(tmp_path):
@@ -190,7 +190,7 @@ def test_a_skypilot_task_that_runs_the_script_gives_its_gpu(lint):
     found = lint(LLAMA_1B, files={"sky/task.yaml": sky("L4:1", run="cd .. && python train.py")})
     # (`run` executes in the workdir; the script is found from the task's folder or the repository root)
     assert codes(found) == ["TL202"]
-    assert "the L4 GPU (24.2 GB) the launch requests (sky/task.yaml:3)" in found[0][2]
+    assert "the L4 GPU (22.5 GiB) the launch requests (sky/task.yaml:3)" in found[0][2]
 
 
 @pytest.mark.parametrize("accelerators, fires", [
@@ -236,7 +236,7 @@ def test_estimate_judges_against_the_launch_gpu_unless_told_otherwise(tmp_path):
     out = run()
     assert "verdict: L4 (22.5 GiB): does NOT fit" in out and "GPU L4: requested at job.slurm:2 (--gres=gpu:l4:1)" in out
     told = run("--gpu", "A100-80GB")
-    assert "verdict: A100-80GB (80 GiB): fits" in told and "requested at" not in told
+    assert "verdict: A100-80GB (80.0 GiB): fits" in told and "requested at" not in told
 
 
 @pytest.mark.parametrize("task", [

@@ -19,10 +19,10 @@ def test_eager_attention_at_8k_on_llama3_is_flagged_with_its_cost(lint):
     found = lint(LLAMA_EAGER_8K)
     assert [(c, line) for c, line, _ in found] == [("TL101", 4)]
     message = found[0][2]
-    # 4 x 32 heads x 8192^2 x 6 bytes = 51.5 GB per layer; 32 layers without checkpointing
+    # 4 x 32 heads x 8192^2 x 6 bytes = 48 GiB per layer; 32 layers without checkpointing
     assert "batch 4 x 32 heads x 8,192^2" in message
-    assert "~51.5 GB per layer" in message
-    assert "~1,649.3 GB over 32 layers" in message
+    assert "~48.0 GiB per layer" in message
+    assert "~1,536.0 GiB over 32 layers" in message
     assert 'set attn_implementation="sdpa" or "flash_attention_2"' in message
 
 

@@ -30,11 +30,11 @@ def test_dpo_before_the_fused_head_counts_both_rows_and_the_reference_logits(lin
     found = lint(DPO.format(extra=""), files=pins("1.14.2"))
     assert [(c, line) for c, line, _ in found] == [("TL301", 7)]
     message = found[0][2]
-    # chosen + rejected: 2 x 2 = 4 rows x 2048 x 256000 = 2.1e9 logits = 4.2 GB in bf16; full fine-tuning of a
-    # softcapped Gemma 2 keeps 16 B/logit at peak (33.6 GB, memory.loss_bytes_per_element) plus the reference's 4.2 GB
+    # chosen + rejected: 2 x 2 = 4 rows x 2048 x 256000 = 2.1e9 logits = 3.9 GiB in bf16; full fine-tuning of a
+    # softcapped Gemma 2 keeps 16 B/logit at peak (31.25 GiB, memory.loss_bytes_per_element) plus the reference's 3.9 GiB
     assert "DPOTrainer in TRL 1.14.2 computes the full logits on a 256,000-token vocabulary" in message
-    assert "[4 x 2,048 x 256,000] (2 rows per example) logits are ~4.2 GB in bf16" in message
-    assert "~37.7 GB at peak (with ~4.2 GB more for the reference model's logits)" in message
+    assert "[4 x 2,048 x 256,000] (2 rows per example) logits are ~3.9 GiB in bf16" in message
+    assert "~35.2 GiB at peak (with ~3.9 GiB more for the reference model's logits)" in message
     assert "set use_liger_kernel=True" in message and "upgrade TRL to >= 1.15" in message
 
 
@@ -85,8 +85,8 @@ trainer = GRPOTrainer(model="google/gemma-2-2b", reward_funcs=reward, args=args,
 def test_grpo_projects_only_the_completion(lint):
     found = lint(GRPO.format(extra=""), files=pins("1.14.2"))
     assert [(c, line) for c, line, _ in found] == [("TL301", 5)]
-    # 8 x 1024 x 256000 = 2.1e9 logits: 4.2 GB in bf16; no reference logits in the step (separate no-grad pass)
-    assert "[8 x 1,024 x 256,000] logits are ~4.2 GB in bf16" in found[0][2]
+    # 8 x 1024 x 256000 = 2.1e9 logits: 3.9 GiB in bf16; no reference logits in the step (separate no-grad pass)
+    assert "[8 x 1,024 x 256,000] logits are ~3.9 GiB in bf16" in found[0][2]
     assert "reference" not in found[0][2]
 
 
@@ -251,11 +251,11 @@ def test_dpo_notebook_pinned_to_an_old_trl_on_gemma_is_flagged(tmp_path):
     out = subprocess.run([sys.executable, "-m", "trainlint", "check", str(nb), "--no-cache"], capture_output=True,
                          text=True, cwd=tmp_path, timeout=120)
     assert out.returncode == 1, out.stderr
-    # 2 x 2 rows x 1024 x 256000 = 1.05e9 logits: 2.1 GB in bf16; 12 B/logit at peak (full fine-tuning) = 12.6 GB
-    # plus the reference model's 2.1 GB
+    # 2 x 2 rows x 1024 x 256000 = 1.05e9 logits: 1.95 GiB in bf16; 12 B/logit at peak (full fine-tuning) = 11.7 GiB
+    # plus the reference model's 1.95 GiB
     assert ("dpo.ipynb:cell 2:6:11: TL301 DPOTrainer in TRL 0.8.6 computes the full logits on a 256,000-token "
-            "vocabulary: the [4 x 1,024 x 256,000] (2 rows per example) logits are ~2.1 GB in bf16") in out.stdout
-    assert "~14.7 GB at peak (with ~2.1 GB more for the reference model's logits)" in out.stdout
+            "vocabulary: the [4 x 1,024 x 256,000] (2 rows per example) logits are ~2.0 GiB in bf16") in out.stdout
+    assert "~13.7 GiB at peak (with ~2.0 GiB more for the reference model's logits)" in out.stdout
 
 
 @pytest.mark.parametrize("trl,imports,expect", [

@@ -17,10 +17,10 @@ def test_trainer_on_llama3_vocab_is_flagged_with_logits_bytes(lint):
     assert [(c, line) for c, line, _ in found] == [("TL301", 7)]
     message = found[0][2]
     assert "128,256-token vocabulary" in message
-    # 8 x 4096 x 128256 = 4.2e9 logits: 8.4 GB bf16, 16.8 GB fp32 copy; with a trainable head (full
-    # fine-tuning) 12 B/element at peak = 50.4 GB (memory.loss_bytes_per_element)
-    assert "[8 x 4,096 x 128,256] logits are ~8.4 GB in bf16 plus ~16.8 GB for the fp32 copy" in message
-    assert "~50.4 GB at peak" in message
+    # 8 x 4096 x 128256 = 4.2e9 logits: 7.8 GiB bf16, 15.7 GiB fp32 copy; with a trainable head (full
+    # fine-tuning) 12 B/element at peak = 47.0 GiB (memory.loss_bytes_per_element)
+    assert "[8 x 4,096 x 128,256] logits are ~7.8 GiB in bf16 plus ~15.7 GiB for the fp32 copy" in message
+    assert "~47.0 GiB at peak" in message
     assert "use_liger_kernel=True" in message
 
 
@@ -55,7 +55,7 @@ def test_unknown_model_is_quiet(lint):
 def test_unknown_sequence_length_gives_the_per_token_cost(lint):
     found = lint(TRAINER.replace("enc = tokenizer(texts, max_length=4096, truncation=True)\n", ""))
     assert codes(found) == ["TL301"]
-    assert "~1.5 MB per token at peak (128,256 x 12 bytes)" in found[0][2]
+    assert "~1.5 MiB per token at peak (128,256 x 12 bytes)" in found[0][2]
 
 
 PARSED = '''
@@ -150,8 +150,8 @@ for batch in loader:
 def test_manual_loop_cross_entropy_on_logits_is_flagged(lint):
     found = lint(MANUAL.replace("for batch", "SEQ_LEN = 2048\nfor batch"))
     assert [(c, line) for c, line, _ in found] == [("TL301", 11)]
-    # 4 x 2048 x 128256 = 1.05e9 logits: 2.1 GB in bf16 (the lesson's "1 billion values: 2 GB in bf16")
-    assert "[4 x 2,048 x 128,256] logits are ~2.1 GB in bf16 plus ~4.2 GB" in found[0][2]
+    # 4 x 2048 x 128256 = 1.05e9 logits: 1.96 GiB in bf16 (the lesson's "1 billion values: 2 GB in bf16")
+    assert "[4 x 2,048 x 128,256] logits are ~2.0 GiB in bf16 plus ~3.9 GiB" in found[0][2]
 
 
 def test_manual_loop_with_labels_passed_to_the_model_is_flagged(lint):
@@ -186,7 +186,7 @@ def test_loss_read_from_a_forward_on_the_batch_dict_is_flagged(lint):
     found = lint(BATCH_LOOP.format(body="loss = model(**batch).loss"))
     assert [(c, line) for c, line, _ in found] == [("TL301", 9)]
     assert "`model(...)` returns `.loss`, so the batch carries labels" in found[0][2]
-    assert "[4 x 2,048 x 128,256] logits are ~2.1 GB in bf16" in found[0][2]
+    assert "[4 x 2,048 x 128,256] logits are ~2.0 GiB in bf16" in found[0][2]
 
 
 def test_loss_read_through_the_output_variable_is_flagged_at_the_forward(lint):

@@ -36,18 +36,18 @@ def tl302(found):
 def test_compute_metrics_on_a_vocabulary_head_is_flagged_with_bytes_per_example_and_total(lint):
     [(line, message)] = tl302(lint(TRAINER))
     assert line == 15
-    # 1,024 tokens x 151,936 x 2 bytes (bf16 weights, no mixed precision) = 311 MB; x 500 = 155.6 GB
+    # 1,024 tokens x 151,936 x 2 bytes (bf16 weights, no mixed precision) = 296.75 MiB; x 500 = 144.9 GiB
     assert "compute_metrics on a 151,936-token vocabulary without preprocess_logits_for_metrics" in message
     assert "keeps every eval batch's logits on the GPU" in message
-    assert "~311 MB per eval example (1,024 tokens x 151,936 vocabulary, 16-bit)" in message
-    assert '~155.6 GB for the 500 examples of split="train[:500]"' in message
+    assert "~297 MiB per eval example (1,024 tokens x 151,936 vocabulary, 16-bit)" in message
+    assert '~144.9 GiB for the 500 examples of split="train[:500]"' in message
     assert message.endswith("or batch_eval_metrics=True")
 
 
 def test_mixed_precision_keeps_fp32_logits_and_eval_accumulation_moves_them_to_host(lint):
     src = TRAINER.replace('eval_steps=100', 'eval_steps=100, bf16=True, eval_accumulation_steps=4')
     [(_, message)] = tl302(lint(src))
-    assert "~622 MB per eval example (1,024 tokens x 151,936 vocabulary, fp32)" in message
+    assert "~594 MiB per eval example (1,024 tokens x 151,936 vocabulary, fp32)" in message
     assert "in host RAM (eval_accumulation_steps moves them off the GPU every 4 steps)" in message
 
 

@@ -26,10 +26,10 @@ def tl501(found):
 def test_lora_base_without_dtype_on_transformers_4_is_flagged_with_the_saving(lint):
     [(line, message)] = tl501(lint(LORA, settings=V4))
     assert line == 6
-    # Llama-3.1-8B: 8,030,261,248 parameters (knowledge/models.json) x 4 = 32.1 GB; x 2 = 16.1 GB
+    # Llama-3.1-8B: 8,030,261,248 parameters (knowledge/models.json) x 4 = 29.9 GiB; x 2 = 15.0 GiB
     assert message == ("LoRA's frozen base model is loaded in fp32 (no dtype given, and transformers 4.57.6 loads in "
                        "fp32 by default) while the run computes in bf16; it does not train, so its 8.03 B parameters "
-                       "take ~32.1 GB in fp32 where bfloat16 takes ~16.1 GB: ~16.1 GB saved; load it with "
+                       "take ~29.9 GiB in fp32 where bfloat16 takes ~15.0 GiB: ~15.0 GiB saved; load it with "
                        "dtype=torch.bfloat16")  # from_pretrained takes `dtype` from 4.56 (test_fix_versions.py)
 
 
@@ -94,10 +94,10 @@ trainer = DPOTrainer(model=model, ref_model=ref, args=args)
 '''
     found = tl501(lint(dpo))
     assert [line for line, _ in found] == [7]
-    # DPOConfig leaves bf16 None -> `bf16 = not fp16` (trl base_config.py); 494,032,768 x 2 bytes saved
+    # DPOConfig leaves bf16 None -> `bf16 = not fp16` (trl base_config.py); 494,032,768 x 2 bytes (942 MiB) saved
     assert found[0][1].startswith("the reference model is loaded in fp32 (dtype=float32 is explicit) while the run "
                                   "computes in bf16")
-    assert "~988 MB saved" in found[0][1]
+    assert "~942 MiB saved" in found[0][1]
     # TRL 0.12's configs default to bf16=False: the run is fp32 there
     assert tl501(lint(dpo, settings={"versions": {"trl": "0.12.0"}})) == []
     teacher = dpo.replace("DPOConfig", "GKDConfig").replace("DPOTrainer", "GKDTrainer").replace("ref_model=ref",
@@ -116,7 +116,7 @@ def test_a_launch_decides_the_precision_and_the_pin_decides_the_load_dtype(tmp_p
     data = json.loads(run("check", "--output-format", "json", "--select", "TL501", ".", cwd=repo).stdout)
     assert [(d["filename"], d["location"]["row"]) for d in data] == [("chatlora/train/train_lora.py", 38)]
     assert "transformers 4.46.3 loads in fp32 by default" in data[0]["message"]
-    assert "~13.5 GB saved" in data[0]["message"] and "launched by scripts/train_lora.sh" in data[0]["message"]
+    assert "~12.6 GiB saved" in data[0]["message"] and "launched by scripts/train_lora.sh" in data[0]["message"]
 
 
 # Two loads of one variable in the branches of a test nothing decides (the model name is not known): the fp32 one

@@ -74,7 +74,7 @@ def test_only_the_fragmented_run_is_rerun_once_and_the_row_shows_the_difference(
     orig, fixed = rows
     assert orig["with_expandable_segments"] == {"allocated_at_peak": 40 * GiB, "reserved_at_peak": 43 * GiB,
                                                 "unallocated_share": round(3 / 43, 4)}
-    assert orig["note"].endswith("reserved 19.00 GiB lower (7% unallocated); set it for this run")
+    assert orig["note"].endswith("reserved 19.0 GiB lower (7% unallocated); set it for this run")
     assert fixed["fragmented"] is False and "with_expandable_segments" not in fixed
 
 
@@ -104,7 +104,7 @@ def test_the_text_report_prints_the_fragmentation_and_the_device_versions():
               "runs": {"original": run, "fixed": run}, "diagnostics": [], "fragmentation": [row]}
     text = text_report(report)
     assert "  NVIDIA H100 80GB HBM3: driver 550.54.15, CUDA 12.4, torch 2.13.0, Python 3.11.9\n" in text
-    assert "  original run: reserved 66.6 GB vs allocated 42.9 GB at the peak: fragmentation: 35%" in text
+    assert "  original run: reserved 62.0 GiB vs allocated 40.0 GiB at the peak: fragmentation: 35%" in text
 
 
 def test_the_harness_records_the_cpu_device_and_versions_for_real(tmp_path):

@@ -1,4 +1,4 @@
-"""GPU memory sizes by name, as the driver reports them (MiB), printed in GiB everywhere.
+"""GPU memory sizes by name, as the driver reports them (MiB), printed in GiB everywhere (memory.fmt_bytes).
 
 A "24GB" card is not 24 x 10^9 usable bytes: nvidia-smi reports a T4 as 15,360 MiB (15.0 GiB), an H100 80GB as
 81,559 MiB. Sizes typed by the user (`--gpu 48GB`, `gpu = "48GiB"`) are read as GiB and printed as "48 GiB".
@@ -8,8 +8,7 @@ from __future__ import annotations
 
 import re
 
-GIB = 1024**3
-MIB = 1024**2
+from trainlint.memory import GIB, MIB, fmt_bytes
 
 _MODAL = "nvidia-smi totals listed in github.com/modal-labs/modal-client pull request #2797"
 _VENDOR = "vendor's published size, read as GiB (no driver reading seen)"
@@ -49,12 +48,6 @@ def _compact(text: str) -> str:
     return re.sub(r"^(NVIDIA|AMD)?(GEFORCE|TESLA|INSTINCT)?", "", re.sub(r"[^A-Z0-9]", "", text.upper()))
 
 
-def fmt_gib(n: float) -> str:
-    """Device memory in GiB: 16106127360 -> '15 GiB', 15.5 GiB -> '15.5 GiB', 48 GiB -> '48 GiB'."""
-    value = n / GIB
-    return f"{value:,.0f} GiB" if abs(value - round(value)) < 0.05 and value >= 10 else f"{value:,.1f} GiB"
-
-
 def parse_gpu(text: str) -> tuple[str, int]:
     """'T4' -> ('T4', 15,360 MiB in bytes); 'rtx 4090', '4090', 'A100 80GB' -> their catalog entry;
     '24GB' / '24GiB' / '24G' -> ('24 GiB', 24 GiB in bytes)."""
@@ -76,4 +69,4 @@ def parse_gpu(text: str) -> tuple[str, int]:
 
 def describe_gpu(name: str, capacity: int) -> str:
     """'T4 (15.0 GiB)', or just '48 GiB' when the user gave a size."""
-    return name if name.endswith("GiB") else f"{name} ({fmt_gib(capacity)})"
+    return name if name.endswith("GiB") else f"{name} ({fmt_bytes(capacity)})"

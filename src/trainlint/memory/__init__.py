@@ -1,6 +1,7 @@
 """The memory arithmetic: one function per consumer, each citing where its formula comes from.
 
-Every GB figure trainlint prints (rule messages, `estimate`) is computed here. Sources:
+Every memory figure trainlint prints (rule messages, `estimate`, `verify`) is computed here and printed by
+fmt_bytes, in GiB. Sources:
 - L1 = ../shared/domain/where-the-memory-goes.md, L2 = ../shared/domain/why-fine-tuning-uses-more-memory.md
 - R = ../shared/research/library-facts.md (measurements with MemTracker on CPU / FakeTensorMode)
 """
@@ -74,10 +75,16 @@ def loss_peak_bytes(batch: int, seq: int, vocab: int, dtype_size: int = 2, train
     return logits_elements(batch, seq, vocab) * loss_bytes_per_element(dtype_size, trainable_head, softcap)
 
 
+GIB = 1024**3
+MIB = 1024**2
+
+
 def fmt_bytes(n: float) -> str:
-    """Decimal units, as the lessons use them (a 7B model is 14 GB in bf16)."""
-    for scale, unit in ((1e9, "GB"), (1e6, "MB"), (1e3, "KB")):
+    """Every memory figure trainlint prints, in binary units as nvidia-smi and torch.cuda report them: from 1 GiB up
+    in GiB with one decimal ('24.0 GiB', '1,649.3 GiB'); below it in MiB, then KiB, one decimal under 10 and whole
+    above ('320 MiB', '1.5 MiB'); under 1 KiB in bytes."""
+    for scale, unit in ((GIB, "GiB"), (MIB, "MiB"), (1024, "KiB")):
         if n >= scale:
             value = n / scale
-            return f"{value:,.1f} {unit}" if value < 10 or unit == "GB" else f"{value:,.0f} {unit}"
+            return f"{value:,.1f} {unit}" if value < 10 or unit == "GiB" else f"{value:,.0f} {unit}"
     return f"{int(n)} B"

@@ -9,9 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from trainlint.memory import attention_scores_per_layer, loss_peak_bytes, math_scores_per_layer
+from trainlint.memory import GIB, attention_scores_per_layer, loss_peak_bytes, math_scores_per_layer
 
-GIB = 1024**3
 # Not counted in the consumers: the CUDA context and the caching allocator's slack (R B7); what a GPU must hold
 # besides the peak (`estimate`'s verdict, TL202, TL701).
 CUDA_OVERHEAD = 1_000_000_000

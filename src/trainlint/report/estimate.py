@@ -7,8 +7,8 @@ import html
 import json
 from dataclasses import dataclass
 
-from trainlint.knowledge.gpus import GIB, describe_gpu, fmt_gib
-from trainlint.memory import fmt_bytes
+from trainlint.knowledge.gpus import describe_gpu
+from trainlint.memory import GIB, fmt_bytes
 from trainlint.memory.estimate import CONSUMERS, CUDA_OVERHEAD, Estimate, eval_peak
 from trainlint.memory.max_batch import MaxBatch
 
@@ -89,13 +89,13 @@ def _verdict(r: Report) -> str:
     gpu = describe_gpu(name, capacity)  # device memory in GiB, as the driver counts it (knowledge/gpus.py)
     if r.fits is None:
         return (f"{gpu}: cannot say: {', '.join(r.unknown)} unknown (pass --batch / --seq); "
-                f"without those it needs {fmt_gib(need)}")
+                f"without those it needs {fmt_bytes(need)}")
     if r.fits:
-        return f"{gpu}: fits, with {fmt_gib(capacity - need)} of headroom"
+        return f"{gpu}: fits, with {fmt_bytes(capacity - need)} of headroom"
     training = r.estimate.peak + CUDA_OVERHEAD
     if training <= capacity:  # the evaluation step is the one over the card
-        return f"{gpu}: fits for training; the first evaluation needs {fmt_gib(need - capacity)} more"
-    return f"{gpu}: does NOT fit: needs {fmt_gib(need - capacity)} more"
+        return f"{gpu}: fits for training; the first evaluation needs {fmt_bytes(need - capacity)} more"
+    return f"{gpu}: does NOT fit: needs {fmt_bytes(need - capacity)} more"
 
 
 def _eval_line(r: Report) -> str | None:

@@ -47,8 +47,9 @@ class Fit:
 
     @property
     def where(self) -> str:
-        gpu = f"the {self.gpu} GPU ({fmt_bytes(self.capacity)})"  # as `estimate` prints it
-        if self.source is not None:  # "the L4 GPU (24.2 GB) the launch requests (scripts/train.slurm:3)"
+        # as `estimate` prints it; a size the user gave is its own name ("the 24 GiB GPU")
+        gpu = f"the {self.gpu} GPU" + ("" if self.gpu.endswith("GiB") else f" ({fmt_bytes(self.capacity)})")
+        if self.source is not None:  # "the L4 GPU (22.5 GiB) the launch requests (scripts/train.slurm:3)"
             return f"{gpu} the launch requests ({self.source.span.file}:{self.source.span.line})"
         return gpu
 

@@ -26,6 +26,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from trainlint.memory import fmt_bytes
+
 SHARE = 0.30
 MIN_BYTES = 512 * 2**20
 EXPANDABLE = "expandable_segments:True"
@@ -112,7 +114,7 @@ def compare(row: dict, rerun: dict) -> dict:
                                        "unallocated_share": round(after.share, 4)}
     saved = row["reserved_at_peak"] - after.reserved
     if saved > 0:
-        out["note"] = (row["note"] + f": reserved {saved / 2**30:.2f} GiB lower "
+        out["note"] = (row["note"] + f": reserved {fmt_bytes(saved)} lower "
                        f"({after.share:.0%} unallocated); set it for this run")
     else:
         out["note"] = row["note"] + ": reserved no lower with expandable segments"
