@@ -13,7 +13,7 @@ from trainlint.config import Settings
 from trainlint.context import FileContext
 from trainlint.lint import lint_file
 from trainlint.memory import fmt_bytes
-from trainlint.memory.estimate import estimate, math_fallback_bytes
+from trainlint.memory.estimate import estimate, fix_saving
 from trainlint.planning import Overrides, plan_for
 
 
@@ -47,7 +47,7 @@ def test_the_message_gives_the_estimates_own_figure(lint, tmp_path):
     ctx: FileContext = lint_file(tmp_path / "train.py", Settings(root=tmp_path), {"TL102"}).context
     plan = plan_for(ctx, Overrides())[0]  # what `trainlint estimate` plans
     assert plan.attention == "sdpa-math"
-    added = math_fallback_bytes(plan)
+    added = fix_saving(plan, "TL102")
     assert added > 10e9  # 16 layers of batch 2 x 32 heads x 2,048^2 fp32 scores
     assert f"~{fmt_bytes(added)} more at the run's peak" in message
     lever = next(lv for lv in estimate(plan).levers if lv.name.startswith("a fused SDPA kernel"))

@@ -92,6 +92,7 @@ class Lever:
     name: str
     saves: int
     cost: str
+    code: str | None = None  # the finding whose fix this lever is (its saving is fix_saving's, as the finding's)
 
 
 @dataclass(frozen=True)
@@ -300,10 +301,25 @@ def _core(p: Plan) -> Estimate:
     return Estimate(p, consumers, peak, phase, n, paged)
 
 
+# The change each finding's fix makes to the run: (Plan field, its value when the finding applies, the value after).
+FIXES = {"TL101": ("attention", "eager", "sdpa"),  # attn_implementation="sdpa"
+         "TL102": ("attention", "sdpa-math", "sdpa"),  # bf16 weights or autocast: a fused SDPA kernel takes them
+         "TL301": ("loss", "full", "liger")}  # use_liger_kernel=True: the fused linear cross-entropy
+
+
+def fix_saving(p: Plan, code: str) -> int:
+    """What fixing finding `code` takes off this run's peak: the peak minus the peak of the same run with the fix's
+    change (FIXES); 0 when the finding does not apply to the plan or the fix does not lower the peak. The one figure
+    for a saving: the rule's message, estimate's lever, and verify's prediction (with and without --simulate)."""
+    field_name, before, after = FIXES[code]
+    if getattr(p, field_name) != before:
+        return 0
+    return max(0, _core(p).peak - _core(replace(p, **{field_name: after})).peak)
+
+
 def math_fallback_bytes(p: Plan) -> int:
-    """What SDPA's math kernel adds to this run's peak: the peak minus the peak with a fused kernel (0 unless the
-    plan's attention is "sdpa-math"). TL102's figure and estimate's lever."""
-    return _core(p).peak - _core(replace(p, attention="sdpa")).peak if p.attention == "sdpa-math" else 0
+    """What SDPA's math kernel adds to this run's peak (TL102's figure and estimate's lever): fix_saving."""
+    return fix_saving(p, "TL102")
 
 
 def estimate(p: Plan) -> Estimate:
@@ -321,15 +337,14 @@ def levers(p: Plan, est: Estimate):
         if saves > 0:
             out.append(Lever(name, saves, cost))
 
-    if p.attention == "eager":
-        try_("SDPA / flash attention", "none at this scale; flash_attention_2 needs flash-attn and a CUDA GPU",
-             attention="sdpa")
-    if p.attention == "sdpa-math" and math_fallback_bytes(p) > 0:
-        out.append(Lever("a fused SDPA kernel instead of the math one: bf16 autocast (bf16=True) or bf16 weights",
-                         math_fallback_bytes(p), "none on an Ampere or newer GPU (bf16 numerics)"))
-    if p.loss == "full":
-        try_("fused or chunked cross-entropy (Liger, TRL chunked loss)", "liger-kernel needs a CUDA GPU",
-             loss="liger")
+    def fix(code: str, name: str, cost: str):
+        if (saves := fix_saving(p, code)) > 0:
+            out.append(Lever(name, saves, cost, code))
+
+    fix("TL101", "SDPA / flash attention", "none at this scale; flash_attention_2 needs flash-attn and a CUDA GPU")
+    fix("TL102", "a fused SDPA kernel instead of the math one: bf16 autocast (bf16=True) or bf16 weights",
+        "none on an Ampere or newer GPU (bf16 numerics)")
+    fix("TL301", "fused or chunked cross-entropy (Liger, TRL chunked loss)", "liger-kernel needs a CUDA GPU")
     if not p.checkpointing:
         try_("gradient checkpointing", "about one extra forward pass per step (~30% slower)", checkpointing=True)
     if p.batch > 1:

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from trainlint.knowledge.gpus import describe_gpu
 from trainlint.memory import GIB, fmt_bytes
-from trainlint.memory.estimate import CONSUMERS, CUDA_OVERHEAD, Estimate, eval_peak
+from trainlint.memory.estimate import CONSUMERS, CUDA_OVERHEAD, Estimate, Lever, eval_peak
 from trainlint.memory.max_batch import MaxBatch
 
 LABELS = {
@@ -130,6 +130,11 @@ def _max_batch(r: Report) -> list[str]:
     return lines
 
 
+def _lever_name(lever: Lever) -> str:
+    """'SDPA / flash attention (TL101)': a lever that is a finding's fix names it (the same saving as its message)."""
+    return f"{lever.name} ({lever.code})" if lever.code else lever.name
+
+
 def text(r: Report) -> str:
     consumers = r.consumers()
     known = [v for v in consumers.values() if v is not None]
@@ -160,7 +165,7 @@ def text(r: Report) -> str:
     if r.estimate.levers:
         lines.append("  levers, by what they would save on this script's peak:")
         for lever in r.estimate.levers:
-            lines.append(f"    -{fmt_bytes(lever.saves):>9}  {lever.name}  (cost: {lever.cost})")
+            lines.append(f"    -{fmt_bytes(lever.saves):>9}  {_lever_name(lever)}  (cost: {lever.cost})")
         lines.append("")
     if r.assumptions:
         lines.append("  assumptions:")
@@ -182,7 +187,7 @@ def as_json(r: Report) -> str:
         "paged_optimizer": r.estimate.paged_optimizer,
         "gpu": {"name": r.gpu[0], "bytes": r.gpu[1], "gib": round(r.gpu[1] / GIB, 2)} if r.gpu else None,
         "fits": r.fits,
-        "levers": [{"name": lv.name, "saves": lv.saves, "cost": lv.cost} for lv in r.estimate.levers],
+        "levers": [{"name": lv.name, "saves": lv.saves, "cost": lv.cost, "code": lv.code} for lv in r.estimate.levers],
         "assumptions": list(r.assumptions),
         "unknown": list(r.unknown),
         "max_batch": _max_batch_json(r.max_batch),
@@ -221,7 +226,7 @@ def as_html(r: Report) -> str:
            f'role="img" aria-label="Memory by consumer">{"".join(rows)}</svg>')
     fits = r.fits
     badge = {True: ("fits", "#2e7d32"), False: ("does not fit", "#c62828"), None: ("no verdict", "#757575")}[fits]
-    levers = "".join(f"<tr><td>{html.escape(lv.name)}</td><td class='num'>−{fmt_bytes(lv.saves)}</td>"
+    levers = "".join(f"<tr><td>{html.escape(_lever_name(lv))}</td><td class='num'>−{fmt_bytes(lv.saves)}</td>"
                      f"<td>{html.escape(lv.cost)}</td></tr>" for lv in r.estimate.levers)
     assumptions = "".join(f"<li>{html.escape(a)}</li>" for a in r.assumptions)
     max_batch = "".join(f"<p>{html.escape(line)}</p>" for line in (_max_batch(r) if r.max_batch is not None else []))

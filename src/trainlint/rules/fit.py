@@ -89,6 +89,33 @@ def gpu_for_path(path, settings) -> tuple[str, int] | None:
     return parse_gpu(settings.gpu) if settings.gpu else None
 
 
+def known_plan(ctx: FileContext, model=None) -> "Plan | None":
+    """The run's plan (planning.plan_for) when its model, batch and sequence length are known, and, when `model` is
+    given, it is the model the run trains; None otherwise."""
+    from trainlint.planning import Overrides, PlanError, plan_for  # (planning imports rule modules)
+
+    try:
+        plan, trained, _notes, unknown = plan_for(ctx, Overrides())
+    except PlanError:
+        return None
+    return None if unknown or (model is not None and trained is not model) else plan
+
+
+def peak_saving(ctx: FileContext, model, code: str, fix: str) -> str:
+    """', ~X GiB off this run's peak with {fix}': memory.estimate.fix_saving, the figure `estimate`'s lever and
+    `verify` print for this finding; '' when the run's plan is not known or the finding does not apply to it."""
+    from trainlint.memory.estimate import FIXES, fix_saving
+
+    plan = known_plan(ctx, model)
+    field_name, before, _after = FIXES[code]
+    if plan is None or getattr(plan, field_name) != before:  # (the plan does not see the run as the rule does)
+        return ""
+    saved = fix_saving(plan, code)
+    if saved > 0:
+        return f", ~{fmt_bytes(saved)} off this run's peak with {fix}"
+    return f" ({fix} would not lower this run's peak: another consumer sets it)"
+
+
 def run_fit(ctx: FileContext) -> Fit | None:
     """The estimate of the run against its GPU; None when no GPU is known or the estimate would rest on a
     guess (unknown model, batch or sequence length)."""
@@ -96,13 +123,9 @@ def run_fit(ctx: FileContext) -> Fit | None:
     if gpu is None:
         return None
     from trainlint.memory.estimate import estimate
-    from trainlint.planning import Overrides, PlanError, plan_for  # (planning imports rule modules)
 
-    try:
-        plan, _model, _notes, unknown = plan_for(ctx, Overrides())
-    except PlanError:
-        return None
-    if unknown or ctx.gradient_checkpointing is None:
+    plan = known_plan(ctx)
+    if plan is None or ctx.gradient_checkpointing is None:
         return None
     return Fit(gpu[0], gpu[1], plan, estimate(plan), source)
 

@@ -14,7 +14,7 @@ from trainlint.knowledge import libraries
 from trainlint.knowledge.models import ModelSpec
 from trainlint.memory import attention_scores_per_layer, dtype_bytes, fmt_bytes
 from trainlint.rules.base import Rule, rule
-from trainlint.rules.fit import with_fit_note
+from trainlint.rules.fit import peak_saving, with_fit_note
 
 
 def attention_in_effect(ctx: FileContext, model: ModelLoad, spec: ModelSpec | None) -> tuple[str | None, str]:
@@ -72,6 +72,7 @@ def check(self: Rule, ctx: FileContext):
                     f"~{fmt_bytes(per_layer)} per layer")
             if spec.num_layers and ctx.gradient_checkpointing is False:
                 cost += f", ~{fmt_bytes(per_layer * spec.num_layers)} over {spec.num_layers} layers"
+            cost += peak_saving(ctx, model, "TL101", "SDPA")
         elif heads:
             per_seq = attention_scores_per_layer(1, heads, seq.value, size, softcapped)
             cost = f"the score matrix ({heads} heads x {seq.value:,}^2) keeps ~{fmt_bytes(per_seq)} per layer per sequence"

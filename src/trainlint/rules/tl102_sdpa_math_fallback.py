@@ -1,7 +1,7 @@
 """TL102 sdpa-falls-back-to-math-kernel: fp32 attention inputs on a grouped-query model make SDPA run PyTorch's math
 kernel on CUDA, which keeps the whole fp32 score matrix per layer, as eager attention does.
 
-Docs: rules/TL102.md. Kernel dispatch: trainlint/knowledge/sdpa.py. The memory: memory.estimate.math_fallback_bytes
+Docs: rules/TL102.md. Kernel dispatch: trainlint/knowledge/sdpa.py. The memory: memory.estimate.fix_saving
 (the same figure as `trainlint estimate`'s lever).
 """
 
@@ -15,7 +15,7 @@ from trainlint.knowledge import sdpa
 from trainlint.knowledge.models import ModelSpec
 from trainlint.memory import fmt_bytes, math_scores_per_layer
 from trainlint.rules.base import Rule, rule
-from trainlint.rules.fit import with_fit_note
+from trainlint.rules.fit import known_plan, with_fit_note
 from trainlint.rules.tl101_eager_attention import attention_in_effect
 from trainlint.rules.tl501_frozen_fp32 import _cast_later, computes_in_16_bit, loaded_in_fp32
 
@@ -87,21 +87,17 @@ def check(self: Rule, ctx: FileContext):
 
 def _cost(ctx: FileContext, spec: ModelSpec, seq: int) -> str:
     """The score matrix per layer, and what it adds to the run's peak (the estimate's own figure)."""
-    from trainlint.memory.estimate import math_fallback_bytes
-    from trainlint.planning import Overrides, PlanError, plan_for  # (planning imports rule modules)
+    from trainlint.memory.estimate import fix_saving
 
-    try:
-        plan, _model, _notes, unknown = plan_for(ctx, Overrides())
-    except PlanError:
-        plan, unknown = None, ["model"]
-    if unknown or plan is None or plan.attention != "sdpa-math":
+    plan = known_plan(ctx)
+    if plan is None or plan.attention != "sdpa-math":
         per_seq = math_scores_per_layer(1, spec.num_heads, seq)
         return (f"it keeps the fp32 score matrix ({spec.num_heads} heads x {seq:,}^2), ~{fmt_bytes(per_seq)} per "
                 f"layer per sequence")
     per_layer = math_scores_per_layer(plan.batch, spec.num_heads, seq)
     cost = (f"it keeps the fp32 score matrix (batch {plan.batch} x {spec.num_heads} heads x {seq:,}^2), "
             f"~{fmt_bytes(per_layer)} per layer")
-    added = math_fallback_bytes(plan)
+    added = fix_saving(plan, "TL102")
     if added > 0:
         return f"{cost}, ~{fmt_bytes(added)} more at the run's peak than a fused kernel"
     return f"{cost} (under checkpointing one layer at a time, which does not raise this run's peak)"

@@ -17,7 +17,7 @@ from trainlint.knowledge import libraries, trl_trainers
 from trainlint.knowledge.heads import computes_vocab_logits
 from trainlint.memory import dtype_bytes, fmt_bytes, logits_bytes, loss_peak_bytes
 from trainlint.rules.base import Rule, rule
-from trainlint.rules.fit import with_fit_note
+from trainlint.rules.fit import peak_saving, with_fit_note
 
 _LIGER_CALL = re.compile(r"^(apply_liger_kernel_to_\w+|_apply_liger_kernel_to_instance|LigerFusedLinearCrossEntropyLoss"
                          r"|AutoLigerKernelForCausalLM)$")
@@ -88,8 +88,9 @@ def _diagnose(self: Rule, ctx: FileContext, model: ModelLoad | None, span: Span,
     if vocab is None or vocab < ctx.settings.large_vocab:
         return None
     assumed = f" ({spec.assumed_from})" if spec.assumed_from else ""  # a finding states the geometry it assumed
+    saving = peak_saving(ctx, model, "TL301", "a fused loss") if model is not None else ""
     return self.diagnostic(ctx, span, f"{what} on a {vocab:,}-token vocabulary{assumed}: "
-                                      f"{_cost(ctx, model, vocab, shape)}; {fix}",
+                                      f"{_cost(ctx, model, vocab, shape)}{saving}; {fix}",
                            model.model_id if model is not None else None)
 
 

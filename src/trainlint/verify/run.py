@@ -20,6 +20,7 @@ from trainlint.diagnostics import Diagnostic
 from trainlint.fix import plan_fixes
 from trainlint.lint import enabled_codes, lint_text
 from trainlint.memory import fmt_bytes
+from trainlint.memory.estimate import fix_saving
 from trainlint.source import Source, read_source
 from trainlint.verify import fragmentation
 from trainlint.verify.launch_fixes import LaunchFixes, launch_fixes
@@ -183,8 +184,14 @@ def verdicts(found: list[Diagnostic], applied: list[Diagnostic], original: RunRe
         row = {"code": d.code, "file": d.filename, "line": d.span.line, "predicted_saving": None,
                "measured_saving": None,
                "verdict": "not confirmed", "note": ""}
+        compare, together = None, ""
         if d.code in MEMORY_CODES and est_orig is not None and est_fixed is not None:
-            row["predicted_saving"] = est_orig.peak - est_fixed.peak
+            # the finding's own figure (memory.estimate.fix_saving: its message's and estimate's lever's); the runs
+            # are compared with the estimate of the fixed script, which differs when several fixes were applied
+            row["predicted_saving"] = compare = fix_saving(est_orig.plan, d.code)
+            if est_orig.peak - est_fixed.peak != compare:
+                compare = est_orig.peak - est_fixed.peak
+                together = f"the fixed script (every applied fix) was predicted {fmt_bytes(max(compare, 0))} lower: "
         if id(d) not in applied_ids:
             row.update(verdict="not measurable here", note="trainlint has no fix to apply for this finding")
         elif d.code == "TL301" and not device.startswith("cuda"):
@@ -218,7 +225,7 @@ def verdicts(found: list[Diagnostic], applied: list[Diagnostic], original: RunRe
         else:
             measured = (original.peak or 0) - (fixed.peak or 0)
             row["measured_saving"] = measured
-            pred = row["predicted_saving"]
+            pred = compare
             if measured <= 0:
                 row.update(note="the fixed run did not use less memory")
             elif pred is None:
@@ -235,6 +242,7 @@ def verdicts(found: list[Diagnostic], applied: list[Diagnostic], original: RunRe
                                                      f"(off CUDA: within a factor 2)")
             else:
                 row.update(note=f"measured saving is {measured / max(pred, 1):.0%} of the predicted one")
+            row["note"] = together + row["note"]
         out.append(row)
     return out
 
