@@ -317,11 +317,6 @@ def fix_saving(p: Plan, code: str) -> int:
     return max(0, _core(p).peak - _core(replace(p, **{field_name: after})).peak)
 
 
-def math_fallback_bytes(p: Plan) -> int:
-    """What SDPA's math kernel adds to this run's peak (TL102's figure and estimate's lever): fix_saving."""
-    return fix_saving(p, "TL102")
-
-
 def estimate(p: Plan) -> Estimate:
     est = _core(p)
     return replace(est, levers=tuple(levers(p, est)))
