@@ -227,6 +227,7 @@ def test_cuda_bookkeeping_with_a_stubbed_torch_cuda(tmp_path):
 
 def _cuda_rows(predicted_peaks: tuple[int, int], measured_peaks: tuple[int, int]) -> dict:
     from types import SimpleNamespace
+    from unittest.mock import patch
 
     from trainlint.diagnostics import Diagnostic, Span
     from trainlint.verify.run import RunResult, verdicts
@@ -234,8 +235,10 @@ def _cuda_rows(predicted_peaks: tuple[int, int], measured_peaks: tuple[int, int]
     finding = Diagnostic("TL101", "eager-attention-at-long-context", "eager attention", "train.py", Span.point(3))
     original = RunResult("original", {"ok": True, "steady_peak": measured_peaks[0]})
     fixed = RunResult("fixed", {"ok": True, "steady_peak": measured_peaks[1]})
-    estimates = tuple(SimpleNamespace(peak=p) for p in predicted_peaks)  # the estimate's peaks, as estimate() gives
-    return verdicts([finding], [finding], original, fixed, estimates, "cuda:0 NVIDIA H200")[0]
+    estimates = tuple(SimpleNamespace(peak=p, plan=None) for p in predicted_peaks)  # the estimate's peaks
+    # the finding's figure (memory.estimate.fix_saving) is what the estimate predicted: the peaks' difference
+    with patch("trainlint.verify.run.fix_saving", lambda plan, code: predicted_peaks[0] - predicted_peaks[1]):
+        return verdicts([finding], [finding], original, fixed, estimates, "cuda:0 NVIDIA H200")[0]
 
 
 def test_on_cuda_a_saving_outside_ten_percent_is_not_confirmed_and_says_both_figures():
