@@ -68,9 +68,14 @@ def loss_override(facts: ScriptFacts, name: str, display: str | None = None,
         whole = fn.span or Span.point(1)
         span = Span(whole.line, whole.col, whole.line, whole.col + len(f"def {method}"), whole.file)  # the `def`
         return kind, method, span.in_file(display) if display and not span.file else span
+    return _in_local_bases(facts, klass, name, lambda base: loss_override(facts, base, display, depth + 1))
+
+
+def _in_local_bases(facts: ScriptFacts, klass: ClassDef, name: str, find):
+    """`find(base)` for each base class of `klass` defined in these facts (not `name` itself), the first found."""
     for base in klass.bases:
         if "." not in base and base != name:
-            found = loss_override(facts, base, display, depth + 1)
+            found = find(base)
             if found is not None:
                 return found
     return None
@@ -104,12 +109,7 @@ def _method_scope(facts: ScriptFacts, name: str, method: str, depth: int = 0) ->
     klass = facts.class_def(name)
     if klass is None or depth > 8:
         return None
-    for base in klass.bases:
-        if "." not in base and base != name:
-            found = _method_scope(facts, base, method, depth + 1)
-            if found is not None:
-                return found
-    return None
+    return _in_local_bases(facts, klass, name, lambda base: _method_scope(facts, base, method, depth + 1))
 
 
 def subclass_trainer(facts: ScriptFacts, call: Call, name: str, display: str | None = None) -> TrainerCall | None:
