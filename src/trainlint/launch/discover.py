@@ -185,8 +185,9 @@ def docstring_launches(path: Path) -> Indexed:
     import ast
 
     raw = _raw(path)
-    if isinstance(raw, OSError) or b'"""' not in raw[:20000] and b"'''" not in raw[:20000]:
-        return Indexed((), ())
+    if isinstance(raw, OSError) or path.name.encode() not in raw or \
+            b'"""' not in raw[:20000] and b"'''" not in raw[:20000]:
+        return Indexed((), ())  # a command that runs this script names it: most files are passed over unparsed
     try:
         text = raw.decode("utf-8-sig")
         tree = ast.parse(text)
