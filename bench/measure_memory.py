@@ -39,6 +39,13 @@ DEEP_MINI = dict(model_type="llama", vocab_size=8192, hidden_size=256, num_hidde
                  num_key_value_heads=2, head_dim=64, intermediate_size=640, tie_word_embeddings=True,
                  max_position_embeddings=2048)
 
+# A wide vocabulary on a thin body, tied (as Gemma / SmolLM / Qwen2.5-0.5B): with SGD and checkpointing the peak is the
+# end of backward, where the embedding's own gradient meets the LM head's (issue 26). Its untied twin for contrast.
+WIDE_TIED = dict(model_type="llama", vocab_size=65536, hidden_size=512, num_hidden_layers=2, num_attention_heads=8,
+                 num_key_value_heads=8, head_dim=64, intermediate_size=1024, tie_word_embeddings=True,
+                 max_position_embeddings=2048)
+WIDE_UNTIED = {**WIDE_TIED, "tie_word_embeddings": False}
+
 
 def live_configs():
     from trainlint.verify.measure import ALL_LINEAR, ATTN_PROJ, TINY_LLAMA, C
@@ -71,6 +78,10 @@ def live_configs():
         C("live_deep-mini_sdpa_s512_b4_full_adamw_fp32", DEEP_MINI, seq=512, batch=4, dtype="fp32", fake=False),
         C("live_smol-mini_eager_s512_b2_lora16attn_adamw_bf16_gc", SMOL_MINI, seq=512, batch=2, attn="eager",
           training="lora", lora_targets=ATTN_PROJ, gc=True, fake=False),
+        C("live_wide-tied_sdpa_s64_b1_full_sgd_fp32_gc", WIDE_TIED, seq=64, batch=1, dtype="fp32", optimizer="sgd",
+          gc=True, fake=False),
+        C("live_wide-untied_sdpa_s64_b1_full_sgd_fp32_gc", WIDE_UNTIED, seq=64, batch=1, dtype="fp32", optimizer="sgd",
+          gc=True, fake=False),
     ]
 
 

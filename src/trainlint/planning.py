@@ -13,6 +13,7 @@ from trainlint.facts import ModelLoad, Value, known
 from trainlint.facts.values import UNSET
 from trainlint.knowledge.heads import DEFAULT_NUM_LABELS, head_for
 from trainlint.knowledge.libraries import SOFTCAPPED
+from trainlint.knowledge.models import tied_default
 from trainlint.memory import dtype_bytes
 from trainlint.memory.estimate import EvalPhase, Geometry, Plan
 from trainlint.rules.tl101_eager_attention import attention_in_effect
@@ -71,15 +72,21 @@ def geometry(ctx: FileContext, model: ModelLoad, assumptions: list[str] | None =
     needed = dict(vocab=spec.vocab_size, hidden=spec.hidden_size, layers=spec.num_layers, heads=spec.num_heads,
                   kv_heads=spec.num_kv_heads, head_dim=spec.head_dim, intermediate=spec.intermediate_size,
                   params=spec.num_parameters)
+    tied = spec.tie_word_embeddings
+    if tied is None and (default := tied_default(spec.model_type)) is not None:
+        tied = default
+        assumptions.append(f"embedding {'tied to' if tied else 'separate from'} the LM head: the config does not set "
+                           f"tie_word_embeddings, and {spec.model_type}'s config class defaults it to {tied} "
+                           f"(knowledge/tied_defaults.json)")
     if needed["params"] is None and all(v is not None for k, v in needed.items() if k != "params"):
-        needed["params"] = llama_like_params(needed, bool(spec.tie_word_embeddings))
+        needed["params"] = llama_like_params(needed, bool(tied))
         assumptions.append(f"parameter count computed from the geometry as a Llama-style decoder "
                            f"({needed['params']:,}); the config does not state it")
     missing = [k for k, v in needed.items() if v is None]
     if missing:
         raise PlanError(f"model {spec.id}: its {', '.join(missing)} are not known ({spec.source})")
     width, per_token = head_logits(model, spec, assumptions)
-    return Geometry(**needed, tied=bool(spec.tie_word_embeddings), softcap=spec.model_type in SOFTCAPPED,
+    return Geometry(**needed, tied=bool(tied), softcap=spec.model_type in SOFTCAPPED,
                     head_width=width, head_per_token=per_token, rms_norm=spec.model_type not in LAYERNORM_TYPES)
 
 

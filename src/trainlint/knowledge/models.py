@@ -275,3 +275,18 @@ def class_only_spec(class_name: str) -> ModelSpec:
     """When only the class is known (e.g. `ViTForImageClassification(config)`), its input is still known."""
     return ModelSpec(class_name, None, None, None, None, None, None, None, None, None, None,
                      main_input_for(None, class_name), "class name only")
+
+
+@lru_cache(maxsize=1)
+def _tied_defaults() -> dict[str, bool]:
+    path = Path(__file__).with_name("tied_defaults.json")
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))["defaults"]
+    except (OSError, ValueError, KeyError):
+        return {}
+
+
+def tied_default(model_type: str | None) -> bool | None:
+    """Whether `model_type` ties its embedding and LM head when its config.json does not say: its transformers
+    config class's default (tied_defaults.json, scripts/gen_tied_defaults.py); None when not read."""
+    return _tied_defaults().get(model_type) if model_type else None

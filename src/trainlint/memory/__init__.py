@@ -26,6 +26,25 @@ def eager_bytes_per_score(dtype_size: int, softcap: bool = False) -> int:
     return dtype_size + 4 + (2 * dtype_size if softcap else 0)
 
 
+# transformers' eager_attention_forward computes `softmax(scores, dim=-1, dtype=torch.float32).to(query.dtype)`. In
+# the backward of a layer that checkpointing recomputes, the scores are held about twice (the saved tensors and their
+# gradient: 2 x eager_bytes_per_score, R 1.4 / bench/estimate_measurements.json llama3-1b eager 4k + checkpointing),
+# and with 16-bit weights the fp32 softmax adds one more fp32 score-sized tensor: the gradient of its output, in fp32,
+# while its backward runs. Measured on the H200 (bench/gpu_eager_gc_probe.py, bench/README.md): the fp32 softmax costs
+# exactly 8.00 bytes per score of the recomputed layer at the peak (4,096 and 8,192 tokens), 4 of them the saved output
+# that eager_bytes_per_score already counts. In an fp32 model the softmax's dtype is the model's: no extra copy.
+SOFTMAX_FP32_GRAD_BYTES = 4
+
+
+def eager_backward_bytes_per_score(dtype_size: int, softcap: bool = False, device: str = "cuda") -> int:
+    """Bytes per score element while the recomputed layer's eager attention runs its backward (checkpointing):
+    twice what the layer keeps (eager_bytes_per_score) plus, for 16-bit weights on CUDA, the fp32 softmax's output
+    gradient. On CPU the same step measured 2 x eager_bytes_per_score (MemTracker, bench/estimate_measurements.json
+    llama3-1b eager 4k + checkpointing: 15,738 MB on CPU where the H200 measured 18,652 MB)."""
+    fp32_grad = SOFTMAX_FP32_GRAD_BYTES if dtype_size < 4 and device == "cuda" else 0
+    return 2 * eager_bytes_per_score(dtype_size, softcap) + fp32_grad
+
+
 def attention_scores_per_layer(batch: int, heads: int, seq: int, dtype_size: int = 2, softcap: bool = False) -> int:
     """L1 consumer 5: `batch x heads x seq^2` score elements per layer, at eager_bytes_per_score each."""
     return batch * heads * seq * seq * eager_bytes_per_score(dtype_size, softcap)

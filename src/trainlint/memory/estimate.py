@@ -9,11 +9,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from trainlint.memory import GIB, attention_scores_per_layer, loss_peak_bytes, math_scores_per_layer
+from trainlint.memory import (GIB, attention_scores_per_layer, eager_backward_bytes_per_score, loss_peak_bytes,
+                              math_scores_per_layer)
 
-# Not counted in the consumers: the CUDA context and the caching allocator's slack (R B7); what a GPU must hold
-# besides the peak (`estimate`'s verdict, TL202, TL701).
-CUDA_OVERHEAD = 1_000_000_000
+# Not counted in the consumers: the CUDA context and the caching allocator's slack of one process, what a GPU must
+# hold besides the peak (`estimate`'s verdict, TL202, TL701). Measured on the H200 (../shared/gpu-truth/
+# trl-sft-vs-trainer-h200.json `context_bytes_used_by_process_estimate`: the process's device memory in use beside
+# torch.cuda.memory_allocated(), torch 2.11 / CUDA 13.0): 648,871,936 bytes. It varies with the driver, the CUDA
+# version and the kernels loaded (cuBLAS workspaces, NCCL buffers under a distributed launch: not counted here).
+CUDA_OVERHEAD = 648_871_936
 CONSUMERS = ("weights", "gradients", "optimizer", "activations", "logits", "attention")
 
 # L1 'Five consumers': NF4 with double quantization is about 0.52 bytes per parameter (3.9 GB for a 7B).
@@ -85,6 +89,7 @@ class Plan:
     sharding: str | None = None  # None | "zero1" | "zero2" | "zero3"
     assumptions: tuple[str, ...] = ()
     evaluation: EvalPhase | None = None  # None: no evaluation phase (eval_strategy "no", no eval_dataset)
+    device: str = "cuda"  # whose kernels run the step: "cuda" (what estimate is for) | "cpu" (bench/'s CPU ground truth)
 
 
 @dataclass(frozen=True)
@@ -95,16 +100,50 @@ class Lever:
     code: str | None = None  # the finding whose fix this lever is (its saving is fix_saving's, as the finding's)
 
 
+# What can be live at a moment of the step, in the order the estimate prints a moment's rows.
+ROWS = {
+    "weights": "Weights",
+    "optimizer": "Optimizer state",
+    "gradients": "Gradients",
+    "activations": "Activations kept for backward",
+    "checkpoints": "Checkpointed layer inputs",
+    "attention": "Attention scores kept for backward",
+    "logits": "Logits and loss (transient)",
+    "recomputed": "Recomputed layer's activations (transient)",
+    "recomputed_attention": "Recomputed layer's attention backward (transient)",
+    "embedding_sum": "Tied embedding's gradient partials and sum (transient)",
+    "step": "Optimizer step temporary (foreach)",
+}
+
+
+@dataclass(frozen=True)
+class Moment:
+    """One moment of the training step and what is live at it: rows (ROWS key, bytes) that sum to its total."""
+
+    name: str
+    rows: tuple[tuple[str, int], ...]
+
+    @property
+    def total(self) -> int:
+        return sum(b for _, b in self.rows)
+
+
 @dataclass(frozen=True)
 class Estimate:
     plan: Plan
-    consumers: dict[str, int]
+    consumers: dict[str, int]  # each consumer at its largest (the lesson's five consumers; not all live at once)
     peak: int
     peak_phase: str
     trainable: int
     paged_optimizer: int = 0
     levers: tuple[Lever, ...] = ()
     notes: tuple[str, ...] = field(default=())
+    moments: tuple[Moment, ...] = ()  # every moment considered; the peak is the largest
+
+    @property
+    def rows(self) -> tuple[tuple[str, int], ...]:
+        """What is live at the peak moment: the rows sum to the peak."""
+        return next((m.rows for m in self.moments if m.name == self.peak_phase), ())
 
 
 def _lora_dims(g: Geometry, target: str) -> tuple[int, int] | None:
@@ -276,29 +315,69 @@ def shard(p: Plan, weights: int, grads: int, optim: int) -> tuple[int, int, int]
     return weights, grads, optim
 
 
+def recomputed_attention_bytes(p: Plan) -> int:
+    """Under checkpointing: what the recomputed layer's attention holds while its backward runs. Eager: the
+    scores at eager_backward_bytes_per_score (the saved tensors, their gradient, and the fp32 softmax's output
+    gradient with 16-bit weights; measured on CUDA, bench/README.md) and the dense mask with its gradient; SDPA on
+    the math kernel: its fp32 scores and their gradient; 0 for a fused kernel."""
+    g = p.geometry
+    if p.attention == "sdpa-math":
+        return 2 * math_scores_per_layer(p.batch, g.heads, p.seq)
+    if p.attention != "eager":
+        return 0
+    scores = p.batch * g.heads * p.seq * p.seq * eager_backward_bytes_per_score(p.act_bytes, g.softcap, p.device)
+    return scores + 2 * p.batch * p.seq * p.seq * p.act_bytes
+
+
+def tied_embedding_sum_bytes(p: Plan) -> int:
+    """End of backward with a tied, trainable embedding: the LM head's gradient of the shared weight is already
+    accumulated when the embedding's backward produces its own dense [vocab x hidden] gradient, and autograd's
+    accumulation holds both partials and their sum at once: two embedding-sized gradients beyond the gradients."""
+    g = p.geometry
+    if not g.tied or p.lora_r or g.head_width is not None:
+        return 0
+    return 2 * g.vocab * g.hidden * p.dtype_bytes
+
+
+def moments(p: Plan, w: int, gr: int, opt: int, consumers: dict[str, int]) -> tuple[Moment, ...]:
+    """The moments of one training step where the peak can fall, each with what is live (issue #4, L1): the start of
+    backward (weights + optimizer state from the previous step + saved activations + the loss's temporaries;
+    gradients were freed by zero_grad(set_to_none=True)); under checkpointing, the backward of a recomputed layer
+    (the loss temporaries are gone; one layer is recomputed at a time while gradients accumulate: the peak is at
+    the last one, with nearly all gradients); the end of backward with a tied embedding (tied_embedding_sum_bytes);
+    the optimizer step (weights + gradients + optimizer state + CUDA's default foreach AdamW's temporary of one
+    trainable-parameter size: bench/estimate_measurements.json cuda_foreach_optimizer_step, Mistral-7B full
+    54.4 -> 67.4 GiB)."""
+    base = (("weights", w), ("optimizer", opt))
+    out = []
+    if p.checkpointing:
+        ck = checkpoint_inputs_bytes(p)
+        out.append(Moment("start of backward", base + (("checkpoints", ck), ("logits", consumers["logits"]))))
+        out.append(Moment("backward of a recomputed layer", base + (
+            ("checkpoints", ck), ("gradients", gr), ("recomputed", consumers["activations"] - ck),
+            ("recomputed_attention", recomputed_attention_bytes(p)))))
+    else:
+        out.append(Moment("start of backward", base + (
+            ("activations", consumers["activations"]), ("attention", consumers["attention"]),
+            ("logits", consumers["logits"]))))
+    if (tied := tied_embedding_sum_bytes(p)):
+        out.append(Moment("end of backward", base + (("gradients", gr), ("embedding_sum", tied))))
+    n, b = trainable(p)
+    foreach = n * b if p.optimizer in ("adamw", "adam", "adamw_torch", "adamw_torch_fused", "adamw_hf") else 0
+    out.append(Moment("optimizer step", (("weights", w), ("gradients", gr), ("optimizer", opt),
+                                         ("step", shard(p, 0, 0, foreach)[2]))))
+    return tuple(Moment(m.name, tuple(r for r in m.rows if r[1])) for m in out)
+
+
 def _core(p: Plan) -> Estimate:
     w, gr, (opt, paged) = weights_bytes(p), gradients_bytes(p), optimizer_bytes(p)
     w, gr, opt = shard(p, w, gr, opt)
     consumers = {"weights": w, "gradients": gr, "optimizer": opt, "activations": activations_bytes(p),
                  "logits": logits_bytes(p), "attention": attention_bytes(p)}
-    # Peak (issue #4): the start of backward (weights + optimizer state from the previous step + saved
-    # activations + loss temporaries; gradients were freed by zero_grad(set_to_none=True)), or the
-    # optimizer step (weights + gradients + optimizer state). Under checkpointing the loss temporaries
-    # are gone before the layers are recomputed, one at a time, while gradients accumulate; eager
-    # attention's backward then holds about twice the saved scores (the scores and their gradient;
-    # bench/estimate_measurements.json, llama3-1b eager 4k + checkpointing).
-    if p.checkpointing:
-        recompute = (consumers["activations"] - checkpoint_inputs_bytes(p)) + 2 * consumers["attention"] + gr
-        backward = w + opt + checkpoint_inputs_bytes(p) + max(consumers["logits"], recompute)
-    else:
-        backward = w + opt + consumers["activations"] + consumers["logits"] + consumers["attention"]
-    # CUDA's default foreach AdamW step holds one more trainable-parameter-sized temporary
-    # (bench/estimate_measurements.json, cuda_foreach_optimizer_step: Mistral-7B full 54.4 -> 67.4 GiB).
-    n, b = trainable(p)
-    foreach = n * b if p.optimizer in ("adamw", "adam", "adamw_torch", "adamw_torch_fused", "adamw_hf") else 0
-    step = w + gr + opt + shard(p, 0, 0, foreach)[2]
-    peak, phase = (backward, "start of backward") if backward >= step else (step, "optimizer step")
-    return Estimate(p, consumers, peak, phase, n, paged)
+    ms = moments(p, w, gr, opt, consumers)
+    top = max(ms, key=lambda m: m.total)  # the first of equals: the earlier moment
+    n, _ = trainable(p)
+    return Estimate(p, consumers, top.total, top.name, n, paged, moments=ms)
 
 
 # The change each finding's fix makes to the run: (Plan field, its value when the finding applies, the value after).
@@ -353,6 +432,13 @@ def levers(p: Plan, est: Estimate):
         if p.quantization is None:
             try_("QLoRA (4-bit base + LoRA)", "slight quality risk, slower steps", lora_r=16,
                  lora_targets=("all-linear",), quantization="4bit")
+    elif p.quantization is None:
+        # the frozen base in NF4 (bitsandbytes, load_in_4bit): QLoRA with the script's own adapters
+        try_("4-bit base weights (QLoRA: load_in_4bit)", "slight quality risk, slower steps (bitsandbytes, CUDA)",
+             quantization="4bit")
+    if p.batch == 1 and p.seq >= 1024:  # at batch 1 the micro-batch cannot shrink: the sequence can
+        try_(f"sequences of {p.seq // 2:,} tokens instead of {p.seq:,}", "the model sees less context per example",
+             seq=p.seq // 2)
     if p.sharding != "zero3":
         n = max(p.world_size, 8) if p.world_size <= 1 else p.world_size
         try_(f"FSDP / ZeRO-3 over {n} GPUs", "communication between GPUs", sharding="zero3", world_size=n)

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from trainlint.knowledge.gpus import describe_gpu
 from trainlint.memory import GIB, fmt_bytes
-from trainlint.memory.estimate import CONSUMERS, CUDA_OVERHEAD, Estimate, Lever, eval_peak
+from trainlint.memory.estimate import CONSUMERS, CUDA_OVERHEAD, ROWS, Estimate, Lever, eval_peak
 from trainlint.memory.max_batch import MaxBatch
 
 LABELS = {
@@ -21,8 +21,12 @@ LABELS = {
     "attention": "Attention scores",
 }
 COLORS = {"weights": "#4e79a7", "gradients": "#f28e2b", "optimizer": "#e15759", "activations": "#76b7b2",
-          "logits": "#59a14f", "attention": "#b07aa1"}
+          "logits": "#59a14f", "attention": "#b07aa1", "checkpoints": "#76b7b2", "recomputed": "#9cd3cd",
+          "recomputed_attention": "#b07aa1", "embedding_sum": "#f6b26b", "step": "#edc948"}
 DEPENDS_ON_SHAPE = ("activations", "logits", "attention")
+ROW_DEPENDS_ON_SHAPE = ("activations", "logits", "attention", "checkpoints", "recomputed", "recomputed_attention")
+LABEL_WIDTH = max(map(len, ROWS.values()))
+CONTEXT_NOTE = "CUDA context and allocator, one process (measured on an H200), not in the rows"
 
 
 @dataclass(frozen=True)
@@ -34,6 +38,16 @@ class Report:
     assumptions: tuple[str, ...]
     unknown: tuple[str, ...]  # "batch", "sequence length"
     max_batch: MaxBatch | str | None = None  # --max-batch: the answer, or why there is none; None: not asked
+
+    def rows(self) -> list[tuple[str, int | None]]:
+        """What is live at the peak moment (memory.estimate.moments): the rows sum to the peak; a row that depends on
+        an unknown batch or sequence length is None."""
+        return [(name, None if self.unknown and name in ROW_DEPENDS_ON_SHAPE else value)
+                for name, value in self.estimate.rows]
+
+    def other_moments(self) -> list[tuple[str, int]]:
+        """The other moments of the training step, with their totals (the peak's own is the peak)."""
+        return [(m.name, m.total) for m in self.estimate.moments if m.name != self.estimate.peak_phase]
 
     def consumers(self) -> dict[str, int | None]:
         out: dict[str, int | None] = dict(self.estimate.consumers)
@@ -136,14 +150,14 @@ def _lever_name(lever: Lever) -> str:
 
 
 def text(r: Report) -> str:
-    consumers = r.consumers()
-    known = [v for v in consumers.values() if v is not None]
+    rows = r.rows()
+    known = [v for _, v in rows if v is not None]
     top = max(known) if known else 1
     width = 32
-    lines = [f"{r.script}: {r.model}", f"  {describe_plan(r)}", ""]
-    for name in CONSUMERS:
-        value = consumers[name]
-        label = f"{LABELS[name]:<30}"
+    lines = [f"{r.script}: {r.model}", f"  {describe_plan(r)}", "",
+             f"  live at the peak ({r.estimate.peak_phase}):"]
+    for name, value in rows:
+        label = f"{ROWS[name]:<{LABEL_WIDTH}}"
         if value is None:
             lines.append(f"  {label} {'?':>10}   unknown: {', '.join(r.unknown)} not set (use --batch / --seq)")
             continue
@@ -151,10 +165,13 @@ def text(r: Report) -> str:
         bar = "█" * int(cells) + ("▏" if value and int(cells) == 0 else "")
         lines.append(f"  {label} {fmt_bytes(value):>10}   {bar}")
     peak_note = " (at least)" if r.unknown else ""
-    lines += ["", f"  peak ({r.estimate.peak_phase}){peak_note}: {fmt_bytes(r.estimate.peak)}"]
+    lines += [f"  {'= peak' + peak_note:<{LABEL_WIDTH}} {fmt_bytes(r.estimate.peak):>10}", ""]
+    others = [f"{name} {fmt_bytes(total)}" for name, total in r.other_moments()]
+    if others:
+        lines.append(f"  other moments of the step: {'; '.join(others)}")
     if (phase := _eval_line(r)) is not None:
         lines.append(f"  other phases: {phase}")
-    lines += [f"  + CUDA context and allocator overhead, not counted above: ~{fmt_bytes(CUDA_OVERHEAD)}"]
+    lines += [f"  + {CONTEXT_NOTE}: ~{fmt_bytes(CUDA_OVERHEAD)}"]
     if r.estimate.paged_optimizer:
         lines.append(f"  + paged optimizer state in managed memory (not in allocated-memory counters): "
                      f"{fmt_bytes(r.estimate.paged_optimizer)}")
@@ -181,7 +198,9 @@ def as_json(r: Report) -> str:
         "consumers": r.consumers(),
         "peak": r.estimate.peak,
         "peak_phase": r.estimate.peak_phase,
+        "rows": [{"name": name, "label": ROWS[name], "bytes": value} for name, value in r.rows()],
         "peak_is_lower_bound": bool(r.unknown),
+        "moments": {m.name: m.total for m in r.estimate.moments},
         "phases": {"evaluation": r.eval_peak} if r.estimate.plan.evaluation is not None else {},
         "cuda_overhead": CUDA_OVERHEAD,
         "paged_optimizer": r.estimate.paged_optimizer,
@@ -207,23 +226,23 @@ def _max_batch_json(mb: MaxBatch | str | None) -> dict | None:
 
 
 def as_html(r: Report) -> str:
-    consumers = r.consumers()
-    known = {k: v for k, v in consumers.items() if v is not None}
-    top = max(known.values()) if known else 1
-    row_h, label_w, bar_w = 34, 240, 420
+    live = r.rows()
+    known = [v for _, v in live if v is not None]
+    top = max(known) if known else 1
+    row_h, label_w, bar_w = 34, 360, 400
     rows = []
-    for i, name in enumerate(sorted(CONSUMERS, key=lambda n: -(consumers[n] or 0))):
-        value = consumers[name]
+    for i, (name, value) in enumerate(live):
         y = 10 + i * row_h
         w = 0 if not value else max(2, value / top * bar_w)
         shown = "unknown" if value is None else fmt_bytes(value)
         rows.append(
-            f'<text x="{label_w - 10}" y="{y + 21}" text-anchor="end" class="label">{html.escape(LABELS[name])}</text>'
+            f'<text x="{label_w - 10}" y="{y + 21}" text-anchor="end" class="label">{html.escape(ROWS[name])}</text>'
             f'<rect x="{label_w}" y="{y + 6}" width="{w:.1f}" height="{row_h - 12}" rx="3" fill="{COLORS[name]}"/>'
             f'<text x="{label_w + w + 8:.1f}" y="{y + 21}" class="value">{shown}</text>')
-    height = 20 + len(CONSUMERS) * row_h
+    height = 20 + len(live) * row_h
     svg = (f'<svg xmlns="http://www.w3.org/2000/svg" width="{label_w + bar_w + 110}" height="{height}" '
-           f'role="img" aria-label="Memory by consumer">{"".join(rows)}</svg>')
+           f'role="img" aria-label="What is live at the peak">{"".join(rows)}</svg>')
+    others = "; ".join(f"{name} {fmt_bytes(total)}" for name, total in r.other_moments())
     fits = r.fits
     badge = {True: ("fits", "#2e7d32"), False: ("does not fit", "#c62828"), None: ("no verdict", "#757575")}[fits]
     levers = "".join(f"<tr><td>{html.escape(_lever_name(lv))}</td><td class='num'>−{fmt_bytes(lv.saves)}</td>"
@@ -245,10 +264,12 @@ table {{ border-collapse: collapse; width: 100%; }} td, th {{ border-bottom: 1px
 <p class="sub">{html.escape(r.script)} · {html.escape(describe_plan(r))}</p>
 <p><span class="peak">{fmt_bytes(r.estimate.peak)}</span> peak ({html.escape(r.estimate.peak_phase)})<span class="badge">{badge[0]}</span></p>
 <p>{html.escape(_verdict(r))}</p>
-{f"<p>other phases: {html.escape(_eval_line(r))}</p>" if _eval_line(r) else ""}
 {max_batch}
+<h2>Live at the peak ({html.escape(r.estimate.peak_phase)})</h2>
 {svg}
-<p class="note">Plus the CUDA context and allocator overhead (~{fmt_bytes(CUDA_OVERHEAD)}), not counted in the bars.</p>
+<p class="note">The bars sum to the peak{" (at least: " + html.escape(", ".join(r.unknown)) + " unknown)" if r.unknown else ""}. Plus the {html.escape(CONTEXT_NOTE)}: ~{fmt_bytes(CUDA_OVERHEAD)}.</p>
+{f"<p>other moments of the step: {html.escape(others)}</p>" if others else ""}
+{f"<p>other phases: {html.escape(_eval_line(r))}</p>" if _eval_line(r) else ""}
 <h2>Levers</h2><table><tr><th>lever</th><th class="num">saves</th><th>cost</th></tr>{levers}</table>
 <h2>Assumptions</h2><ul>{assumptions or "<li>none</li>"}</ul>
 </body></html>

@@ -19,8 +19,8 @@ if TYPE_CHECKING:
     from trainlint.memory.estimate import Lever
 
 # The lesson's diagnostic sequence: what costs least comes first (memory.estimate.levers names them).
-COST_ORDER = ("SDPA", "fused or chunked", "gradient checkpointing", "micro-batch", "8-bit", "LoRA", "QLoRA",
-              "FSDP", "CPU offload")
+COST_ORDER = ("SDPA", "fused or chunked", "gradient checkpointing", "micro-batch", "8-bit", "sequences of", "LoRA",
+              "QLoRA", "4-bit base", "FSDP", "CPU offload")
 # A lever that a more specific rule reports, when that rule fires on the same context.
 SPECIFIC = {"SDPA": "TL101", "fused or chunked": "TL301", "gradient checkpointing": "TL202"}
 

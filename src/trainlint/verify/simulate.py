@@ -93,8 +93,8 @@ def simulate_script(script: Path, settings: Settings, codes: tuple[str, ...] | N
         model_type = result.context.spec(model).model_type
         plans[label] = plan
         sim = simulate(plan, model_type, label)
-        # compare like with like: the estimate of exactly what is simulated (default loss, unquantized)
-        est = estimate(replace(plan, loss="full", quantization=None))
+        # compare like with like: the estimate of exactly what is simulated (default loss, unquantized, CPU kernels)
+        est = estimate(replace(plan, loss="full", quantization=None, device="cpu"))  # CPU kernels under FakeTensorMode
         runs[label] = {"predicted": {"consumers": est.consumers, "peak": est.peak},
                        "simulated": {"categories": sim.categories, "peak": sim.peak, "peak_at": sim.peak_phase,
                                      "seconds": round(sim.seconds, 1)},
