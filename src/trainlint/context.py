@@ -214,7 +214,7 @@ class FileContext:
     @cached_property
     def base(self) -> tuple[ScriptFacts | None, str]:
         """The facts of this file at the git base, or None and the reason there are none."""
-        from trainlint.facts.resolve import resolve_facts
+        from trainlint.resolve import resolve_facts
         from trainlint.history import base_version
 
         old = base_version(self.path, self.settings.diff_base)

@@ -19,7 +19,7 @@ from trainlint.discovery import LAUNCHERS, relative, repo_root
 from trainlint.discovery import display as _display
 from trainlint.edits import source_lines
 from trainlint.facts import extract_facts
-from trainlint.facts.resolve import resolve_facts
+from trainlint.resolve import resolve_facts
 from trainlint.launch.model import Launch
 from trainlint.facts.names import INTERESTING_SHORTS, LIGER_APPLY_RE, MODEL_CLASS_RE, NOT_REPOSITORY_MODULES
 from trainlint.knowledge.versions import decide_versions
