@@ -252,7 +252,7 @@ class FileContext:
     def launch_gpu(self):
         """(LaunchGpu or None, why not): the GPU the launch requests (launch/gpu.py), for TL202/TL701 when no
         setting names one; a file checked without a launch takes the one its launchers agree on."""
-        from trainlint.launch.gpu import gpu_of_context
+        from trainlint.launch.script_gpu import gpu_of_context
 
         return gpu_of_context(self)
 
