@@ -36,22 +36,26 @@ PACKAGE = "trainlint"
 
 # Highest first, as import-linter writes them. Kept equal to pyproject.toml's contract (read from there when present).
 DEFAULT_LAYERS = [
-    "trainlint.cli | trainlint.server | trainlint.verify",
-    "trainlint.runner",
+    "trainlint.cli",
+    "trainlint.server | trainlint.verify | trainlint.runner",
     "trainlint.fix | trainlint.report",
     "trainlint.lint",
-    "trainlint.frameworks",
-    "trainlint.rules",
+    "trainlint.frameworks.check",
+    "trainlint.rules | trainlint.results",
     "trainlint.planning",
-    "trainlint.run",
+    "(trainlint.run)",
     "trainlint.context",
-    "trainlint.launch",
-    "trainlint.notebook | trainlint.facts | trainlint.config | trainlint.history",
-    "trainlint.memory",
-    "trainlint.knowledge",
-    "trainlint.edits | trainlint.discovery",
+    "trainlint.resolve",
+    "trainlint.launch : trainlint.frameworks.detect : trainlint.frameworks.axolotl : "
+    "trainlint.frameworks.llamafactory : trainlint.frameworks.synth : trainlint.frameworks.fixes : "
+    "trainlint.frameworks.knowledge",
+    "trainlint.edits",
+    "trainlint.facts | trainlint.notebook | trainlint.history",
+    "trainlint.discovery",
+    "trainlint.config",
+    "trainlint.memory | trainlint.knowledge",
     "trainlint.units | trainlint.diagnostics | trainlint.source | trainlint.codes | trainlint.pages | "
-    "trainlint._hash | trainlint.atomic | trainlint._dccache",
+    "trainlint.frameworks.sniff | trainlint._hash | trainlint.atomic | trainlint._dccache",
 ]
 
 
@@ -185,6 +189,12 @@ def measure(src: Path) -> dict:
                 up.append((importer, target))
     unlayered = sorted(m for m in modules if layer_of(m, layers) is None)
     found = cycles(graph)
+    squashed: dict[str, set[str]] = {}  # trainlint.X with everything under it as one node (the count)
+    for importer, targets in graph.items():
+        top = ".".join(importer.split(".")[:2])
+        squashed.setdefault(top, set()).update(".".join(t.split(".")[:2]) for t in targets)
+    for top, targets in squashed.items():
+        targets.discard(top)
     return {
         "src": str(src),
         "modules": len(modules),
@@ -194,6 +204,8 @@ def measure(src: Path) -> dict:
         "cycles": [{"members": c, "arrows": sorted(f"{a} -> {b}" for a in c for b in graph[a] if b in c)}
                    for c in found],
         "unlayered": unlayered,
+        "parts": len(squashed),
+        "part_cycles": cycles(squashed),
         "graph": {m: sorted(t) for m, t in sorted(graph.items())},
     }
 
@@ -209,6 +221,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"modules: {result['modules']}   lines: {result['lines']}   arrows: {result['arrows']}   "
           f"arrows up: {len(result['arrows_up'])}   cycles: {len(result['cycles'])} "
           f"(modules in them: {sum(len(c['members']) for c in result['cycles'])})")
+    print(f"top-level parts (trainlint.X, packages squashed): {result['parts']}   cycles between them: "
+          f"{len(result['part_cycles'])}" + "".join(f"\n  {' <-> '.join(c)}" for c in result["part_cycles"]))
     if result["unlayered"]:
         print(f"\nin no layer ({len(result['unlayered'])}): {', '.join(result['unlayered'])}")
     if result["arrows_up"]:
