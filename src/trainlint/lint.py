@@ -257,7 +257,7 @@ def lint_notebook(path: Path, settings: Settings, codes: set[str], text: str | N
     return result
 
 
-def lint_written_scripts(path: Path, nb: Notebook, settings: Settings, codes: set[str]) -> list[Diagnostic]:
+def lint_written_scripts(path: Path, nb, settings: Settings, codes: set[str]) -> list[Diagnostic]:
     """Each `%%writefile x.py` cell linted as x.py under the notebook's launches of it; diagnostics in cell
     coordinates. Fixes inside a written cell are not offered (they would have to rewrite the cell)."""
     from trainlint.launch.discover import launch_of
