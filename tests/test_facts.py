@@ -6,7 +6,7 @@ from pathlib import Path
 import libcst as cst
 
 from trainlint.facts import extract_facts
-from trainlint.facts.resolve import resolve_facts
+from trainlint.resolve import resolve_facts
 from trainlint.knowledge.versions import decide_versions
 from trainlint.launch.model import Launch
 
@@ -190,7 +190,7 @@ def test_slicing_token_ids_to_a_constant_sets_the_sequence_length():
 
 
 def test_a_library_default_that_is_not_a_literal_is_unknown_not_a_value():
-    from trainlint.facts.resolve import library_field_default
+    from trainlint.resolve import library_field_default
 
     versions = decide_versions(Path("t.py"), (), {})
     # TrainingArguments.optim depends on the installed torch (knowledge.arguments EnvDependent): unknown, never

@@ -35,7 +35,9 @@ def default_path() -> str:
     """trainlint/__pycache__/ when it can be written (or already holds the file), like the bytecode next to it;
     else the interpreter's pycache prefix (PYTHONPYCACHEPREFIX), else the user cache ($XDG_CACHE_HOME or
     ~/.cache, /trainlint), for a package installed read-only."""
-    name = f"dataclass-code.{sys.implementation.cache_tag or 'python'}-{sys.hexversion:x}.marshal"
+    # v2: code compiled without this module's `from __future__ import annotations` (v1 files held code compiled
+    # with it, whose __init__ annotations were strings: they are not read)
+    name = f"dataclass-code-v2.{sys.implementation.cache_tag or 'python'}-{sys.hexversion:x}.marshal"
     here = os.path.join(os.path.dirname(os.path.abspath(__file__)), "__pycache__")
     if sys.pycache_prefix:
         return os.path.join(sys.pycache_prefix, "trainlint", name)
@@ -52,7 +54,9 @@ def _exec(source, globals=None, locals=None, /, **kwargs):
     if isinstance(source, str) and not kwargs and module.startswith(_PACKAGES):
         code = _cache.get(source)
         if code is None:
-            code = compile(source, "<string>", "exec")
+            # dont_inherit: compiled as dataclasses' own exec compiles it, not with this module's __future__ flags
+            # (`annotations` would turn the generated __init__'s annotations into strings)
+            code = compile(source, "<string>", "exec", dont_inherit=True)
             _cache[source] = code
             _added += 1
         source = code

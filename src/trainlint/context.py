@@ -214,7 +214,7 @@ class FileContext:
     @cached_property
     def base(self) -> tuple[ScriptFacts | None, str]:
         """The facts of this file at the git base, or None and the reason there are none."""
-        from trainlint.facts.resolve import resolve_facts
+        from trainlint.resolve import resolve_facts
         from trainlint.history import base_version
 
         old = base_version(self.path, self.settings.diff_base)
@@ -252,7 +252,7 @@ class FileContext:
     def launch_gpu(self):
         """(LaunchGpu or None, why not): the GPU the launch requests (launch/gpu.py), for TL202/TL701 when no
         setting names one; a file checked without a launch takes the one its launchers agree on."""
-        from trainlint.launch.gpu import gpu_of_context
+        from trainlint.launch.script_gpu import gpu_of_context
 
         return gpu_of_context(self)
 

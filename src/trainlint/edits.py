@@ -7,6 +7,7 @@ import re
 
 from trainlint.diagnostics import Span
 from trainlint.facts import Call
+from trainlint.source import line_starts, newline_of, source_lines  # noqa: F401  (re-exported)
 
 
 def edit(start: tuple[int, int], end: tuple[int, int], content: str) -> dict:
@@ -77,25 +78,6 @@ def launch_value_fix(applicability: str, message: str, origin: Span, value: str)
     fix = make_fix(applicability, f"{message} in {origin.file}", replace(origin.local(), f"{quote}{value}{quote}"))
     fix["file"] = origin.file  # the file the edits apply to, when it is not the file the finding is in
     return fix
-
-
-def newline_of(text: str) -> str:
-    m = _NEWLINE.search(text)
-    return m.group() if m else "\n"
-
-
-_NEWLINE = re.compile(r"\r\n|\r|\n")
-
-
-def source_lines(text: str) -> list[str]:
-    """Lines as Python (and LibCST's positions) count them: split on \r\n, \r or \n only (str.splitlines
-    also splits on form feeds and other separators, which would shift every row after them)."""
-    return _NEWLINE.split(text)
-
-
-def line_starts(text: str) -> list[int]:
-    """Offset of the first character of each line, same line breaks as source_lines."""
-    return [0] + [m.end() for m in _NEWLINE.finditer(text)]
 
 
 def _line(text: str, row: int) -> str:

@@ -19,11 +19,10 @@ import libcst as cst
 from trainlint.atomic import write_bytes_atomic
 from trainlint.config import Settings
 from trainlint.diagnostics import Diagnostic
-from trainlint.edits import line_starts
 from trainlint.discovery import display as _display
 from trainlint.lint import lint_text, to_cell
 from trainlint.notebook import NotebookError, bad_cells, read_notebook, without_cells, write_back
-from trainlint.source import Source, read_source
+from trainlint.source import Source, line_starts, read_source
 
 
 @dataclass
@@ -75,8 +74,6 @@ def plan_fixes(path: Path, settings: Settings, codes: set[str], unsafe: bool, te
     contents when they are not on disk (an editor's buffer); `only` picks the fixes to apply by the diagnostic
     as it is reported (a notebook's in its cell's rows), e.g. the one an editor's code action is for."""
     if path.suffix in (".yaml", ".yml"):  # an axolotl / LLaMA-Factory config: YAML edits (frameworks/), from disk
-        from trainlint.frameworks.check import plan_config_fixes
-
         return plan_config_fixes(path, settings, codes, unsafe)
     outcome = FixOutcome(path)
     source = read_source(path) if text is None else Source(text, "utf-8", text.encode("utf-8", "surrogatepass"))
@@ -123,6 +120,46 @@ def plan_fixes(path: Path, settings: Settings, codes: set[str], unsafe: bool, te
                 return outcome
             outcome.applied = [to_cell(d, nb) for d in applied]
             outcome.remaining = [to_cell(d, nb) for d in after]
+            return outcome
+        wanted = [d for d in wanted if d.code not in failing]
+    return outcome
+
+
+def plan_config_fixes(path: Path, settings: Settings, codes: set[str], unsafe: bool):
+    """plan_fixes for a framework config (frameworks/check.py lints it): apply the YAML edits, require that the
+    result still loads as the same framework's config with no new reading problem, and that re-linted it no longer
+    reports what was fixed."""
+    from collections import Counter
+
+    from trainlint.frameworks.check import lint_config
+    from trainlint.frameworks.detect import framework_of
+    from trainlint.launch.configs import read_config
+
+    outcome = FixOutcome(path)
+    source = read_source(path)
+    if not isinstance(source, Source):
+        return outcome
+    outcome.source = source
+    first = lint_config(path, settings, codes, source.text)
+    if first is None:
+        return outcome
+    here = _display(path)
+    outcome.found = outcome.remaining = first.diagnostics
+    wanted = [d for d in first.diagnostics if d.fix and (d.fix["applicability"] == "safe" or unsafe)
+              and d.fix.get("file", d.filename) == here]
+    before = read_config(path, source.text)
+    while wanted:
+        new_text, applied = apply_edits(source.text, wanted)
+        after_reading = read_config(path, new_text)
+        if framework_of(after_reading) != framework_of(before) or len(after_reading.problems) > len(before.problems):
+            outcome.error = "fixes would make the config unreadable; file left unchanged"
+            return outcome
+        after = lint_config(path, settings, codes, new_text)
+        fixed = Counter(d.code for d in applied)
+        was, now = Counter(d.code for d in first.diagnostics), Counter(d.code for d in after.diagnostics)
+        failing = {c for c in fixed if was[c] - now[c] < fixed[c]}
+        if not failing:
+            outcome.applied, outcome.remaining, outcome.new_text = applied, after.diagnostics, new_text
             return outcome
         wanted = [d for d in wanted if d.code not in failing]
     return outcome

@@ -8,23 +8,23 @@ import signal
 import threading
 import warnings
 from contextlib import contextmanager
-from dataclasses import dataclass, field, replace
-from fnmatch import fnmatch
+from dataclasses import replace
 from pathlib import Path
 
 from trainlint.config import Settings
 from trainlint.context import FileContext
 from trainlint.diagnostics import Diagnostic, Span
-from trainlint.discovery import LAUNCHERS, relative, repo_root
+from trainlint.discovery import LAUNCHERS, repo_root
 from trainlint.discovery import display as _display
-from trainlint.edits import source_lines
 from trainlint.facts import extract_facts
-from trainlint.facts.resolve import resolve_facts
+from trainlint.resolve import resolve_facts
 from trainlint.launch.model import Launch
 from trainlint.facts.names import INTERESTING_SHORTS, LIGER_APPLY_RE, MODEL_CLASS_RE, NOT_REPOSITORY_MODULES
 from trainlint.knowledge.versions import decide_versions
 from trainlint.rules import META_RULES, REGISTRY
 from trainlint.codes import enabled_codes  # noqa: F401  (re-exported)
+from trainlint.results import FileResult  # noqa: F401  (re-exported: the engine's callers import it here)
+from trainlint.results import finish as _finish
 from trainlint.source import Source, Unreadable, read_source
 
 # A file that matches none of these cannot produce a finding, so it is never parsed.
@@ -40,26 +40,6 @@ _RELEVANT_CALLS = INTERESTING_SHORTS - {"backward", "step", "train", "add_argume
 _RELEVANT_CALL_TEXT = re.compile(
     r"(?:\b(?:" + "|".join(sorted(map(re.escape, _RELEVANT_CALLS), key=len, reverse=True)) +
     r")|\b[A-Z][A-Za-z0-9]*For[A-Z][A-Za-z0-9]*|\bapply_liger_kernel_to_\w+)\s*\(|\blabels\s*=")
-_NOQA = re.compile(r"#\s*noqa(?::\s*(?P<codes>[A-Z]+[0-9]+(?:[\s,]+[A-Z]+[0-9]+)*))?", re.I)
-_IGNORE = re.compile(r"#\s*trainlint:\s*ignore\[(?P<codes>[^\]]*)\]")
-
-
-@dataclass
-class FileResult:
-    path: Path
-    display: str
-    diagnostics: list[Diagnostic] = field(default_factory=list)
-    skipped: str | None = None  # why the file was not analysed (verbose)
-    context: FileContext | None = None  # the first launch's (or the defaults')
-    contexts: list[FileContext] = field(default_factory=list)  # one per launch the script was checked under
-    reached: list[Path] = field(default_factory=list)  # repository modules followed (facts/inline.py)
-    notes: list[str] = field(default_factory=list)  # said under --verbose (what was not checked, and why)
-
-    def verbose_lines(self) -> list[str]:
-        lines: list[str] = list(self.notes)
-        for ctx in self.contexts:
-            lines.extend(line for line in ctx.verbose_lines() if line not in lines or line.startswith("  "))
-        return lines
 
 
 def _meta(code: str, display: str, message: str, line: int = 1, col: int = 1) -> Diagnostic:
@@ -258,8 +238,6 @@ def lint_notebook(path: Path, settings: Settings, codes: set[str], text: str | N
     from trainlint.notebook import installed_in_outputs
 
     result = lint_text(path, nb.source, settings, codes, observed=installed_in_outputs(nb))
-    from trainlint.launch.notebook import lint_written_scripts
-
     written = lint_written_scripts(path, nb, settings, codes)  # `%%writefile train.py` cells, as launched
     result.diagnostics = [to_cell(d, nb) for d in result.diagnostics]
     if bad:  # one finding for the notebook, at its first such cell (already in the cell's own rows)
@@ -277,6 +255,37 @@ def lint_notebook(path: Path, settings: Settings, codes: set[str], text: str | N
             result.diagnostics.append(diag)
     result.diagnostics.sort(key=lambda d: d.sort_key)
     return result
+
+
+def lint_written_scripts(path: Path, nb, settings: Settings, codes: set[str]) -> list[Diagnostic]:
+    """Each `%%writefile x.py` cell linted as x.py under the notebook's launches of it; diagnostics in cell
+    coordinates. Fixes inside a written cell are not offered (they would have to rewrite the cell)."""
+    from trainlint.launch.discover import launch_of
+    from trainlint.launch.notebook import invocations, written_scripts
+
+    scripts = written_scripts(nb)
+    if not scripts:
+        return []
+    invs = invocations(nb, path)
+    root = repo_root(path, settings)
+    out: list[Diagnostic] = []
+    nb_display = _display(path.resolve()) if path.is_absolute() else path.as_posix()
+    for ws in scripts:
+        virtual = path.parent / ws.name
+        mine = [inv for inv in invs if inv.script is not None and inv.script.text is not None and
+                (path.parent / (inv.cwd or "") / inv.script.text).resolve() == virtual.resolve()]
+        def launches(facts, versions, mine=mine):
+            return [launch_of(inv, path, root, facts, versions) for inv in mine]
+
+        result = lint_text(virtual, ws.text, settings, codes, launches=launches)
+        for diag in result.diagnostics:
+            if diag.filename == result.display:  # in the written script: shift into the notebook's rows
+                span = Span(diag.span.line + ws.offset, diag.span.col, diag.span.end_line + ws.offset,
+                            diag.span.end_col)
+                diag = replace(diag, filename=nb_display, span=span, fix=None,
+                               message=f"{ws.name} (written by %%writefile): {diag.message}")
+            out.append(to_cell(replace(diag, filename=nb_display, related=()), nb))
+    return out
 
 
 def to_cell(diag: Diagnostic, nb) -> Diagnostic:
@@ -517,45 +526,3 @@ def _newer_syntax(text: str) -> bool:
     except Exception:  # noqa: BLE001 - any failure means: not parsable here either
         return False
     return True
-
-
-def _finish(result: FileResult, settings: Settings, codes: set[str], text: str | None) -> FileResult:
-    ignored = _per_file_ignores(result.path, settings)
-    lines = source_lines(text) if text is not None else []
-    kept = []
-    for diag in result.diagnostics:
-        if diag.code not in codes or any(diag.code.startswith(p) for p in ignored):
-            continue
-        if diag.filename == result.display and 0 < diag.span.line <= len(lines) and \
-                _suppressed(lines[diag.span.line - 1], diag.code):
-            continue
-        if settings.certain_only and diag.assumptions:
-            result.notes.append(f"not reported (certain-only): {diag.location}: {diag.code} {diag.message}")
-            continue
-        kept.append(diag)
-    result.diagnostics = sorted(kept, key=lambda d: d.sort_key)
-    return result
-
-
-def _per_file_ignores(path: Path, settings: Settings) -> list[str]:
-    rel = relative(path, settings.root)
-    out: list[str] = []
-    for pattern, codes in settings.per_file_ignores:
-        if fnmatch(rel, pattern) or fnmatch(path.name, pattern):
-            out.extend(codes)
-    return out
-
-
-def _suppressed(line: str, code: str) -> bool:
-    if "#" not in line:
-        return False
-    m = _NOQA.search(line)
-    if m:
-        codes = m.group("codes")
-        if codes is None or code in re.split(r"[\s,]+", codes.upper()):
-            return True
-    m = _IGNORE.search(line)
-    if m:
-        listed = [c.strip().upper() for c in m.group("codes").split(",")]
-        return code in listed or "" in listed
-    return False

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import codecs
 import io
+import re
 import tokenize
 from dataclasses import dataclass
 from pathlib import Path
@@ -58,3 +59,23 @@ def decode(raw: bytes) -> Source | Unreadable:
     if text.startswith("\ufeff"):
         text = text[1:]
     return Source(text, encoding, raw)
+
+
+# Lines as Python counts them (edits.py, facts/walk.py and the reports place columns on them).
+def newline_of(text: str) -> str:
+    m = _NEWLINE.search(text)
+    return m.group() if m else "\n"
+
+
+_NEWLINE = re.compile(r"\r\n|\r|\n")
+
+
+def source_lines(text: str) -> list[str]:
+    """Lines as Python (and LibCST's positions) count them: split on \r\n, \r or \n only (str.splitlines
+    also splits on form feeds and other separators, which would shift every row after them)."""
+    return _NEWLINE.split(text)
+
+
+def line_starts(text: str) -> list[int]:
+    """Offset of the first character of each line, same line breaks as source_lines."""
+    return [0] + [m.end() for m in _NEWLINE.finditer(text)]

@@ -18,7 +18,7 @@ with the call in train.py as a related location (ScriptFacts.chains).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields, is_dataclass, replace
+from dataclasses import dataclass, field, is_dataclass, replace
 from pathlib import Path
 from typing import Callable
 
@@ -27,6 +27,7 @@ from trainlint.facts.model import (SYMBOLIC, Arg, Call, Compare, Cond, Evidence,
                                    ScriptFacts)
 from trainlint.facts.trainers import subclass_trainer
 from trainlint.facts.names import MODULE_SCOPE
+from trainlint.facts.relocate import Relocator as _Relocator
 from trainlint.facts.values import UNKNOWN, UNSET, Value, map_fields
 
 MAX_HOPS = 3
@@ -320,38 +321,6 @@ def _inner(item, binder: _Binder):
 
 def _kw(call: Call, name: str, fallback: Value) -> Value:
     return call.kw(name) if call.has_kw(name) else fallback
-
-
-class _Relocator:
-    """Spans of another file's facts, marked with that file (what a diagnostic reported on them names)."""
-
-    def __init__(self, display: str | None) -> None:
-        self.display = display
-
-    def span(self, span: Span) -> Span:
-        return span if self.display is None or span.file else span.in_file(self.display)
-
-    def walk(self, obj):
-        if self.display is None:
-            return obj
-        if isinstance(obj, Value):
-            inner = obj.value
-            if isinstance(inner, Cond):
-                inner = Cond(self.walk(inner.test), self.walk(inner.then), self.walk(inner.orelse), inner.negate)
-            elif isinstance(inner, Compare):
-                inner = Compare(inner.op, self.walk(inner.left), self.walk(inner.right))
-            elif isinstance(inner, Param) and inner.span is not None:
-                inner = replace(inner, span=self.span(inner.span))
-            origin = self.span(obj.origin) if obj.origin is not None else None
-            return obj if origin is obj.origin and inner is obj.value else Value(obj.state, inner, origin, obj.via)
-        if isinstance(obj, tuple):
-            return tuple(self.walk(x) for x in obj)
-        if is_dataclass(obj) and not isinstance(obj, type):
-            return replace(obj, **{f.name: self.walk(getattr(obj, f.name)) for f in fields(obj)
-                                   if isinstance(getattr(obj, f.name), (Value, tuple, Span))})
-        if isinstance(obj, Span):
-            return self.span(obj)
-        return obj
 
 
 def _under(scope: str, parent: str | None) -> bool:

@@ -13,6 +13,7 @@ from pathlib import Path
 from trainlint.diagnostics import Span
 from trainlint.facts.model import ClassDef, Evidence, Param, ScriptFacts
 from trainlint.facts.names import ACCUM_NAMES, BATCH_NAMES, NOT_REPOSITORY_MODULES, SEQ_NAMES
+from trainlint.facts.relocate import Relocator
 from trainlint.facts.values import Value
 
 
@@ -347,11 +348,9 @@ def parse_helpers(facts: ScriptFacts, script: Path, root: Path) -> dict[str, Scr
 def with_parse_helpers(facts: ScriptFacts, helpers: dict[str, ScriptFacts], display) -> ScriptFacts:
     """The argparse options of the modules whose parse helpers the file calls, as if the file declared them;
     their defaults' spans name the module."""
-    from trainlint.facts.inline import _Relocator
-
     params = list(facts.argparse_params)
     for module in helpers.values():
-        relocate = _Relocator(display(Path(module.path)))
+        relocate = Relocator(display(Path(module.path)))
         params += [relocate.walk(p) for p in module.argparse_params]
     return replace(facts, argparse_params=tuple(params))
 

@@ -27,6 +27,7 @@ import libcst as cst
 from libcst.metadata.position_provider import PositionProvidingCodegenState
 
 from trainlint.diagnostics import Span
+from trainlint.source import line_starts, source_lines
 
 
 class Misaligned(BaseException):
@@ -189,8 +190,6 @@ class Positions:
         """The anchor's generated code is the text from the start of `line` on (so its ranges are the
         text's, as the whole module's would be). `partial`: the tokens are a header, a prefix of the code."""
         if self._line_starts is None:
-            from trainlint.edits import line_starts
-
             self._line_starts = line_starts(self.text)
         if not 0 < line <= len(self._line_starts):
             return False
@@ -207,8 +206,6 @@ class Positions:
     def _char_column(self, line: int, byte_col: int) -> int:
         """ast's col_offset is a UTF-8 byte offset; LibCST's columns are characters."""
         if self._lines is None:
-            from trainlint.edits import source_lines
-
             self._lines = source_lines(self.text)
         if not 0 < line <= len(self._lines):
             raise Misaligned(f"line {line}")

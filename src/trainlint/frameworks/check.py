@@ -17,10 +17,12 @@ from trainlint.diagnostics import Diagnostic
 from trainlint.discovery import display as _display
 from trainlint.frameworks import knowledge as K
 from trainlint.frameworks.detect import framework_of, looks_like
+from trainlint.frameworks.sniff import looks_like_config
 from trainlint.frameworks.synth import Keys, Mapped
 from trainlint.knowledge.versions import PIN_FILES, Versions, decide_versions, installed_version
 from trainlint.launch.configs import read_config
 from trainlint.launch.model import ConfigReading, Launch
+from trainlint.results import FileResult, finish
 
 _FRAMEWORK_PIN = re.compile(r"""(?im)^\s*['"]?(axolotl|llamafactory)(?:\[[^\]]*\])?\s*==\s*([\w.]+)""")
 
@@ -114,28 +116,6 @@ class FrameworkContext(FileContext):
         return [f"{m.framework} {m.release} config ({m.version_note})", *super().verbose_lines()]
 
 
-def looks_like_config(path: Path, head: bytes | None = None) -> bool:
-    """Cheap: the bytes have a top-level `base_model:` or `model_name_or_path:` (discovery reads only those)."""
-    if path.suffix not in (".yaml", ".yml"):
-        return False
-    if head is None:
-        try:
-            with open(path, "rb") as f:
-                head = f.read(256 * 1024)
-        except OSError:
-            return False
-    return looks_like(head)
-
-
-def is_framework_config(path: Path) -> bool:
-    """A file given by name: it looks like one, and it loads as one (or does not load at all: then it is linted
-    for its TL005)."""
-    if not looks_like_config(path):
-        return False
-    reading = read_config(path)
-    return framework_of(reading) is not None or not reading.entries
-
-
 def _meta(code: str, display: str, message: str, line: int, col: int) -> Diagnostic:
     from trainlint.diagnostics import Span
     from trainlint.rules import META_RULES
@@ -145,7 +125,6 @@ def _meta(code: str, display: str, message: str, line: int, col: int) -> Diagnos
 
 def lint_config(path: Path, settings: Settings, codes: set[str], text: str | None = None):
     """The FileResult for a framework config, or None when the file is not one (it is then skipped as before)."""
-    from trainlint.lint import FileResult, _finish
     from trainlint.rules import REGISTRY
 
     if text is None:
@@ -168,7 +147,7 @@ def lint_config(path: Path, settings: Settings, codes: set[str], text: str | Non
             result.diagnostics.append(_meta("TL005", display, f"cannot read this config: {problem.message}",
                                             problem.span.line, problem.span.col))
         result.skipped = "a framework config that does not load"
-        return _finish(result, settings, codes, text)
+        return finish(result, settings, codes, text)
     for problem in reading.problems:
         result.diagnostics.append(_meta("TL005", display, f"cannot read this config fully: {problem.message}",
                                         problem.span.line, problem.span.col))
@@ -188,42 +167,4 @@ def lint_config(path: Path, settings: Settings, codes: set[str], text: str | Non
             continue  # axolotl chunked_cross_entropy: the loss is computed in chunks (knowledge.py)
         for diag in REGISTRY[code].run(ctx):
             result.diagnostics.append(adapt(diag, mapped, text, settings.fix_attention, model_type))
-    return _finish(result, settings, codes, text)
-
-
-def plan_config_fixes(path: Path, settings: Settings, codes: set[str], unsafe: bool):
-    """fix.plan_fixes for a framework config: apply the YAML edits, require that the result still loads as the
-    same framework's config with no new reading problem, and that re-linted it no longer reports what was fixed."""
-    from collections import Counter
-
-    from trainlint.fix import FixOutcome, apply_edits
-    from trainlint.source import Source, read_source
-
-    outcome = FixOutcome(path)
-    source = read_source(path)
-    if not isinstance(source, Source):
-        return outcome
-    outcome.source = source
-    first = lint_config(path, settings, codes, source.text)
-    if first is None:
-        return outcome
-    here = _display(path)
-    outcome.found = outcome.remaining = first.diagnostics
-    wanted = [d for d in first.diagnostics if d.fix and (d.fix["applicability"] == "safe" or unsafe)
-              and d.fix.get("file", d.filename) == here]
-    before = read_config(path, source.text)
-    while wanted:
-        new_text, applied = apply_edits(source.text, wanted)
-        after_reading = read_config(path, new_text)
-        if framework_of(after_reading) != framework_of(before) or len(after_reading.problems) > len(before.problems):
-            outcome.error = "fixes would make the config unreadable; file left unchanged"
-            return outcome
-        after = lint_config(path, settings, codes, new_text)
-        fixed = Counter(d.code for d in applied)
-        was, now = Counter(d.code for d in first.diagnostics), Counter(d.code for d in after.diagnostics)
-        failing = {c for c in fixed if was[c] - now[c] < fixed[c]}
-        if not failing:
-            outcome.applied, outcome.remaining, outcome.new_text = applied, after.diagnostics, new_text
-            return outcome
-        wanted = [d for d in wanted if d.code not in failing]
-    return outcome
+    return finish(result, settings, codes, text)

@@ -12,8 +12,11 @@ LLaMA-Factory (0.9.5 hparams/*.py): `model_name_or_path` plus its own keys (`sta
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 from trainlint.frameworks.knowledge import AXOLOTL, LLAMAFACTORY
+from trainlint.frameworks.sniff import looks_like, looks_like_config  # noqa: F401  (looks_like re-exported)
+from trainlint.launch.configs import read_config
 from trainlint.launch.model import ConfigReading
 
 _AXOLOTL_MARKERS = frozenset({"sequence_len", "micro_batch_size", "datasets", "adapter", "gradient_accumulation_steps",
@@ -21,17 +24,6 @@ _AXOLOTL_MARKERS = frozenset({"sequence_len", "micro_batch_size", "datasets", "a
 _LUDWIG = frozenset({"input_features", "output_features"})
 _LF_MARKERS = frozenset({"stage", "finetuning_type", "template", "cutoff_len"})
 _LF_NOT_TRAINING = frozenset({"export_dir", "infer_backend"})
-# Cheap first look at the bytes (discovery reads only files that pass both): the model key of either, and a
-# top-level key only their training configs have (a TRL recipe or an accelerate config has neither).
-LOOKS_LIKE = re.compile(rb"(?m)^(?:base_model|model_name_or_path)\s*:")
-MARKER = re.compile(rb"(?m)^(?:sequence_len|micro_batch_size|adapter|sample_packing|plugins|lora_r|stage"
-                    rb"|finetuning_type|template|cutoff_len)\s*:")
-
-
-def looks_like(head: bytes) -> bool:
-    return LOOKS_LIKE.search(head) is not None and MARKER.search(head) is not None
-
-
 def framework_of(reading: ConfigReading) -> str | None:
     top = {e.key: e.value for e in reading.top_level()}
     if isinstance(top.get("base_model"), str) and top.keys() & _AXOLOTL_MARKERS and not top.keys() & _LUDWIG:
@@ -41,3 +33,12 @@ def framework_of(reading: ConfigReading) -> str | None:
             return None
         return LLAMAFACTORY
     return None
+
+
+def is_framework_config(path: Path) -> bool:
+    """A file given by name: it looks like one, and it loads as one (or does not load at all: then it is linted
+    for its TL005)."""
+    if not looks_like_config(path):
+        return False
+    reading = read_config(path)
+    return framework_of(reading) is not None or not reading.entries

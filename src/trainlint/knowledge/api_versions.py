@@ -19,12 +19,12 @@ steer the choice of version but never make a conflict.
 
 from __future__ import annotations
 
-import json
-import os
 import re
 from dataclasses import dataclass
 from functools import lru_cache
 
+from trainlint.knowledge.releases import api_index as _index
+from trainlint.knowledge.releases import released  # noqa: F401  (re-exported)
 from trainlint.knowledge.versions import parse_version
 
 V = tuple[int, ...]
@@ -119,14 +119,6 @@ def _show(v: V) -> str:
     return ".".join(map(str, v + (0,) * (3 - len(v))))
 
 
-@lru_cache(maxsize=1)
-def _index() -> dict:
-    """api_fields.json (scripts/gen_api_fields.py): the bounded fields only, a small file to load."""
-    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "api_fields.json")
-    with open(path, encoding="utf-8") as fh:
-        return json.load(fh)
-
-
 def field_range(lib: str, class_name: str, field: str) -> tuple[V | None, V | None, str] | None:
     """(since, until, source) of a keyword of a library argument class, from the releases read in arguments.json
     (through the api_fields.json index); None when the keyword is not bounded by them (present in every release
@@ -136,11 +128,6 @@ def field_range(lib: str, class_name: str, field: str) -> tuple[V | None, V | No
         return None
     since, until = (parse_version(x) if x else None for x in found)
     return since, until, f"{lib} {class_name} fields per release (knowledge/arguments.json)"
-
-
-def released(lib: str) -> tuple[str, ...]:
-    """Every release of `lib` read in arguments.json, oldest first (from the small index)."""
-    return tuple(_index()["libraries"].get(lib, {}).get("releases", ()))
 
 
 @lru_cache(maxsize=None)

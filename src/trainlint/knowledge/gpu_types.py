@@ -1,5 +1,5 @@
 """GPU type names as launches write them (`#SBATCH --gres=gpu:a100_80gb:1`, `--constraint=l4`) mapped to the
-GPU catalog (knowledge/gpus.py), only when the name leaves one memory size possible.
+GPU catalog (knowledge/gpu_table.py), only when the name leaves one memory size possible.
 
 A Slurm type is whatever the cluster's admin wrote in gres.conf (or what `AutoDetect=nvml` derived from the
 device name: `nvidia_a100-sxm4-80gb`, `tesla_t4`, `nvidia_h100_80gb_hbm3`), so the name is all there is to go on.
@@ -14,6 +14,8 @@ An ambiguous or unknown name maps to no GPU: the rules that judge the fit stay s
 from __future__ import annotations
 
 import re
+
+from trainlint.knowledge.gpu_table import GPUS
 
 # family token -> GPUS name (one memory size), or {size in GB (or "nvl"): GPUS name} when several exist
 _FAMILIES: dict[str, str | dict[str, str]] = {
@@ -76,7 +78,5 @@ def gpu_of_type(text: str) -> tuple[str | None, str]:
 
 def _same_size(name: str, sizes: list[str]) -> bool:
     """`l4_24gb`: the size written agrees with the model's (GB as sold, within rounding of the MiB figure)."""
-    from trainlint.knowledge.gpus import GPUS
-
     mib = GPUS[name][0]
     return all(abs(int(s) * 1000**3 / 1024**2 - mib) / mib < 0.12 for s in sizes)

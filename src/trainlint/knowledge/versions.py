@@ -319,7 +319,7 @@ def _candidates(library: str) -> list[str]:
     """Known releases of `library`, newest first."""
     found = set(_KNOWN_MINORS.get(library, ())) | set(_OLDER_RELEASES.get(library, ())) | {NEWEST_KNOWN[library]}
     if library in ("transformers", "trl"):
-        from trainlint.knowledge.api_versions import released
+        from trainlint.knowledge.releases import released
 
         found |= set(released(library))
     return sorted(found, key=parse_version, reverse=True)

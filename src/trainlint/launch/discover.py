@@ -142,11 +142,27 @@ def _origin():
     return Span.point(1)
 
 
+@lru_cache(maxsize=64)
+def task_files(root: Path, recursive: bool = True) -> tuple[Path, ...]:
+    """YAML files under root that look like SkyPilot tasks (a `run:` and an `accelerators:` key), once a run;
+    launch/skypilot.py reads them (here, with the other files the tree is searched for, so that clear_caches
+    forgets them without importing upward)."""
+    out = []
+    for path in tree_files(root, recursive):
+        if path.name.endswith((".yaml", ".yml")):
+            try:
+                with open(path, "rb") as fh:
+                    raw = fh.read(256 * 1024 + 1)  # skypilot.MAX_BYTES + 1: a larger one is not read further
+            except OSError:
+                continue
+            if raw and b"accelerators" in raw and b"run:" in raw:
+                out.append(path)
+    return tuple(out)
+
+
 def clear_caches() -> None:
     """Forget what was read (for a process that lints a tree more than once while it changes: tests, a server)."""
     from trainlint.facts.modules import clear_cache
-
-    from trainlint.launch.skypilot import task_files
 
     for cached in (_root, tree_files, launcher_files, index_stamp, _raw, read_launcher, task_files, docstring_launches):
         cached.cache_clear()
@@ -458,7 +474,7 @@ def expand_explicit(files: list[Path], settings: Settings) -> tuple[list[Path], 
 
 def _framework_config(path: Path) -> bool:
     """An axolotl / LLaMA-Factory config is linted as a file of its own (frameworks/), not only as what a launch reads."""
-    from trainlint.frameworks.check import is_framework_config
+    from trainlint.frameworks.detect import is_framework_config
 
     return is_framework_config(path)
 
@@ -476,31 +492,6 @@ def _names_config(inv: Invocation, launcher: Path, root: Path, configs: set[Path
     bases = ([launcher.parent / inv.cwd] if inv.cwd else [launcher.parent]) + [root]
     words = [*inv.args, *(w for _, w in inv.options if w is not None)]
     return any(w.text and (b / w.text).resolve() in configs for w in words for b in bases)
-
-
-def launch_command(launcher: Path, settings: Settings, text: str | None = None,
-                   configs: frozenset[Path] = frozenset()) -> tuple[Path, list[str], Path, tuple[str, ...]]:
-    """(script, its arguments, the folder it runs in, the launch files) of a launcher's first invocation of a
-    Python script (that passes one of `configs`, when given), for `verify`; VerifyError when it launches none or a
-    word is not known statically. `text`: the launcher read as this text (verify's fixed copy)."""
-    from trainlint.verify.run import VerifyError
-
-    if not launcher.is_file():
-        raise VerifyError(f"{launcher}: no such file")
-    root = repo_root(launcher, settings)
-    indexed = read_launcher(launcher) if text is None else read_launch_text(text, launcher)
-    for inv in indexed.invocations:
-        target = target_of(inv, launcher, root)
-        if target is None or (configs and not _names_config(inv, launcher, root, set(configs))):
-            continue
-        unknown = [w for w in inv.args if w.text is None]
-        if unknown:
-            w = unknown[0]
-            raise VerifyError(f"{display(launcher)}:{w.span.line}: {w.raw or 'a word'} is not known here "
-                              f"({w.note or 'set when the launcher runs'}); pass the script and its arguments instead")
-        base = launcher.parent / inv.cwd if inv.cwd else launcher.parent
-        return target, [w.text for w in inv.args], base, (str(launcher.resolve()),)
-    raise VerifyError(f"{display(launcher)} launches no Python script trainlint can find")
 
 
 def launchers_naming(config: Path, settings: Settings) -> list[Path]:

@@ -1,5 +1,5 @@
 """The GPU a launch requests: a Slurm job's GPU type, read from srun / sbatch options and `#SBATCH` lines (and,
-for a script checked without a launch, a SkyPilot task's `accelerators`: launch/skypilot.py).
+for a script checked without a launch, what its launchers and SkyPilot tasks agree on: launch/script_gpu.py).
 
 The option grammar, from the sbatch(1) and srun(1) manual pages (slurm.schedmd.com/sbatch.html, Slurm 23.x+):
 - `--gres=<list>`: comma-delimited entries `name[[:type]:count]`, e.g. `--gres=gpu:kepler:2`; only entries named
@@ -98,50 +98,6 @@ def _types(key: str, word: Word | None) -> list[tuple[str | None, str]]:
         name, note = gpu_of_type(gpu_type)
         out.append((name, note or f"`{gpu_type}`: GPU type not known to trainlint"))
     return out
-
-
-def script_gpu(path, settings) -> tuple[LaunchGpu | None, str]:
-    """For a script checked without a launch (it declares no parameters, so no launch binds them): the GPU the
-    launchers that run it request, when they agree on its size; None and why otherwise."""
-    from trainlint.discovery import display
-    from trainlint.launch.discover import index_for, repo_root, target_of
-
-    if not settings.discover_launches or settings.launch_args is not None:
-        return None, ""
-    me = path.resolve()
-    found: list[LaunchGpu] = []
-    why: list[str] = []
-    for launcher, indexed in index_for(path, settings):
-        here = repo_root(launcher, settings)
-        for inv in indexed.invocations:
-            if target_of(inv, launcher, here) != me:
-                continue
-            gpu, note = requested_gpu(inv, display(launcher))
-            if gpu is not None:
-                found.append(gpu)
-            elif note:
-                why.append(note)
-    from trainlint.launch.skypilot import task_gpus
-
-    for gpu, note in task_gpus(path, settings):  # `sky launch task.yaml`: its `resources.accelerators`
-        if gpu is not None:
-            found.append(gpu)
-        elif note:
-            why.append(note)
-    if not found:
-        return None, "; ".join(dict.fromkeys(why))
-    other = next((g for g in found if g.capacity != found[0].capacity), None)
-    if other is not None:
-        return None, (f"its launchers request different GPUs ({found[0].name} at {found[0].span.file}:"
-                      f"{found[0].span.line}, {other.name} at {other.span.file}:{other.span.line}); the GPU is not known")
-    return found[0], ""
-
-
-def gpu_of_context(ctx) -> tuple[LaunchGpu | None, str]:
-    """The GPU of the launch a file is checked under; under the defaults, the one its launchers agree on."""
-    if ctx.launch.file is not None:
-        return ctx.launch.gpu, ctx.launch.gpu_note
-    return script_gpu(ctx.path, ctx.settings)
 
 
 def describe(gpu: LaunchGpu | None, note: str) -> list[str]:

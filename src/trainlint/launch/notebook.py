@@ -11,8 +11,7 @@ import re
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from trainlint.config import Settings
-from trainlint.diagnostics import Diagnostic, Span
+from trainlint.diagnostics import Span
 from trainlint.launch.model import Invocation, Word
 from trainlint.notebook import Notebook, _cell_text
 
@@ -129,34 +128,3 @@ def _uninterpolated(inv: Invocation) -> Invocation:
 
     return replace(inv, args=tuple(word(w) for w in inv.args),
                    script=word(inv.script) if inv.script is not None else None)
-
-
-def lint_written_scripts(path: Path, nb: Notebook, settings: Settings, codes: set[str]) -> list[Diagnostic]:
-    """Each `%%writefile x.py` cell linted as x.py under the notebook's launches of it; diagnostics in cell
-    coordinates. Fixes inside a written cell are not offered (they would have to rewrite the cell)."""
-    scripts = written_scripts(nb)
-    if not scripts:
-        return []
-    from trainlint.launch.discover import display, launch_of, repo_root
-    from trainlint.lint import lint_text, to_cell
-
-    invs = invocations(nb, path)
-    root = repo_root(path, settings)
-    out: list[Diagnostic] = []
-    nb_display = display(path.resolve()) if path.is_absolute() else path.as_posix()
-    for ws in scripts:
-        virtual = path.parent / ws.name
-        mine = [inv for inv in invs if inv.script is not None and inv.script.text is not None and
-                (path.parent / (inv.cwd or "") / inv.script.text).resolve() == virtual.resolve()]
-        def launches(facts, versions, mine=mine):
-            return [launch_of(inv, path, root, facts, versions) for inv in mine]
-
-        result = lint_text(virtual, ws.text, settings, codes, launches=launches)
-        for diag in result.diagnostics:
-            if diag.filename == result.display:  # in the written script: shift into the notebook's rows
-                span = Span(diag.span.line + ws.offset, diag.span.col, diag.span.end_line + ws.offset,
-                            diag.span.end_col)
-                diag = replace(diag, filename=nb_display, span=span, fix=None,
-                               message=f"{ws.name} (written by %%writefile): {diag.message}")
-            out.append(to_cell(replace(diag, filename=nb_display, related=()), nb))
-    return out

@@ -12,30 +12,14 @@ stays ambiguous here, as everywhere in trainlint, though SkyPilot's catalog sepa
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 from trainlint.diagnostics import Span
-
+from trainlint.launch.discover import task_files
 from trainlint.launch.gpu import LaunchGpu
 
-SUFFIXES = (".yaml", ".yml")
 MAX_BYTES = 256 * 1024
-
-
-@lru_cache(maxsize=64)
-def task_files(root: Path, recursive: bool = True) -> tuple[Path, ...]:
-    """YAML files under root that look like SkyPilot tasks (a `run:` and an `accelerators:` key), once a run."""
-    from trainlint.launch.discover import tree_files
-
-    out = []
-    for path in tree_files(root, recursive):
-        if path.name.endswith(SUFFIXES):
-            raw = _raw(path)
-            if raw and b"accelerators" in raw and b"run:" in raw:
-                out.append(path)
-    return tuple(out)
 
 
 def _raw(path: Path) -> bytes:

@@ -8,6 +8,8 @@ fmt_bytes, in GiB. Sources:
 
 from __future__ import annotations
 
+from trainlint.units import GIB, MIB, fmt_bytes  # noqa: F401  (re-exported: where every figure is printed from)
+
 DTYPE_BYTES = {"float32": 4, "fp32": 4, "float": 4, "bfloat16": 2, "bf16": 2, "float16": 2, "fp16": 2, "half": 2,
                "int8": 1, "8bit": 1}
 
@@ -92,18 +94,3 @@ def loss_peak_bytes(batch: int, seq: int, vocab: int, dtype_size: int = 2, train
                     softcap: bool = False) -> int:
     """L1 'The logits, again' priced at loss_bytes_per_element."""
     return logits_elements(batch, seq, vocab) * loss_bytes_per_element(dtype_size, trainable_head, softcap)
-
-
-GIB = 1024**3
-MIB = 1024**2
-
-
-def fmt_bytes(n: float) -> str:
-    """Every memory figure trainlint prints, in binary units as nvidia-smi and torch.cuda report them: from 1 GiB up
-    in GiB with one decimal ('24.0 GiB', '1,649.3 GiB'); below it in MiB, then KiB, one decimal under 10 and whole
-    above ('320 MiB', '1.5 MiB'); under 1 KiB in bytes."""
-    for scale, unit in ((GIB, "GiB"), (MIB, "MiB"), (1024, "KiB")):
-        if n >= scale:
-            value = n / scale
-            return f"{value:,.1f} {unit}" if value < 10 or unit == "GiB" else f"{value:,.0f} {unit}"
-    return f"{int(n)} B"

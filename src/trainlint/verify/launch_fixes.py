@@ -67,7 +67,7 @@ def launch_fixes(target: Target, script_text: str, found: list[Diagnostic], code
         out.copies[p] = copy
     args = target.args
     if target.launcher is not None and str(target.launcher) in out.texts:
-        from trainlint.launch.discover import launch_command
+        from trainlint.verify.target import launch_command
 
         _, launch_args, _, _ = launch_command(target.launcher, target.settings, out.texts[str(target.launcher)],
                                               target.configs)

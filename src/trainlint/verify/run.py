@@ -24,13 +24,9 @@ from trainlint.memory.estimate import fix_saving
 from trainlint.source import Source, read_source
 from trainlint.verify import fragmentation
 from trainlint.verify.launch_fixes import LaunchFixes, launch_fixes
-from trainlint.verify.target import Target
+from trainlint.verify.target import Target, VerifyError  # noqa: F401  (VerifyError re-exported)
 
 MEMORY_CODES = ("TL101", "TL301")
-
-
-class VerifyError(Exception):
-    """A one-line reason verify cannot run; the CLI prints it and exits 2."""
 
 
 @dataclass

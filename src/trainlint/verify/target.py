@@ -27,6 +27,10 @@ CONFIG_SUFFIXES = (".yaml", ".yml", ".json")
 SCRIPT_SUFFIXES = (".py", ".ipynb")
 
 
+class VerifyError(Exception):
+    """A one-line reason verify cannot run; the CLI prints it and exits 2."""
+
+
 @dataclass(frozen=True)
 class Target:
     script: Path  # resolved
@@ -55,8 +59,6 @@ def framework_target(path: Path, extra: tuple[str, ...], settings: Settings) -> 
 
 def resolve(path: Path, extra: tuple[str, ...], settings: Settings) -> Target:
     """The Target of what the caller named; VerifyError (one line) when it cannot be run as read."""
-    from trainlint.verify.run import VerifyError
-
     if path.suffix in SCRIPT_SUFFIXES:
         script = path.resolve()
         if not script.is_file():
@@ -78,7 +80,7 @@ def resolve(path: Path, extra: tuple[str, ...], settings: Settings) -> Target:
             raise VerifyError(f"{path}: no launcher in its repository passes this file; verify the launcher, or the "
                               f"script with its arguments (trainlint verify train.py -- --config {path})")
         config, launcher = path.resolve(), found[0]
-    from trainlint.launch.discover import launch_command, repo_root
+    from trainlint.launch.discover import repo_root
 
     script, args, cwd, launch_files = launch_command(launcher, settings,
                                                      configs=frozenset({config}) if config else frozenset())
@@ -87,3 +89,29 @@ def resolve(path: Path, extra: tuple[str, ...], settings: Settings) -> Target:
     cwd = cwd.resolve()
     return Target(script, tuple(args), tuple(extra), cwd, launch_settings, launcher.resolve(), config,
                   (cwd, repo_root(launcher, settings)))
+
+
+def launch_command(launcher: Path, settings: Settings, text: str | None = None,
+                   configs: frozenset[Path] = frozenset()) -> tuple[Path, list[str], Path, tuple[str, ...]]:
+    """(script, its arguments, the folder it runs in, the launch files) of a launcher's first invocation of a
+    Python script (that passes one of `configs`, when given), for `verify`; VerifyError when it launches none or a
+    word is not known statically. `text`: the launcher read as this text (verify's fixed copy)."""
+    from trainlint.discovery import display
+    from trainlint.launch.discover import _names_config, read_launch_text, read_launcher, repo_root, target_of
+
+    if not launcher.is_file():
+        raise VerifyError(f"{launcher}: no such file")
+    root = repo_root(launcher, settings)
+    indexed = read_launcher(launcher) if text is None else read_launch_text(text, launcher)
+    for inv in indexed.invocations:
+        target = target_of(inv, launcher, root)
+        if target is None or (configs and not _names_config(inv, launcher, root, set(configs))):
+            continue
+        unknown = [w for w in inv.args if w.text is None]
+        if unknown:
+            w = unknown[0]
+            raise VerifyError(f"{display(launcher)}:{w.span.line}: {w.raw or 'a word'} is not known here "
+                              f"({w.note or 'set when the launcher runs'}); pass the script and its arguments instead")
+        base = launcher.parent / inv.cwd if inv.cwd else launcher.parent
+        return target, [w.text for w in inv.args], base, (str(launcher.resolve()),)
+    raise VerifyError(f"{display(launcher)} launches no Python script trainlint can find")
