@@ -178,7 +178,13 @@ def _optimizer(ctx: FileContext, notes: list[str]) -> str:
             return optim.value
         if not optim.unset:
             notes.append("optimizer not readable: assumed AdamW")
-        return "adamw"  # training_args.py: adamw_torch_fused (torch >= 2.8) or adamw_torch
+            return "adamw"
+        if ctx.versions.transformers.at_least(4, 54):
+            # training_args.py (4.54.0 l.1292; 5.25.0 l.806-813): "adamw_torch_fused" when torch >= 2.8 is installed
+            notes.append(f"optim not set: transformers {ctx.versions.transformers.version}'s default adamw_torch_fused "
+                         f"(assuming torch >= 2.8 where it runs; older torch gets adamw_torch)")
+            return "adamw_torch_fused"
+        return "adamw_torch"
     notes.append("no optimizer found: assumed AdamW")
     return "adamw"
 

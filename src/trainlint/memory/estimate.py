@@ -100,6 +100,12 @@ class Lever:
     code: str | None = None  # the finding whose fix this lever is (its saving is fix_saving's, as the finding's)
 
 
+# Optimizers whose CUDA step (torch's default foreach implementation) holds one more trainable-parameter-sized
+# temporary. The fused AdamW (`fused=True`, transformers' "adamw_torch_fused", its Trainer default from 4.54 with torch
+# >= 2.8) updates in place in one kernel: no temporary (gpu_verify on the H200, bench/README.md: the Trainer's Liger
+# run peaked at 10.66 GB, where weights + gradients + AdamW state are 9.88 GB).
+FOREACH_STEP = ("adamw", "adam", "adamw_torch", "adamw_hf")
+
 # What can be live at a moment of the step, in the order the estimate prints a moment's rows.
 ROWS = {
     "weights": "Weights",
@@ -363,7 +369,7 @@ def moments(p: Plan, w: int, gr: int, opt: int, consumers: dict[str, int]) -> tu
     if (tied := tied_embedding_sum_bytes(p)):
         out.append(Moment("end of backward", base + (("gradients", gr), ("embedding_sum", tied))))
     n, b = trainable(p)
-    foreach = n * b if p.optimizer in ("adamw", "adam", "adamw_torch", "adamw_torch_fused", "adamw_hf") else 0
+    foreach = n * b if p.optimizer in FOREACH_STEP else 0
     out.append(Moment("optimizer step", (("weights", w), ("gradients", gr), ("optimizer", opt),
                                          ("step", shard(p, 0, 0, foreach)[2]))))
     return tuple(Moment(m.name, tuple(r for r in m.rows if r[1])) for m in out)
