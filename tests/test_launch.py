@@ -275,7 +275,10 @@ def test_estimate_a_readme_launch_with_an_accelerate_zero3_config(tmp_path):
     data = json.loads(r.stdout)
     # the recipe's LoRA (through get_peft_config), the accelerate config's ZeRO-3 over its 8 processes
     assert data["plan"] == ("LoRA r=16 on all-linear, 16-bit weights, batch 1 x 8,192 tokens, eager attention, "
-                            "checkpointing on, TRL chunked loss, adamw, zero3 over 8 GPU(s)")
+                            "checkpointing on, TRL chunked loss, adamw_torch_fused, zero3 over 8 GPU(s)")
+    # the recipe sets no optim: the Trainer's default for the targeted transformers, named as an assumption
+    assert any(a.startswith("optim not set: transformers ") and "default adamw_torch_fused" in a
+               for a in data["assumptions"]), data["assumptions"]
     assert "zero3 from the launch's accelerate DeepSpeed config (recipes/accelerate/zero3.yaml:8)" in data["assumptions"]
 
 
