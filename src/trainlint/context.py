@@ -15,6 +15,7 @@ from trainlint.knowledge import libraries
 from trainlint.knowledge.models import ModelSpec, class_only_spec, lookup_model, main_input_for, spec_from_inline
 from trainlint.knowledge.versions import Versions
 from trainlint.launch.model import Launch
+from trainlint.notebook import place
 
 
 @dataclass
@@ -265,10 +266,11 @@ class FileContext:
         lines = [f"{v.name} {v.version} ({v.source})" for v in self.versions.all()]
         lines.extend(self.versions.notes)
         if self.facts.declares_parameters:
-            lines.append(f"launch: {self.launch.label}" + (f" (values from {', '.join(self.launch.sources)})"
+            lines.append(f"launch: {self.launch.label}" + (f" (values from {', '.join(dict.fromkeys(self.launch.sources))})"
                                                            if self.launch.sources else ""))
             for name, value in self.launch.bindings:
-                where = f" from {value.origin.file}:{value.origin.line}" if value.origin and value.origin.file else ""
+                where = f" from {place(value.origin.file, value.origin.line)}" if value.origin and value.origin.file \
+                    else ""
                 shown = repr(value.value) if value.known else "unknown"
                 assumed = f" (assuming {'; '.join(value.assumed)})" if value.assumed else ""
                 lines.append(f"  {name} {shown}{where}{assumed}")

@@ -290,6 +290,8 @@ def lint_written_scripts(path: Path, nb, settings: Settings, codes: set[str]) ->
 
 def to_cell(diag: Diagnostic, nb) -> Diagnostic:
     """Combined-source coordinates -> the cell and the row inside it (Ruff's notebook convention)."""
+    if diag.cell is not None:  # already in cells (a value of another notebook's launch: results.finish)
+        return diag
     cell, row = nb.locate(diag.span.line)
     _, end_row = nb.locate(diag.span.end_line)
     fix = diag.fix

@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
 
 SEPARATOR = "# trainlint: cell {index}"
 # A skipped cell's separator row may start with `a = b = ...  `: the names it may set are unknown from there on
@@ -293,3 +295,22 @@ def installed_in_outputs(nb: Notebook) -> tuple[tuple[str, str, str], ...]:
                                                    f"the stored output of cell {i + 1} (`Successfully installed "
                                                    f"{word}`)")
     return tuple(found.values())
+
+
+def place(file: str, line: int) -> str:
+    """`file:line` for a message, or `file:cell N:row` when `file` is a notebook (its combined-source row)."""
+    if file.endswith(".ipynb"):
+        nb = cached_notebook(file)
+        cell, row = nb.locate(line) if nb is not None else (None, line)
+        if cell is not None:
+            return f"{file}:cell {cell}:{row}"
+    return f"{file}:{line}"
+
+
+@lru_cache(maxsize=16)
+def cached_notebook(path: str) -> "Notebook | None":
+    """The notebook at `path`, read once a run; None when it cannot be read."""
+    try:
+        return read_notebook(Path(path).read_text(encoding="utf-8", errors="replace"))
+    except (OSError, NotebookError):
+        return None

@@ -6,13 +6,13 @@ notebooks and launchers, frameworks/check.py for framework configs), below both.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from fnmatch import fnmatch
 from pathlib import Path
 
 from trainlint.config import Settings
 from trainlint.context import FileContext
-from trainlint.diagnostics import Diagnostic
+from trainlint.diagnostics import Diagnostic, Span
 from trainlint.discovery import relative
 from trainlint.source import source_lines
 
@@ -51,9 +51,27 @@ def finish(result: FileResult, settings: Settings, codes: set[str], text: str | 
         if settings.certain_only and diag.assumptions:
             result.notes.append(f"not reported (certain-only): {diag.location}: {diag.code} {diag.message}")
             continue
-        kept.append(diag)
+        kept.append(_in_cells(diag, settings) if diag.filename != result.display else diag)
     result.diagnostics = sorted(kept, key=lambda d: d.sort_key)
     return result
+
+
+def _in_cells(diag: Diagnostic, settings: Settings) -> Diagnostic:
+    """A finding placed in a notebook other than the file checked (a value its `!torchrun` line or a config its
+    `%%writefile` cell writes decided it) is given in cells, as the notebook's own findings are: rows of the
+    combined source -> the cell and the row in it. No fix there (it would have to rewrite the cell's JSON)."""
+    if diag.cell is not None or not diag.filename.endswith(".ipynb"):
+        return diag
+    from trainlint.notebook import cached_notebook
+
+    nb = cached_notebook(str(settings.root / diag.filename)) or cached_notebook(diag.filename)
+    if nb is None:
+        return diag
+    cell, row = nb.locate(diag.span.line)
+    _, end_row = nb.locate(diag.span.end_line)
+    if cell is None:
+        return diag
+    return replace(diag, span=Span(row, diag.span.col, end_row, diag.span.end_col), cell=cell, fix=None)
 
 
 def _per_file_ignores(path: Path, settings: Settings) -> list[str]:

@@ -18,10 +18,13 @@ from trainlint.facts.model import ScriptFacts
 from trainlint.facts.values import Value
 from trainlint.knowledge.versions import Versions
 from trainlint.launch.model import ConfigReading, Invocation, Launch, LaunchProblem, Word
+from trainlint.notebook import place
 from trainlint.launch.shell import cut_short
 
 LAUNCHER_SUFFIXES = (".sh", ".bash", ".slurm", ".sbatch")
 DOC_SUFFIXES = (".md", ".markdown")
+NOTEBOOK_SUFFIX = ".ipynb"  # its `!torchrun train.py ...` lines, `%%bash` cells and `%run` lines launch scripts
+_NOTEBOOK_LAUNCH_WORDS = (b"python", b"torchrun", b"accelerate", b"deepspeed", b"%run")
 MAX_LAUNCHER_BYTES = 2 * 1024 * 1024
 _SKIP = {".git", ".hg", ".svn", "__pycache__", "node_modules", "build", "dist", ".venv", "venv", ".tox", ".nox",
          ".mypy_cache", ".pytest_cache", ".ruff_cache", ".trainlint_cache", ".eggs", ".ipynb_checkpoints",
@@ -51,7 +54,7 @@ def launcher_files(root: Path, recursive: bool = True) -> tuple[Path, ...]:
     out = []
     for path in tree_files(root, recursive):
         name = path.name
-        if name.endswith(LAUNCHER_SUFFIXES + DOC_SUFFIXES):
+        if name.endswith(LAUNCHER_SUFFIXES + DOC_SUFFIXES + (NOTEBOOK_SUFFIX,)):
             out.append(path)
         elif "." not in name:
             try:
@@ -85,7 +88,10 @@ def read_launcher(path: Path) -> Indexed:
     if isinstance(raw, OSError):
         exc = raw
         return Indexed((), (LaunchProblem(path, _origin(), f"cannot read: {exc.strerror or exc}"),))
-    if len(raw) > MAX_LAUNCHER_BYTES:
+    if path.suffix == NOTEBOOK_SUFFIX and (len(raw) > 4 * MAX_LAUNCHER_BYTES or
+                                           not any(w in raw for w in _NOTEBOOK_LAUNCH_WORDS)):
+        return Indexed((), ())  # a notebook is linted as one; as a launcher it only adds what it launches
+    if len(raw) > MAX_LAUNCHER_BYTES and path.suffix != NOTEBOOK_SUFFIX:
         return Indexed((), (LaunchProblem(path, _origin(), "over 2 MiB; not read as a launcher"),))
     if b"\x00" in raw[:8192]:
         return Indexed((), (LaunchProblem(path, _origin(), "binary file; not read as a launcher"),))
@@ -120,6 +126,15 @@ def read_launch_text(text: str, path: Path, read: list[str] | None = None) -> In
             read.append(str(Path(other).resolve()))
         return _read_text(other)
 
+    if path.suffix == NOTEBOOK_SUFFIX:
+        from trainlint.launch.notebook import invocations
+        from trainlint.notebook import NotebookError, read_notebook
+
+        try:
+            nb = read_notebook(text)
+        except NotebookError:  # the notebook's own lint says so (TL002); as a launcher it launches nothing
+            return Indexed((), ())
+        return Indexed(tuple(invocations(nb, path)), ())
     if path.suffix in DOC_SUFFIXES:
         if not any(k in text for k in ("python", "torchrun", "accelerate", "deepspeed")):
             return Indexed((), ())
@@ -289,20 +304,41 @@ def target_of(inv: Invocation, launcher: Path, root: Path) -> Path | None:
     return None
 
 
-def config_reader(bases: list[Path], texts: dict[str, str] | None = None):
+def config_reader(bases: list[Path], texts: dict[str, str] | None = None,
+                  notebook: tuple[Path, dict[str, tuple[str, int]]] | None = None):
     """Reads a config file a launch names, relative to where the launch runs; None when it does not exist.
-    `texts` (Settings.launch_texts) replaces a file's contents by absolute path."""
+    `texts` (Settings.launch_texts) replaces a file's contents by absolute path. `notebook`: the launching
+    notebook and the configs its `%%writefile` cells write (launch.notebook.written_configs); a file on disk
+    wins, else the cell's text is read and its spans are the notebook's (combined-source rows)."""
     def read(name: str) -> ConfigReading | None:
         from trainlint.launch.configs import read_config
 
         rel = Path(name)
         for base in ([Path("/")] if rel.is_absolute() else bases):
             path = base / rel
+            key = str(path.resolve())
             if path.is_file():
-                return read_config(path, (texts or {}).get(str(path.resolve())))
+                return read_config(path, (texts or {}).get(key))
+            if notebook is not None and key in notebook[1]:
+                text, offset = notebook[1][key]
+                return _moved(read_config(path, text), notebook[0], offset)
         return None
 
     return read
+
+
+def _moved(reading: ConfigReading, file: Path, rows: int) -> ConfigReading:
+    """A config read from a notebook cell's text, its spans moved `rows` down into the notebook `file`."""
+    def at(span):
+        return replace(span, line=span.line + rows, end_line=span.end_line + rows)
+
+    def problem(p: LaunchProblem) -> LaunchProblem:
+        return replace(p, file=file, span=at(p.span))
+
+    return replace(reading, file=file,
+                   entries=tuple(replace(e, span=at(e.span), key_span=at(e.key_span)) for e in reading.entries),
+                   problem=problem(reading.problem) if reading.problem is not None else None,
+                   problems=tuple(problem(p) for p in reading.problems))
 
 
 def launch_of(inv: Invocation, launcher: Path, root: Path, facts: ScriptFacts, versions: Versions,
@@ -312,9 +348,14 @@ def launch_of(inv: Invocation, launcher: Path, root: Path, facts: ScriptFacts, v
     where = display(launcher)
     bases = [launcher.parent / inv.cwd] if inv.cwd else [launcher.parent]
     bases += [root]
-    read = config_reader(bases, texts)
+    notebook = None
+    if launcher.suffix == NOTEBOOK_SUFFIX:  # the configs its `%%writefile` cells write
+        from trainlint.launch.notebook import written_configs
+
+        notebook = (launcher, written_configs(launcher))
+    read = config_reader(bases, texts, notebook)
     world = _world_size(inv, where, read)
-    launch = bind_words(facts, versions, list(inv.args), where, f"{where}:{inv.span.line}", bases[0], read,
+    launch = bind_words(facts, versions, list(inv.args), where, place(where, inv.span.line), bases[0], read,
                         inv.span, world)
     sharding = _accelerate_sharding(inv, read)
     if sharding is not None:

@@ -48,6 +48,29 @@ def written_scripts(nb: Notebook) -> list[WrittenScript]:
     return out
 
 
+def written_configs(path: Path) -> dict[str, tuple[str, int]]:
+    """`%%writefile recipe.yaml` cells of the notebook at `path`: absolute path of the file the cell writes ->
+    (its text, the combined-source row just before the body), for the notebook's own launches to read
+    (`!torchrun train.py --config recipe.yaml`) although the file exists only once the cell has run. A later
+    cell writing the same name replaces an earlier one, as running top to bottom does (`-a` cells are left out:
+    their text is not the whole file)."""
+    from trainlint.notebook import NotebookError, read_notebook
+
+    try:
+        nb = read_notebook(path.read_text(encoding="utf-8", errors="replace"))
+    except (OSError, NotebookError):
+        return {}
+    rows = _first_rows(nb)
+    out: dict[str, tuple[str, int]] = {}
+    for index in nb.code_cells:
+        first, _, body = _cell_text(nb.data["cells"][index]).partition("\n")
+        m = re.match(r"^%%writefile\s+(\S+)\s*$", first.strip())
+        name = m.group(1).strip("'\"") if m else ""
+        if name.endswith((".yaml", ".yml", ".json")) and not _INTERPOLATED.search(name) and index in rows:
+            out[str((path.parent / name).resolve())] = (body, rows[index])
+    return out
+
+
 def launch_text(nb: Notebook) -> str:
     """The notebook's shell lines at their combined-source rows and columns (the `!` blanked), other rows empty."""
     rows = _first_rows(nb)
