@@ -156,6 +156,10 @@ def lint_launcher(path: Path, settings: Settings, codes: set[str]) -> FileResult
                                                               f"{why}",
                                             inv.script.span.line, inv.script.span.col))
         result.diagnostics.extend(_config_problems(inv, path, root))
+    if any(inv.launcher.endswith("llamafactory-cli train") for inv in indexed.invocations):
+        from trainlint.frameworks.check import lint_cli_launches
+
+        lint_cli_launches(path, indexed.invocations, settings, codes, result)
     for (launcher, script, why), lines in skipped.items():
         rows = sorted(set(lines))
         result.notes.append(f"not checked: {launcher} runs {script} (line{'s' if len(rows) > 1 else ''} "

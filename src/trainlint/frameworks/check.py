@@ -125,8 +125,6 @@ def _meta(code: str, display: str, message: str, line: int, col: int) -> Diagnos
 
 def lint_config(path: Path, settings: Settings, codes: set[str], text: str | None = None):
     """The FileResult for a framework config, or None when the file is not one (it is then skipped as before)."""
-    from trainlint.rules import REGISTRY
-
     if text is None:
         if not looks_like_config(path):
             return None
@@ -151,13 +149,23 @@ def lint_config(path: Path, settings: Settings, codes: set[str], text: str | Non
     for problem in reading.problems:
         result.diagnostics.append(_meta("TL005", display, f"cannot read this config fully: {problem.message}",
                                         problem.span.line, problem.span.col))
+    _check(path, display, text, reading, framework, settings, codes, result)
+    return finish(result, settings, codes, text)
+
+
+def _check(path: Path, display: str, text: str, reading: ConfigReading, framework: str, settings: Settings,
+           codes: set[str], result: FileResult, fixes: bool = True) -> None:
+    """The rules over the run a framework config makes; findings at its keys (fixes only where the keys are a
+    YAML file's: `fixes`)."""
+    from trainlint.rules import REGISTRY
+
     mapped, versions = map_config(path, reading, framework, settings)
     for p in mapped.problems:
         result.diagnostics.append(_meta(p.code, display, p.message, p.span.line, p.span.col))
     ctx = FrameworkContext(path, display, mapped.facts, versions, settings, text, Launch.defaults(), mapped.facts,
                            mapped=mapped)
     result.contexts.append(ctx)
-    result.context = ctx
+    result.context = result.context or ctx
     from trainlint.frameworks.fixes import adapt
 
     spec = ctx.spec(mapped.facts.models[0])
@@ -166,5 +174,71 @@ def lint_config(path: Path, settings: Settings, codes: set[str], text: str | Non
         if code == "TL301" and mapped.loss_chunked:
             continue  # axolotl chunked_cross_entropy: the loss is computed in chunks (knowledge.py)
         for diag in REGISTRY[code].run(ctx):
-            result.diagnostics.append(adapt(diag, mapped, text, settings.fix_attention, model_type))
-    return finish(result, settings, codes, text)
+            diag = adapt(diag, mapped, text, settings.fix_attention, model_type)
+            result.diagnostics.append(diag if fixes else replace(diag, fix=None, message=_as_flags(diag.message)))
+
+
+def lint_cli_launches(path: Path, invocations, settings: Settings, codes: set[str], result: FileResult) -> None:
+    """`llamafactory-cli train --model_name_or_path X --stage sft ...` in a launcher: LLaMA-Factory hands those
+    flags to HfArgumentParser when the first word is not a config file (llamafactory/hparams/parser.py read_args,
+    0.9.x), so they are a config written in the launcher: the same rules, at the flags. (A config file with
+    `key=value` overrides is checked as that file.)"""
+    text = path.read_text(encoding="utf-8", errors="replace")
+    for inv in invocations:
+        if not inv.launcher.endswith("llamafactory-cli train") or not inv.args or \
+                (inv.args[0].text or "").endswith((".yaml", ".yml", ".json")) or inv.args[0].text is None:
+            continue
+        reading = flag_reading(path, inv.args)
+        if reading.entries:
+            _check(path, result.display, text, reading, K.LLAMAFACTORY, settings, codes, result, fixes=False)
+
+
+def flag_reading(path: Path, words) -> ConfigReading:
+    """`--key value` / `--flag` words as a config's entries (HfArgumentParser: a bare flag is True; a value is
+    typed as YAML would type it). A word whose value is not known statically (`$1`) leaves its key out."""
+    from trainlint.launch.model import Entry
+
+    entries = []
+    i = 0
+    while i < len(words):
+        word = words[i]
+        key = word.text or ""
+        if not key.startswith("--") or len(key) == 2:
+            i += 1
+            continue
+        name, eq, inline = key[2:].partition("=")
+        name = name.replace("-", "_")
+        if eq:
+            entries.append(Entry(name, _typed(inline), word.span, word.span))
+            i += 1
+            continue
+        nxt = words[i + 1] if i + 1 < len(words) else None
+        if nxt is None or (nxt.text or "").startswith("--"):
+            entries.append(Entry(name, True, word.span, word.span))
+            i += 1
+            continue
+        if nxt.text is not None:
+            entries.append(Entry(name, _typed(nxt.text), nxt.span, word.span))
+        i += 2
+    return ConfigReading(path, tuple(entries))
+
+
+_KEY_SETTING = re.compile(r"\b(?:set|add) (\w+): (\S+?)(?=[,;)]|\s|$)")
+
+
+def _as_flags(message: str) -> str:
+    """A framework finding's advice spelled for the command line it was written on: `set enable_liger_kernel:
+    true` -> `pass --enable_liger_kernel true`."""
+    return _KEY_SETTING.sub(lambda m: f"pass --{m.group(1)} {m.group(2)}", message)
+
+
+def _typed(text: str):
+    low = text.lower()
+    if low in ("true", "false"):
+        return low == "true"
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            pass
+    return text

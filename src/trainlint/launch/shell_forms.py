@@ -181,7 +181,8 @@ def is_python(text: str | None) -> bool:
 def looks_like_command(text: str | None) -> bool:
     b = base(text)
     return bool(b) and (is_python(b) or b.endswith(".py") or b in _WRAPPERS or b in _JOBS or b in _SHELLS
-                        or b in ("torchrun", "deepspeed", "accelerate", "accelerate-launch", "uv", "conda", "sbatch")
+                        or b in ("torchrun", "deepspeed", "accelerate", "accelerate-launch", "uv", "conda", "sbatch",
+                                 "llamafactory-cli", "lmf")
                         or any(b == k[0] for k in _RUNNERS))
 
 
@@ -334,6 +335,10 @@ def launch(fields: list[Field], module_first: bool = False) -> Launch | None:
         return argparse_launch("accelerate launch", ACCELERATE, fields, 2)
     if b == "accelerate-launch":
         return argparse_launch("accelerate launch", ACCELERATE, fields, 1)
+    if b in ("llamafactory-cli", "lmf") and len(fields) > 1 and fields[1].text == "train":
+        # LLaMA-Factory's own trainer run: a config file and `key=value` overrides, or HfArgumentParser flags
+        # (llamafactory/hparams/parser.py read_args); frameworks/cli.py reads it as a framework config
+        return Launch("llamafactory-cli train", None, None, [], fields[2:])
     if name and name.endswith(".py") and b != "setup.py":  # `./train.py`: its shebang runs Python
         return Launch("python", fields[0], None, [], fields[1:])
     return None
