@@ -81,6 +81,30 @@ def _raw(path: Path) -> bytes | OSError:
         return exc
 
 
+# a notebook's source lines that run a command: `"!torchrun ..."` / `"%run ..."` JSON strings (nbformat keeps a
+# cell's source as a list of line strings)
+_NOTEBOOK_COMMAND_LINE = re.compile(rb'"[ \t]*(?:!|%run\b)(?:[^"\\\n]|\\.)*"')
+
+
+@lru_cache(maxsize=4096)
+def _searchable(path: Path) -> bytes | OSError:
+    """What index_for searches for a script's name: a launcher's bytes; for a notebook only its command lines
+    (the whole file when a `%%bash` cell makes every line a command), so a tree of notebooks full of outputs
+    is not scanned again for every file checked."""
+    if path.suffix != NOTEBOOK_SUFFIX:
+        return _raw(path)
+    try:  # (not through _raw's cache: a notebook's outputs are not kept in memory for the run)
+        with open(path, "rb") as fh:
+            raw = fh.read(MAX_LAUNCHER_BYTES + 1)
+    except OSError as exc:
+        return exc
+    if len(raw) > MAX_LAUNCHER_BYTES:
+        return b""  # not read as a launcher (read_launcher)
+    if b'"%%bash' in raw or b'"%%sh' in raw or b'"%%script' in raw:
+        return raw
+    return b"\n".join(_NOTEBOOK_COMMAND_LINE.findall(raw))
+
+
 @lru_cache(maxsize=4096)
 def read_launcher(path: Path) -> Indexed:
     """The invocations a launcher or a Markdown file holds; problems instead of exceptions (read once a run)."""
@@ -88,9 +112,11 @@ def read_launcher(path: Path) -> Indexed:
     if isinstance(raw, OSError):
         exc = raw
         return Indexed((), (LaunchProblem(path, _origin(), f"cannot read: {exc.strerror or exc}"),))
-    if path.suffix == NOTEBOOK_SUFFIX and (len(raw) > 4 * MAX_LAUNCHER_BYTES or
+    if path.suffix == NOTEBOOK_SUFFIX and (len(raw) > MAX_LAUNCHER_BYTES or
                                            not any(w in raw for w in _NOTEBOOK_LAUNCH_WORDS)):
-        return Indexed((), ())  # a notebook is linted as one; as a launcher it only adds what it launches
+        # a notebook is linted as one (TL002 if it does not load); as a launcher it only adds what it launches,
+        # and one over 2 MiB (outputs, images) is not read for that
+        return Indexed((), ())
     if len(raw) > MAX_LAUNCHER_BYTES and path.suffix != NOTEBOOK_SUFFIX:
         return Indexed((), (LaunchProblem(path, _origin(), "over 2 MiB; not read as a launcher"),))
     if b"\x00" in raw[:8192]:
@@ -194,7 +220,7 @@ def index_for(path: Path, settings: Settings) -> tuple[tuple[Path, Indexed], ...
         needles = [path.name.encode()] + ([f"{path.parent.name}.{path.stem}".encode()] if path.suffix == ".py" else [])
     out = []
     for launcher in launcher_files(root, recursive):
-        raw = _raw(launcher)
+        raw = _searchable(launcher)
         if isinstance(raw, OSError) or any(n in raw for n in needles):
             out.append((launcher, read_launcher(launcher)))
     if path.suffix == ".py":
