@@ -63,8 +63,11 @@ def math_fallback(ctx: FileContext, model: ModelLoad, spec: ModelSpec | None) ->
     return Fallback(why, call, refusals)
 
 
-@rule("TL102", "sdpa-falls-back-to-math-kernel", "attention score matrix",
-      "Load the weights in bf16 (dtype=torch.bfloat16) or set bf16=True, so a fused SDPA kernel takes them.")
+@rule("TL102", "sdpa-falls-back-to-math-kernel", consumer="attention score matrix",
+      summary="SDPA at a long sequence length will run its math kernel (fp32 inputs with grouped-query heads), "
+              "which materialises the score matrix like eager attention.",
+      fix_hint="`bf16=True` (autocast) or `dtype=torch.bfloat16`: no fused SDPA kernel takes fp32 with grouped-query "
+               "heads")
 def check(self: Rule, ctx: FileContext):
     seq = ctx.seq_len
     if not (seq.known and seq.value >= ctx.settings.long_context):

@@ -242,8 +242,11 @@ def _hand_rolled(ctx: FileContext):
         return
 
 
-@rule("TL201", "lora-checkpointing-without-input-grads", "activations and adapters' gradient flow",
-      'Call model.enable_input_require_grads(), or gradient_checkpointing_kwargs={"use_reentrant": False}.')
+@rule("TL201", "lora-checkpointing-without-input-grads", consumer="activations, adapters' gradient flow",
+      summary="LoRA with reentrant gradient checkpointing and nothing making the inputs require grad: the adapters "
+              "inside the checkpointed blocks never receive a gradient.",
+      fix_hint='`model.enable_input_require_grads()`, or `gradient_checkpointing_kwargs={"use_reentrant": False}`',
+      fix="safe")
 def check(self: Rule, ctx: FileContext):
     wraps = peft_wraps(ctx)
     if not ctx.uses_peft or _hooked_explicitly(ctx):

@@ -337,8 +337,11 @@ def _manual_losses(ctx: FileContext) -> list[tuple[Span, str | None, str]]:
     return sorted(out, key=lambda found: (found[0].line, found[0].col))
 
 
-@rule("TL301", "unfused-cross-entropy-on-large-vocabulary", "logits and loss",
-      "Use a fused/chunked loss: use_liger_kernel=True, TRL's chunked SFT loss, or cut-cross-entropy.")
+@rule("TL301", "unfused-cross-entropy-on-large-vocabulary", consumer="logits and loss",
+      summary="A training loss materialises the full [batch x seq x vocab] logits (and their fp32 copy) on a "
+              "large vocabulary.",
+      fix_hint="`use_liger_kernel=True`, TRL's chunked SFT loss (TRL ≥ 1.15), or cut-cross-entropy",
+      fix="unsafe")
 def check(self: Rule, ctx: FileContext):
     if fused_loss_applied(ctx):
         return

@@ -100,8 +100,12 @@ def _keep_message(old: Shape, new: Shape) -> str:
             f"or pick a batch that divides {target}")
 
 
-@rule("TL401", "batch-shrunk-without-accumulation", "batch, accumulation and sequence length",
-      "Raise gradient_accumulation_steps so batch x accumulation stays the same.")
+@rule("TL401", "batch-shrunk-without-accumulation", consumer="batch, accumulation",
+      summary="The micro-batch was shrunk (against the git base, or by auto_find_batch_size) without raising "
+              "gradient accumulation, so the effective batch changed.",
+      fix_hint="raise `gradient_accumulation_steps` so batch x accumulation stays the same; avoid "
+               "`auto_find_batch_size`",
+      fix="safe")
 def check(self: Rule, ctx: FileContext):
     for args in ctx.facts.args_objects:
         if args.get("auto_find_batch_size").is_(True):
