@@ -12,6 +12,7 @@ from trainlint.context import FileContext, is_peft_from_pretrained
 from trainlint.edits import insert_line_after, make_fix, non_reentrant_kwargs, set_keyword
 from trainlint.diagnostics import Span
 from trainlint.facts import Call, TrainerCall, Value
+from trainlint.facts.names import PEFT_WRAP, TORCH_CHECKPOINT
 from trainlint.facts.values import UNSET
 from trainlint.knowledge import libraries, trl_trainers
 from trainlint.rules.base import Rule, rule
@@ -34,7 +35,7 @@ def peft_wraps(ctx: FileContext) -> list[PeftWrap]:
     out = []
     old_adapters = not libraries.add_adapter_hooks(ctx.versions.transformers)
     for call in ctx.facts.calls:
-        if call.short in ("get_peft_model", "inject_adapter_in_model") or is_peft_from_pretrained(call):
+        if call.is_api(*PEFT_WRAP) or is_peft_from_pretrained(call):
             out.append(PeftWrap(call, call.arg_name(0, "model"), call.target))
         elif call.short == "add_adapter" and old_adapters and call.receiver:
             # before 4.34 nothing hooks transformers-native adapters: the model is adapted in place
@@ -230,9 +231,7 @@ def _trainers(ctx: FileContext, wraps: list[PeftWrap]):
 
 def _hand_rolled(ctx: FileContext):
     for call in ctx.facts.calls:
-        if call.short not in ("checkpoint", "checkpoint_sequential"):
-            continue
-        if not call.qualname.startswith("torch."):
+        if call.library != "torch" or not call.is_api(*TORCH_CHECKPOINT):
             continue  # only torch's own checkpoint functions, matched through imports
         flag = call.kw("use_reentrant")
         if flag.is_(False) or flag.unknown:
