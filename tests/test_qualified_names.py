@@ -134,3 +134,16 @@ def test_the_loop_batch_comes_from_torch_s_dataloader_only(module, batch):
     text = LOOP.replace("LOADER_MODULE", module)
     facts = extract_facts(cst.parse_module(text), "train.py", text)
     assert [e.value.value for e in facts.batch_evidence if e.source.startswith("DataLoader")] == batch
+
+
+def test_calls_to_finds_peft_s_lora_config_through_an_alias_and_not_a_namesake():
+    text = textwrap.dedent('''
+        import peft
+        from mylib import LoraConfig
+
+        a = peft.LoraConfig(r=8)
+        b = LoraConfig(r=16)
+    ''')
+    facts = extract_facts(cst.parse_module(text), "train.py", text)
+    assert [c.kw("r").value for c in facts.calls_to("peft.LoraConfig")] == [8]
+    assert [c.kw("r").value for c in facts.calls_named("LoraConfig")] == [8, 16]

@@ -391,8 +391,13 @@ class ScriptFacts:
             yield from self.mro(base, depth + 1)
 
     def calls_named(self, *shorts: str) -> Iterator[Call]:
+        """Calls by their short name alone: methods of local objects (`model.generate`), whose type is not known."""
         wanted = set(shorts)
         return (c for c in self.calls if c.short in wanted)
+
+    def calls_to(self, *qualified_names: str) -> Iterator[Call]:
+        """Calls to a library's API through the file's imports (Call.is_api): `calls_to("peft.LoraConfig")`."""
+        return (c for c in self.calls if c.is_api(*qualified_names))
 
     def imports_module(self, prefix: str) -> bool:
         return any(q == prefix or q.startswith(prefix + ".") for _, q in self.imports)

@@ -33,7 +33,7 @@ def fp32_inputs(ctx: FileContext, model: ModelLoad) -> str | None:
     args = ctx.main_args
     if args is None or args.call.opaque_kwargs or any(args.get(f).unknown for f in ("bf16", "fp16")):
         return None
-    if computes_in_16_bit(ctx, args) is not None or any(True for _ in ctx.facts.calls_named("autocast")):
+    if computes_in_16_bit(ctx, args) is not None or any(True for _ in ctx.facts.calls_to("torch.autocast")):
         return None
     if model.quantization.known and model.quantization.value or model.quantization.unknown:
         return None  # the compute dtype of a quantized model is its own setting

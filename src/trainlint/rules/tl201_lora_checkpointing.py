@@ -93,7 +93,7 @@ def _quantized(ctx: FileContext, base_variable: str | None) -> bool | None:
 
 def _trainable_head(ctx: FileContext) -> bool:
     """A head that trains anyway turns the crash into silent non-training of the adapters."""
-    for call in ctx.facts.calls_named("LoraConfig"):
+    for call in ctx.facts.calls_to("peft.LoraConfig"):
         modules = call.kw("modules_to_save")
         if modules.known and modules.value:
             return True
@@ -108,7 +108,7 @@ def _hooked_explicitly(ctx: FileContext) -> bool:
         return True
     if any(c.short == "add_adapter" for c in ctx.facts.calls) and libraries.add_adapter_hooks(ctx.versions.transformers):
         return True  # transformers-native adapters set _hf_peft_config_loaded, which 4.34.0+ hook (libraries.py)
-    for call in ctx.facts.calls_named("prepare_model_for_kbit_training"):
+    for call in ctx.facts.calls_to("peft.prepare_model_for_kbit_training"):
         use_gc = call.kw("use_gradient_checkpointing")
         quantized = _quantized(ctx, call.arg_name(0, "model"))
         # peft utils/other.py: the hook is installed only for quantized models, with use_gradient_checkpointing
