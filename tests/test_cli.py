@@ -164,6 +164,18 @@ def test_rule_prints_its_page_and_all_lists_codes(project):
     assert run("rule", "TL999", cwd=project).returncode == 2
 
 
+def test_rule_prints_a_tl0xx_page_too(project):
+    r = run("rule", "TL001", cwd=project)
+    assert r.returncode == 0 and r.stdout.startswith("# TL001 syntax-error\n")
+    assert "## When it does not fire" in r.stdout
+
+
+def test_help_lists_the_rule_command_whole(project):
+    lines = [line.split() for line in run("--help", cwd=project).stdout.splitlines()]
+    (rule_line,) = [" ".join(words[1:]) for words in lines if words[:1] == ["rule"]]
+    assert rule_line == "Print a rule's page (`trainlint rule TL101`), or list every rule."
+
+
 def test_version(project):
     r = run("--version", cwd=project)
     assert r.returncode == 0 and "trainlint, version" in r.stdout

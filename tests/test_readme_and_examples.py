@@ -76,5 +76,5 @@ def test_the_readme_prints_one_figure_for_the_tl101_saving():
 def test_rules_table_lists_every_rule():
     for code, rule in REGISTRY.items():
         assert f"| {code} | {rule.name} |" in README
-    for code, (name, _) in META_RULES.items():
-        assert f"| {code} | {name} |" in README
+    for code, info in META_RULES.items():
+        assert f"| {code} | {info.name} |" in README

@@ -252,23 +252,22 @@ def _check_gpu(text: str) -> str:
     return text
 
 
-@main.command("rule")
+@main.command("rule", short_help="Print a rule's page (`trainlint rule TL101`), or list every rule.")
 @click.argument("code", required=False)
-@click.option("--all", "show_all", is_flag=True, help="List every rule's code and name.")
+@click.option("--all", "show_all", is_flag=True, help="List every rule: code, name, consumer, what to do, fix.")
 def rule_cmd(code, show_all):
-    """Print a rule's documentation page (e.g. `trainlint rule TL101`)."""
+    """Print a rule's documentation page, for example `trainlint rule TL101`; `--all` lists every rule."""
     from trainlint.pages import page
     from trainlint.rules import META_RULES, REGISTRY
 
+    declared = {**META_RULES, **REGISTRY}
     if show_all or not code:
-        for c, (name, what) in sorted(META_RULES.items()):
-            click.echo(f"{c}\t{name}\t{what}")
-        for c, r in sorted(REGISTRY.items()):
-            click.echo(f"{c}\t{r.name}\t{r.consumer}: {r.fix_hint}")
+        for c, r in sorted(declared.items()):
+            click.echo(f"{c}\t{r.name}\t{r.consumer}: {r.fix_hint} (fix: {r.fix})")
         return
     text = page(code)
     if text is None:
-        known = ", ".join(sorted(REGISTRY))
+        known = ", ".join(sorted(declared))
         click.echo(f"trainlint: error: no rule {code!r} (known: {known})", err=True)
         sys.exit(2)
     click.echo(text.rstrip())

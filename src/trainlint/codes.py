@@ -1,26 +1,84 @@
-"""The rule codes, without importing the rules: what a fully cached run (or `--select` checking) needs.
+"""Rule declarations that need no rule import: the RuleInfo record every rule declares, the TL0xx codes (trainlint
+itself, declared here once), and RULE_CODES, the memory rules' codes read from the rules package's module names.
 
-RULE_CODES must list exactly the codes the rule modules register (tests/test_rule_codes.py checks it; it lives outside the rules package so that importing it imports no rule)."""
+A fully cached run (or `--select` checking) needs the codes without importing a rule or LibCST, so RULE_CODES is
+found the way pkgutil finds the rule modules (rules/tlNNN_<name>.py -> "TLNNN"), without importing them;
+tests/test_rule_codes.py checks it is exactly what the modules register."""
 
 from __future__ import annotations
 
-RULE_CODES = ("TL101", "TL102", "TL201", "TL202", "TL203", "TL301", "TL302", "TL401", "TL501", "TL701")
+import pkgutil
+import re
+from dataclasses import dataclass
+from pathlib import Path
 
-# TL0xx describe trainlint itself (files it could not read); they are produced by the engine.
-META_RULES = {
-    "TL001": ("syntax-error", "the file could not be parsed as Python"),
-    "TL002": ("unreadable-file", "binary, undecodable, unreadable or oversized file, or an unreadable notebook"),
-    "TL003": ("file-timeout", "the file took longer than `per-file-timeout` to lint"),
-    "TL004": ("internal-error", "trainlint itself failed on this file; the other files were still linted"),
-    "TL005": ("unreadable-launch", "a launcher, args file or config that could not be read (shell that does not "
-                                   "lex, YAML/JSON that does not load, a circular `source`)"),
-    "TL006": ("launched-script-missing", "a launcher runs a Python script that does not exist"),
-    "TL007": ("framework-config-key", "an axolotl / LLaMA-Factory config key the framework refuses, ignores, or that "
-                                      "has no effect (unknown, removed, or a plugin's key without the plugin)"),
-    "TL008": ("model-path-missing", "a framework config's model is a local path that does not exist"),
-    "TL009": ("version-conflict", "a pinned or installed library version that the file's own calls cannot run on "
-                                  "(a keyword or import that release does not have)"),
-}
+# What `--fix` can do for a rule's findings: nothing, always a safe edit, always an unsafe one (needs
+# `--unsafe-fixes`), or safe in some cases and unsafe in others (the page's "Fix safety" says which).
+FIX_KINDS = ("none", "safe", "unsafe", "safe or unsafe")
+
+
+@dataclass(frozen=True)
+class RuleInfo:
+    """What a rule declares once, in its own module; `rule --all`, SARIF's rule metadata, the README table and the
+    pages' headers (scripts/gen_rule_docs.py) are made from it."""
+
+    code: str
+    name: str
+    consumer: str  # the memory consumer (or concern) the rule is about
+    summary: str  # one sentence: what it flags
+    fix_hint: str  # one line: what to do (Markdown)
+    fix: str = "none"  # one of FIX_KINDS
+
+    def __post_init__(self) -> None:
+        if self.fix not in FIX_KINDS:
+            raise ValueError(f"{self.code}: fix must be one of {FIX_KINDS}, not {self.fix!r}")
+
+    @property
+    def family(self) -> str:
+        return self.code[:3] + "xx"
+
+
+_ITSELF = "trainlint itself"
+# TL0xx describe trainlint itself (files it could not read or check); the engine produces them (lint.py,
+# frameworks/check.py), no rule module does.
+META_RULES: dict[str, RuleInfo] = {r.code: r for r in (
+    RuleInfo("TL001", "syntax-error", _ITSELF, "the file could not be parsed as Python",
+             "fix the syntax error the message points at; nothing else was checked in the file"),
+    RuleInfo("TL002", "unreadable-file", _ITSELF,
+             "binary, undecodable, unreadable or oversized file, or an unreadable notebook",
+             "save the file as UTF-8 (or declare its encoding, PEP 263), or exclude it"),
+    RuleInfo("TL003", "file-timeout", _ITSELF, "the file took longer than `per-file-timeout` to lint",
+             "raise `per-file-timeout` (default 10 s), or exclude the file"),
+    RuleInfo("TL004", "internal-error", _ITSELF,
+             "trainlint itself failed on this file; the other files were still linted",
+             "a bug in trainlint: please report it with the message"),
+    RuleInfo("TL005", "unreadable-launch", _ITSELF,
+             "a launcher, args file or config that could not be read (shell that does not lex, YAML/JSON that does "
+             "not load, a circular `source`)",
+             "fix the file or the path the launcher passes; what could be read still counts"),
+    RuleInfo("TL006", "launched-script-missing", _ITSELF, "a launcher runs a Python script that does not exist",
+             "fix the script's path in the launcher (after its `cd`), or add the script"),
+    RuleInfo("TL007", "framework-config-key", _ITSELF,
+             "an axolotl / LLaMA-Factory config key the framework refuses, ignores, or that has no effect (unknown, "
+             "removed, or a plugin's key without the plugin)",
+             "rename or remove the key, or add the plugin it belongs to"),
+    RuleInfo("TL008", "model-path-missing", _ITSELF, "a framework config's model is a local path that does not exist",
+             "fix the path, or name the model by its Hub id"),
+    RuleInfo("TL009", "version-conflict", _ITSELF,
+             "a pinned or installed library version that the file's own calls cannot run on (a keyword or import "
+             "that release does not have)",
+             "fix the pin or the call; the rules still assume the pin"),
+)}
+
+_RULE_MODULE = re.compile(r"tl(\d{3})_\w+")
+
+
+def _rule_codes() -> tuple[str, ...]:
+    found = (_RULE_MODULE.fullmatch(m.name) for m in pkgutil.iter_modules([str(Path(__file__).parent / "rules")]))
+    return tuple(sorted(f"TL{m.group(1)}" for m in found if m))
+
+
+RULE_CODES = _rule_codes()
 
 
 def enabled_codes(settings, select=None, ignore=None, extend_select=None) -> set[str]:

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from trainlint.config import Settings
 from trainlint.facts import ArgsObject, Call, ModelLoad, ScriptFacts, TrainerCall, Value, known
+from trainlint.facts.names import PEFT_WRAP
 from trainlint.diagnostics import Span
 from trainlint.facts.values import UNKNOWN, UNSET, library_default
 from trainlint.knowledge import libraries
@@ -68,7 +69,7 @@ class FileContext:
     @cached_property
     def uses_peft(self) -> bool:
         """PEFT adapters are attached somewhere (so the base model, its LM head included, is frozen)."""
-        return any(c.short in ("get_peft_model", "inject_adapter_in_model", "add_adapter") or is_peft_from_pretrained(c)
+        return any(c.is_api(*PEFT_WRAP) or c.short == "add_adapter" or is_peft_from_pretrained(c)
                    for c in self.facts.calls) or any(t.call.has_kw("peft_config") and not t.call.kw("peft_config").is_(None)
                                                      for t in self.facts.trainers)
 
@@ -315,8 +316,8 @@ def _base_facts(display: str, text: str) -> ScriptFacts | None:
 def is_peft_from_pretrained(call: Call) -> bool:
     """`PeftModel.from_pretrained`, `AutoPeftModelFor*.from_pretrained`, `PeftModelFor*.from_pretrained`."""
     owner = call.qualname.rsplit(".", 1)[0].split(".")[-1]
-    return call.short == "from_pretrained" and (owner == "PeftModel" or owner.startswith(("AutoPeftModel",
-                                                                                          "PeftModelFor")))
+    return call.short == "from_pretrained" and call.in_library("peft") and (
+        owner == "PeftModel" or owner.startswith(("AutoPeftModel", "PeftModelFor")))
 
 
 def _pos_int(v: object) -> bool:

@@ -43,7 +43,7 @@ _RELEVANT_CALL_TEXT = re.compile(
 
 
 def _meta(code: str, display: str, message: str, line: int = 1, col: int = 1) -> Diagnostic:
-    return Diagnostic(code, META_RULES[code][0], message, display, Span.point(line, col))
+    return Diagnostic(code, META_RULES[code].name, message, display, Span.point(line, col))
 
 
 def _is_relevant(tree: ast.AST) -> bool:

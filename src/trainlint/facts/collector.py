@@ -41,6 +41,8 @@ class _RawCall:
     span: Span
     index: int
     guards: tuple[tuple[cst.BaseExpression, bool, str], ...] = ()
+    qualified: str | None = None  # the callee through an absolute import (facts/model.py Call.qualified)
+    local: bool = False  # the callee's name is bound in the file itself (a def, a class, an assignment, a parameter)
 
 
 class _Collector(cst.CSTVisitor):
@@ -109,6 +111,28 @@ class _Collector(cst.CSTVisitor):
             base = self.qualname(node.func)
             return None if base is None else f"{base}()"
         return None
+
+    def qualified(self, func: cst.BaseExpression) -> tuple[str | None, bool]:
+        """(dotted name through the file's imports, False) when the callee's first name is bound by an absolute
+        import (`from torch.utils.data import DataLoader as DL`, `import trl` + `trl.SFTConfig`); (None, True) when
+        the callee is a plain name the file binds itself (a def, class, assignment or parameter: in the call's function
+        first, then over an import, at module level after it); (None, False) when its origin cannot be seen: no
+        binding (a `from x import *`, a snippet), an import relative to the repository's own package, a method of
+        a local object (`self.checkpoint(...)`, `model.generate(...)`), a call on a call."""
+        root = func
+        while isinstance(root, cst.Attribute):
+            root = root.value
+        if not isinstance(root, cst.Name):
+            return None, False
+        name, plain = root.value, root is func
+        if self.scope != MODULE_SCOPE and (self.scope, name) in self.bindings:
+            return None, plain  # a parameter or local of the enclosing function shadows any import
+        imported = self.imports.get(name)
+        if imported is not None:
+            return (None, False) if imported.startswith(".") else (self.qualname(func), False)
+        if (MODULE_SCOPE, name) in self.bindings or name in self._class_names:
+            return None, plain  # `def get_peft_model(...)`; a method of a local object (`self.checkpoint`): unseen
+        return None, False
 
     # -- imports -------------------------------------------------------------------------------------
     def visit_Import(self, node: cst.Import) -> None:
@@ -406,8 +430,11 @@ class _Collector(cst.CSTVisitor):
         return name
 
     def _keep_call(self, node: cst.Call, qualname: str, short: str, receiver: str | None, into: list) -> None:
+        func = self._alias(node.func) if isinstance(node.func, cst.Name) else node.func
+        qualified, local = self.qualified(func)
         into.append(_RawCall(node, qualname, short, receiver, self._targets.get(id(node)), self.scope,
-                             self._span(node), len(self.raw_calls) + len(self.hop_calls), tuple(self._guards)))
+                             self._span(node), len(self.raw_calls) + len(self.hop_calls), tuple(self._guards),
+                             qualified, local))
         for arg in node.args:
             if arg.keyword is not None:
                 self._keyword_spans[id(arg)] = self._span(arg)

@@ -15,9 +15,11 @@ from trainlint.facts.evalsets import eval_sets
 from trainlint.facts.evaluate import MODULE_SCOPE, _dotted, _enclosing_scopes, _Resolver
 from trainlint.facts.model import ArgsObject, Call, Evidence, FunctionDef, ModelLoad, ScriptFacts, TrainerCall
 from trainlint.facts.names import (  # the tables live apart so lint.py can use them without LibCST
+    ACCELERATOR,
     ARGS_CLASSES,
     BATCH_NAMES,
     CONFIG_CLASS_RE,
+    DATALOADER,
     MODEL_CLASS_RE,
     NOT_REPOSITORY_MODULES,
     PIN_RE,
@@ -182,6 +184,8 @@ def _build_call(raw: _RawCall, resolver: _Resolver, c: _Collector) -> Call:
         close_paren=close_paren,
         qualname=raw.qualname,
         short=raw.short,
+        qualified=raw.qualified,
+        local=raw.local,
         receiver=raw.receiver,
         target=raw.target,
         args=tuple(args),
@@ -349,12 +353,12 @@ def _evidence(calls, args_objects, trainers, c: _Collector, resolver: _Resolver)
         for key in ("max_length", "model_max_length", "block_size", "max_seq_length"):
             if call.has_kw(key) and (tokenizerish or key != "max_length"):
                 seq.append(Evidence(call.kw(key), f"{call.qualname}({key}=)", call.kw_span(key) or call.span))
-        if call.short == "Accelerator":
+        if call.is_api(*ACCELERATOR):
             value = call.kw("gradient_accumulation_steps")
             accum.append(Evidence(value if not value.unset else known(1, None, "library default"),
                                   "Accelerator(gradient_accumulation_steps=)", call.kw_span("gradient_accumulation_steps")
                                   or call.span))
-        if call.short == "DataLoader":
+        if call.is_api(*DATALOADER):
             value = call.arg(1, "batch_size")
             batch.append(Evidence(value if not value.unset else known(1, None, "library default"),
                                   "DataLoader(batch_size=)", call.span))

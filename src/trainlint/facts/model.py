@@ -34,6 +34,34 @@ class Call:
     # `if training_args.gradient_checkpointing:` around the call: (condition, the branch it is in) pairs; a
     # condition that resolves, under a launch, to the other branch removes the call from the run.
     guards: tuple[tuple[Value, bool], ...] = ()
+    # The callee through the file's imports (TorchFix's qualified names): "torch.utils.data.DataLoader" for
+    # `from torch.utils.data import DataLoader as DL; DL(...)`, "trl.SFTConfig" for `import trl; trl.SFTConfig()`.
+    # None when the import cannot be seen (then `local` says whether the file binds the name itself).
+    qualified: str | None = None
+    local: bool = False
+
+    @property
+    def library(self) -> str | None:
+        """The top-level package the callee comes from ("torch"), when its import is seen."""
+        return self.qualified.split(".", 1)[0] if self.qualified else None
+
+    def in_library(self, *libraries: str) -> bool:
+        """The callee may come from one of `libraries`: its import says so, or cannot be seen (no import, a
+        `from x import *`, an import relative to the repository's own package, which may re-export the library's
+        name). A name the file binds itself, or imports from another module (`from mylib import get_peft_model`),
+        is not the library's."""
+        if self.qualified is not None:
+            return self.library in libraries
+        return not self.local
+
+    def is_api(self, *qualified_names: str) -> bool:
+        """The call is one of `qualified_names` ("peft.get_peft_model"): the same library and the same final name
+        (libraries re-export: `transformers.trainer.Trainer` is `transformers.Trainer`, so the path between is not
+        compared). When the import cannot be seen (in_library), the short name decides, as it did before qualified
+        names."""
+        last = self.qualified.rsplit(".", 1)[-1] if self.qualified else self.short
+        return any(name.rsplit(".", 1)[-1] == last and self.in_library(name.split(".", 1)[0])
+                   for name in qualified_names)
 
     def kw(self, name: str) -> Value:
         for key, value in self.kwargs:
@@ -363,8 +391,13 @@ class ScriptFacts:
             yield from self.mro(base, depth + 1)
 
     def calls_named(self, *shorts: str) -> Iterator[Call]:
+        """Calls by their short name alone: methods of local objects (`model.generate`), whose type is not known."""
         wanted = set(shorts)
         return (c for c in self.calls if c.short in wanted)
+
+    def calls_to(self, *qualified_names: str) -> Iterator[Call]:
+        """Calls to a library's API through the file's imports (Call.is_api): `calls_to("peft.LoraConfig")`."""
+        return (c for c in self.calls if c.is_api(*qualified_names))
 
     def imports_module(self, prefix: str) -> bool:
         return any(q == prefix or q.startswith(prefix + ".") for _, q in self.imports)

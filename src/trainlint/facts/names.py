@@ -58,3 +58,11 @@ NOT_REPOSITORY_MODULES = frozenset(getattr(__import__("sys"), "stdlib_module_nam
     "liger_kernel", "unsloth", "wandb", "tqdm", "fire", "yaml", "evaluate", "sklearn", "pandas", "safetensors",
     "huggingface_hub", "tokenizers", "sentencepiece", "einops", "flash_attn", "vllm", "ray", "omegaconf",
     "hydra", "lightning", "pytorch_lightning", "torchvision", "torchaudio", "scipy", "requests", "jsonlines"}
+
+
+# The library APIs that rules and facts match through the file's imports (facts/model.py Call.is_api).
+DATALOADER = ("torch.utils.data.DataLoader",)
+ACCELERATOR = ("accelerate.Accelerator",)
+PEFT_WRAP = ("peft.get_peft_model", "peft.inject_adapter_in_model")
+TORCH_CHECKPOINT = ("torch.utils.checkpoint.checkpoint", "torch.utils.checkpoint.checkpoint_sequential")
+TORCH_CROSS_ENTROPY = ("torch.nn.functional.cross_entropy", "torch.nn.CrossEntropyLoss")

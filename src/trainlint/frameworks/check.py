@@ -120,7 +120,7 @@ def _meta(code: str, display: str, message: str, line: int, col: int) -> Diagnos
     from trainlint.diagnostics import Span
     from trainlint.rules import META_RULES
 
-    return Diagnostic(code, META_RULES[code][0], message, display, Span.point(line, col))
+    return Diagnostic(code, META_RULES[code].name, message, display, Span.point(line, col))
 
 
 def lint_config(path: Path, settings: Settings, codes: set[str], text: str | None = None):

@@ -73,18 +73,16 @@ def rule_descriptors(extra: dict[str, str]) -> list[dict]:
     from trainlint.rules import META_RULES, REGISTRY
     from trainlint.rules.base import DOCS_URL
 
+    declared = {**META_RULES, **REGISTRY}  # each rule's declaration (codes.RuleInfo)
     out = []
-    for code in sorted(set(REGISTRY) | set(META_RULES) | set(extra)):
+    for code in sorted(set(declared) | set(extra)):
         text = page(code)
         what = section(text, "What it does") if text else None
-        if code in REGISTRY:
-            rule = REGISTRY[code]
-            name, short = rule.name, f"{_words(rule.name)} ({rule.consumer})"
-            full = _first_paragraph(what) if what else f"{rule.consumer}: {rule.fix_hint}"
-            help_text = f"{what or full}\n\nFix: {rule.fix_hint}"
-        elif code in META_RULES:
-            name, description = META_RULES[code]
-            short = full = help_text = description[:1].upper() + description[1:] + "."
+        info = declared.get(code)
+        if info is not None:
+            name, short = info.name, f"{_words(info.name)} ({info.consumer})"
+            full = _first_paragraph(what) if what else info.summary
+            help_text = f"{what or full}\n\nFix: {info.fix_hint}"
         else:
             name = extra[code]
             short = full = help_text = _words(name)
@@ -98,8 +96,9 @@ def rule_descriptors(extra: dict[str, str]) -> list[dict]:
         }
         if text:
             descriptor["help"]["markdown"] = text.strip()
-        if text or code in REGISTRY:
+        if info is not None:
             descriptor["helpUri"] = DOCS_URL.format(code=code)
+            descriptor["properties"] = {"consumer": info.consumer, "fix": info.fix}
         out.append(descriptor)
     return out
 

@@ -1,19 +1,19 @@
-"""All rules, by code. Each lives in its own module: tlNNN_<name>.py, documented in rules/TLNNN.md."""
+"""All rules, by code, discovered from this package (like Fixit's collect_rules): every module named
+tlNNN_<name>.py is imported, and its `@rule(...)` declaration registers it. A rule is documented in rules/TLNNN.md."""
 
-from trainlint.rules import (  # noqa: F401  (registration)
-    tl101_eager_attention,
-    tl102_sdpa_math_fallback,
-    tl201_lora_checkpointing,
-    tl202_checkpointing_off,
-    tl203_loss_kept_with_graph,
-    tl301_unfused_cross_entropy,
-    tl302_eval_logits,
-    tl401_batch_shrunk,
-    tl501_frozen_fp32,
-    tl701_does_not_fit,
-)
+from __future__ import annotations
+
+import importlib
+import pkgutil
+import re
+
+from trainlint.codes import META_RULES, RULE_CODES  # noqa: F401  (the light table)
 from trainlint.rules.base import REGISTRY, Rule
 
-from trainlint.codes import META_RULES, RULE_CODES  # noqa: E402,F401  (the light table)
+_RULE_MODULE = re.compile(r"tl\d{3}_\w+")  # the same pattern codes.RULE_CODES reads the codes from
+
+for _module in sorted(m.name for m in pkgutil.iter_modules(__path__)):
+    if _RULE_MODULE.fullmatch(_module):
+        importlib.import_module(f"{__name__}.{_module}")
 
 __all__ = ["REGISTRY", "Rule", "META_RULES"]

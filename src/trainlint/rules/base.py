@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, Iterable, Iterator
 
+from trainlint.codes import RuleInfo
 from trainlint.context import FileContext
 from trainlint.diagnostics import Diagnostic, Span
 
@@ -12,12 +13,10 @@ DOCS_URL = "https://github.com/trainlint/trainlint/blob/main/rules/{code}.md"
 
 
 @dataclass(frozen=True)
-class Rule:
-    code: str
-    name: str
-    consumer: str  # the memory consumer (or concern) the rule is about
-    fix_hint: str  # one line: what to do, for the README table and `rule --all`
-    check: Callable[[FileContext], Iterable[Diagnostic]]
+class Rule(RuleInfo):
+    """A rule's declaration (RuleInfo: code, name, consumer, summary, fix hint, fix kind) and its check."""
+
+    check: Callable[[FileContext], Iterable[Diagnostic]] | None = None
 
     def run(self, ctx: FileContext) -> Iterator[Diagnostic]:
         yield from self.check(ctx)
@@ -53,12 +52,14 @@ class Rule:
 REGISTRY: dict[str, Rule] = {}
 
 
-def rule(code: str, name: str, consumer: str, fix_hint: str):
-    """Register a check function as a rule; the function receives (rule, ctx)."""
+def rule(code: str, name: str, *, consumer: str, summary: str, fix_hint: str, fix: str = "none"):
+    """Declare a check function as a rule, once: its code, name, the memory consumer it is about, one sentence of
+    what it flags, one line of what to do, and what `--fix` can do (codes.FIX_KINDS). The function receives
+    (rule, ctx). The rules package discovers the module (rules/__init__.py); nothing else lists it."""
 
     def wrap(fn: Callable[[Rule, FileContext], Iterable[Diagnostic]]) -> Rule:
         holder: list[Rule] = []
-        r = Rule(code, name, consumer, fix_hint, lambda ctx: fn(holder[0], ctx))
+        r = Rule(code, name, consumer, summary, fix_hint, fix, lambda ctx: fn(holder[0], ctx))
         holder.append(r)
         if code in REGISTRY:
             raise RuntimeError(f"duplicate rule code {code}")

@@ -50,8 +50,11 @@ def _is_eager(impl: str) -> bool:
     return impl in libraries.EAGER
 
 
-@rule("TL101", "eager-attention-at-long-context", "attention score matrix",
-      'Set attn_implementation="sdpa" (or "flash_attention_2").')
+@rule("TL101", "eager-attention-at-long-context", consumer="attention score matrix",
+      summary="A model trains with eager attention at a long sequence length: it materialises the full "
+              "[batch x heads x seq x seq] score matrix.",
+      fix_hint='`attn_implementation="sdpa"` (or `flash_attention_2`; `flex_attention` for soft-capped Gemma 2)',
+      fix="safe or unsafe")
 def check(self: Rule, ctx: FileContext):
     seq = ctx.seq_len
     if not (seq.known and seq.value >= ctx.settings.long_context):

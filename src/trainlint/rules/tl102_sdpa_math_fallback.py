@@ -33,7 +33,7 @@ def fp32_inputs(ctx: FileContext, model: ModelLoad) -> str | None:
     args = ctx.main_args
     if args is None or args.call.opaque_kwargs or any(args.get(f).unknown for f in ("bf16", "fp16")):
         return None
-    if computes_in_16_bit(ctx, args) is not None or any(True for _ in ctx.facts.calls_named("autocast")):
+    if computes_in_16_bit(ctx, args) is not None or any(True for _ in ctx.facts.calls_to("torch.autocast")):
         return None
     if model.quantization.known and model.quantization.value or model.quantization.unknown:
         return None  # the compute dtype of a quantized model is its own setting
@@ -63,8 +63,11 @@ def math_fallback(ctx: FileContext, model: ModelLoad, spec: ModelSpec | None) ->
     return Fallback(why, call, refusals)
 
 
-@rule("TL102", "sdpa-falls-back-to-math-kernel", "attention score matrix",
-      "Load the weights in bf16 (dtype=torch.bfloat16) or set bf16=True, so a fused SDPA kernel takes them.")
+@rule("TL102", "sdpa-falls-back-to-math-kernel", consumer="attention score matrix",
+      summary="SDPA at a long sequence length will run its math kernel (fp32 inputs with grouped-query heads), "
+              "which materialises the score matrix like eager attention.",
+      fix_hint="`bf16=True` (autocast) or `dtype=torch.bfloat16`: no fused SDPA kernel takes fp32 with grouped-query "
+               "heads")
 def check(self: Rule, ctx: FileContext):
     seq = ctx.seq_len
     if not (seq.known and seq.value >= ctx.settings.long_context):

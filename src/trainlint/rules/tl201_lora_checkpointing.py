@@ -12,6 +12,7 @@ from trainlint.context import FileContext, is_peft_from_pretrained
 from trainlint.edits import insert_line_after, make_fix, non_reentrant_kwargs, set_keyword
 from trainlint.diagnostics import Span
 from trainlint.facts import Call, TrainerCall, Value
+from trainlint.facts.names import PEFT_WRAP, TORCH_CHECKPOINT
 from trainlint.facts.values import UNSET
 from trainlint.knowledge import libraries, trl_trainers
 from trainlint.rules.base import Rule, rule
@@ -34,7 +35,7 @@ def peft_wraps(ctx: FileContext) -> list[PeftWrap]:
     out = []
     old_adapters = not libraries.add_adapter_hooks(ctx.versions.transformers)
     for call in ctx.facts.calls:
-        if call.short in ("get_peft_model", "inject_adapter_in_model") or is_peft_from_pretrained(call):
+        if call.is_api(*PEFT_WRAP) or is_peft_from_pretrained(call):
             out.append(PeftWrap(call, call.arg_name(0, "model"), call.target))
         elif call.short == "add_adapter" and old_adapters and call.receiver:
             # before 4.34 nothing hooks transformers-native adapters: the model is adapted in place
@@ -92,7 +93,7 @@ def _quantized(ctx: FileContext, base_variable: str | None) -> bool | None:
 
 def _trainable_head(ctx: FileContext) -> bool:
     """A head that trains anyway turns the crash into silent non-training of the adapters."""
-    for call in ctx.facts.calls_named("LoraConfig"):
+    for call in ctx.facts.calls_to("peft.LoraConfig"):
         modules = call.kw("modules_to_save")
         if modules.known and modules.value:
             return True
@@ -107,7 +108,7 @@ def _hooked_explicitly(ctx: FileContext) -> bool:
         return True
     if any(c.short == "add_adapter" for c in ctx.facts.calls) and libraries.add_adapter_hooks(ctx.versions.transformers):
         return True  # transformers-native adapters set _hf_peft_config_loaded, which 4.34.0+ hook (libraries.py)
-    for call in ctx.facts.calls_named("prepare_model_for_kbit_training"):
+    for call in ctx.facts.calls_to("peft.prepare_model_for_kbit_training"):
         use_gc = call.kw("use_gradient_checkpointing")
         quantized = _quantized(ctx, call.arg_name(0, "model"))
         # peft utils/other.py: the hook is installed only for quantized models, with use_gradient_checkpointing
@@ -230,9 +231,7 @@ def _trainers(ctx: FileContext, wraps: list[PeftWrap]):
 
 def _hand_rolled(ctx: FileContext):
     for call in ctx.facts.calls:
-        if call.short not in ("checkpoint", "checkpoint_sequential"):
-            continue
-        if not call.qualname.startswith("torch."):
+        if call.library != "torch" or not call.is_api(*TORCH_CHECKPOINT):
             continue  # only torch's own checkpoint functions, matched through imports
         flag = call.kw("use_reentrant")
         if flag.is_(False) or flag.unknown:
@@ -242,8 +241,11 @@ def _hand_rolled(ctx: FileContext):
         return
 
 
-@rule("TL201", "lora-checkpointing-without-input-grads", "activations and adapters' gradient flow",
-      'Call model.enable_input_require_grads(), or gradient_checkpointing_kwargs={"use_reentrant": False}.')
+@rule("TL201", "lora-checkpointing-without-input-grads", consumer="activations, adapters' gradient flow",
+      summary="LoRA with reentrant gradient checkpointing and nothing making the inputs require grad: the adapters "
+              "inside the checkpointed blocks never receive a gradient.",
+      fix_hint='`model.enable_input_require_grads()`, or `gradient_checkpointing_kwargs={"use_reentrant": False}`',
+      fix="safe")
 def check(self: Rule, ctx: FileContext):
     wraps = peft_wraps(ctx)
     if not ctx.uses_peft or _hooked_explicitly(ctx):

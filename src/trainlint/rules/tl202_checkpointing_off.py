@@ -29,8 +29,12 @@ def checkpointing_lever(ctx: FileContext, fit: Fit | None) -> tuple[int, bool] |
     return with_gc, with_gc <= fit.capacity
 
 
-@rule("TL202", "checkpointing-off-over-budget", "activations, checkpointing",
-      "Set gradient_checkpointing=True (with LoRA: gradient_checkpointing_kwargs={\"use_reentrant\": False}).")
+@rule("TL202", "checkpointing-off-over-budget", consumer="activations, checkpointing",
+      summary="Gradient checkpointing is off and the run does not fit the GPU, where turning it on alone makes it fit "
+              "or is the largest single saving.",
+      fix_hint="`gradient_checkpointing=True` (non-reentrant with LoRA); needs a GPU (`--gpu`, `gpu`, `gpus`, or the "
+               "one a Slurm launch requests)",
+      fix="safe")
 def check(self: Rule, ctx: FileContext):
     fit = run_fit(ctx)
     lever = checkpointing_lever(ctx, fit)

@@ -27,8 +27,11 @@ def per_iteration(ctx: FileContext) -> str:
     return f" (~{fmt_bytes(graph_bytes(plan))} per iteration at batch {plan.batch} x {plan.seq:,} tokens)"
 
 
-@rule("TL203", "loss-kept-with-graph", "activations (autograd graph)",
-      "Accumulate loss.detach() (or loss.item()); evaluate under torch.no_grad(); call backward per micro-batch.")
+@rule("TL203", "loss-kept-with-graph", consumer="activations (autograd graph)",
+      summary="A loop accumulates a loss tensor while nothing frees its autograd graph, so every iteration's "
+              "activations stay alive.",
+      fix_hint="accumulate `loss.detach()` / `.item()`; evaluate under `torch.no_grad()`; backward per micro-batch",
+      fix="safe")
 def check(self: Rule, ctx: FileContext):
     size = None
     for acc in ctx.facts.loss_accumulations:

@@ -12,6 +12,7 @@ from trainlint.context import FileContext
 from trainlint.edits import make_fix, set_keyword
 from trainlint.diagnostics import Span
 from trainlint.facts import Call, ModelLoad, TrainerCall, Value
+from trainlint.facts.names import TORCH_CROSS_ENTROPY
 from trainlint.facts.values import UNKNOWN, UNSET, library_default
 from trainlint.knowledge import libraries, trl_trainers
 from trainlint.knowledge.heads import computes_vocab_logits
@@ -35,11 +36,12 @@ def _liger_fix(ctx: FileContext) -> str:
 def fused_loss_applied(ctx: FileContext) -> bool:
     """Liger's fused linear cross-entropy or cut-cross-entropy is switched on somewhere in the script."""
     for call in ctx.facts.calls:
-        if _LIGER_CALL.match(call.short) or (call.short == "from_pretrained" and "AutoLiger" in call.qualname):
+        if (_LIGER_CALL.match(call.short) or (call.short == "from_pretrained" and "AutoLiger" in call.qualname)) \
+                and call.in_library("liger_kernel"):
             flce = call.kw("fused_linear_cross_entropy")
             if not flce.is_(False):
                 return True
-        if call.short in _CCE_CALL:
+        if call.short in _CCE_CALL and call.in_library("cut_cross_entropy"):
             return True
     return ctx.facts.imports_module("cut_cross_entropy") and any(
         q.endswith(("cce_patch", "linear_cross_entropy")) for _, q in ctx.facts.imports)
@@ -324,10 +326,10 @@ _OUTPUT_LOSS = ("the model computes its loss from full logits (`{callee}(...)` r
 def _manual_losses(ctx: FileContext) -> list[tuple[Span, str | None, str]]:
     """Losses a hand-written loop computes: (where, the model variable or None, what is said), in file order."""
     model_vars = {m.variable for m in ctx.facts.models if m.variable}
-    model_vars |= {c.target for c in ctx.facts.calls if c.short == "get_peft_model" and c.target}
+    model_vars |= {c.target for c in ctx.facts.calls if c.is_api("peft.get_peft_model") and c.target}
     out = []
     for call in ctx.facts.calls:
-        if call.short in ("cross_entropy", "CrossEntropyLoss") and ctx.facts.logits_accessed:
+        if call.is_api(*TORCH_CROSS_ENTROPY) and ctx.facts.logits_accessed:
             out.append((call.span, None, _OWN_LOSS))
         elif call.has_kw("labels") and call.receiver is None and call.qualname in model_vars:
             out.append((call.span, call.qualname, _LABELS_LOSS))
@@ -337,8 +339,11 @@ def _manual_losses(ctx: FileContext) -> list[tuple[Span, str | None, str]]:
     return sorted(out, key=lambda found: (found[0].line, found[0].col))
 
 
-@rule("TL301", "unfused-cross-entropy-on-large-vocabulary", "logits and loss",
-      "Use a fused/chunked loss: use_liger_kernel=True, TRL's chunked SFT loss, or cut-cross-entropy.")
+@rule("TL301", "unfused-cross-entropy-on-large-vocabulary", consumer="logits and loss",
+      summary="A training loss materialises the full [batch x seq x vocab] logits (and their fp32 copy) on a "
+              "large vocabulary.",
+      fix_hint="`use_liger_kernel=True`, TRL's chunked SFT loss (TRL ≥ 1.15), or cut-cross-entropy",
+      fix="unsafe")
 def check(self: Rule, ctx: FileContext):
     if fused_loss_applied(ctx):
         return

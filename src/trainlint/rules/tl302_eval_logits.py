@@ -80,8 +80,11 @@ def _logit_bytes(ctx: FileContext, args: ArgsObject | None, model) -> int:
     return _dtype(ctx, model, [])[0]
 
 
-@rule("TL302", "eval-logits-accumulated", "logits and loss",
-      "Pass preprocess_logits_for_metrics (e.g. argmax), or batch_eval_metrics=True, or eval_accumulation_steps.")
+@rule("TL302", "eval-logits-accumulated", consumer="logits and loss",
+      summary="A Trainer evaluates with compute_metrics on a vocabulary head and nothing reduces the logits first: "
+              "every eval batch's full logits are kept.",
+      fix_hint="`preprocess_logits_for_metrics` (argmax), or `batch_eval_metrics=True` (transformers ≥ 4.41)",
+      fix="unsafe")
 def check(self: Rule, ctx: FileContext):
     for trainer in ctx.facts.trainers:
         if trainer.class_name not in TRAINERS:

@@ -14,6 +14,7 @@ from trainlint.context import FileContext
 from trainlint.edits import launch_value_fix, make_fix, replace, set_keyword
 from trainlint.diagnostics import Span
 from trainlint.facts import ArgsObject, Call, ScriptFacts, Value
+from trainlint.facts.names import ACCELERATOR, DATALOADER
 from trainlint.knowledge.libraries import TRAINING_ARGS_DEFAULTS
 from trainlint.rules.base import Rule, rule
 
@@ -52,7 +53,7 @@ def _args_shape(args: ArgsObject) -> Shape | None:
 
 
 def _loop_shape(facts: ScriptFacts) -> Shape | None:
-    loaders = [c for c in facts.calls if c.short == "DataLoader"]
+    loaders = [c for c in facts.calls if c.is_api(*DATALOADER)]
     if len(loaders) != 1:
         return None
     batch = _int(loaders[0].arg(1, "batch_size"), 1)
@@ -68,7 +69,7 @@ def _loop_shape(facts: ScriptFacts) -> Shape | None:
     if where is not None:
         name = ("Accelerator gradient_accumulation_steps" if where.source.startswith("Accelerator(")
                 else where.source.removesuffix(" ="))
-    accelerators = [c for c in facts.calls if c.short == "Accelerator"]
+    accelerators = [c for c in facts.calls if c.is_api(*ACCELERATOR)]
     call = accelerators[0] if len(accelerators) == 1 and where is not None and where.source.startswith("Accelerator(") \
         else None
     return Shape(batch, accum, "DataLoader batch_size", name, span, where.span if where else None, call,
@@ -100,8 +101,12 @@ def _keep_message(old: Shape, new: Shape) -> str:
             f"or pick a batch that divides {target}")
 
 
-@rule("TL401", "batch-shrunk-without-accumulation", "batch, accumulation and sequence length",
-      "Raise gradient_accumulation_steps so batch x accumulation stays the same.")
+@rule("TL401", "batch-shrunk-without-accumulation", consumer="batch, accumulation",
+      summary="The micro-batch was shrunk (against the git base, or by auto_find_batch_size) without raising "
+              "gradient accumulation, so the effective batch changed.",
+      fix_hint="raise `gradient_accumulation_steps` so batch x accumulation stays the same; avoid "
+               "`auto_find_batch_size`",
+      fix="safe")
 def check(self: Rule, ctx: FileContext):
     for args in ctx.facts.args_objects:
         if args.get("auto_find_batch_size").is_(True):
@@ -111,7 +116,7 @@ def check(self: Rule, ctx: FileContext):
                 "and never rescales gradient_accumulation_steps, so the effective batch (and the learning-rate "
                 "schedule) changes silently; set per_device_train_batch_size and raise gradient_accumulation_steps "
                 "instead")
-    if not ctx.facts.args_objects and not any(c.short == "DataLoader" for c in ctx.facts.calls):
+    if not ctx.facts.args_objects and not any(c.is_api(*DATALOADER) for c in ctx.facts.calls):
         return
     old_facts, _ = ctx.base
     if old_facts is None:

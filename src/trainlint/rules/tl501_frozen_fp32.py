@@ -87,8 +87,11 @@ def _cast_later(ctx: FileContext, model: ModelLoad) -> bool:
                      ctx.text) is not None
 
 
-@rule("TL501", "frozen-weights-in-fp32", "weights and precision",
-      "Load frozen weights in 16 bit: dtype=torch.bfloat16 (torch_dtype= before transformers 4.56).")
+@rule("TL501", "frozen-weights-in-fp32", consumer="weights and precision",
+      summary="Weights that do not train (LoRA base, reference model, teacher) are loaded in fp32 while the run "
+              "computes in 16 bit.",
+      fix_hint="load frozen weights (LoRA base, reference model, teacher) with `dtype=torch.bfloat16`",
+      fix="unsafe")
 def check(self: Rule, ctx: FileContext):
     args = ctx.main_args
     precision = computes_in_16_bit(ctx, args)

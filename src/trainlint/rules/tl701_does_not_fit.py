@@ -48,8 +48,10 @@ def said_elsewhere(ctx: FileContext, levers: list[Lever]) -> str | None:
     return next((code for code in (reported_by(ctx, lv) for lv in levers) if code), None)
 
 
-@rule("TL701", "run-does-not-fit", "the run as a whole",
-      "Apply the levers the message ranks (the estimate prices each for this run), or pick a larger GPU.")
+@rule("TL701", "run-does-not-fit", consumer="the run as a whole",
+      summary="The estimated peak of the run exceeds the GPU's memory.",
+      fix_hint="the levers the message ranks, or a larger GPU; needs a GPU (`--gpu`, `gpu`, `gpus`, or the one a "
+               "Slurm launch requests)")
 def check(self: Rule, ctx: FileContext):
     fit = run_fit(ctx)
     if fit is None or fit.fits:

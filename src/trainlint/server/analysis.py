@@ -250,5 +250,5 @@ def hover_text(code: str) -> str:
     text = page(code)
     if text is not None:
         return text
-    name, what = META_RULES.get(code, (code, ""))
-    return f"# {code} {name}\n\n{what}"
+    info = META_RULES.get(code)
+    return f"# {code} {info.name}\n\n{info.summary}" if info else f"# {code}"
