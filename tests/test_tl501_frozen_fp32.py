@@ -163,3 +163,74 @@ def test_a_load_in_a_branch_nothing_decides_is_not_judged_alone(tmp_path):
     assert "TL501" not in check("--bf16", "True", "--output_dir", "o", "--model_name_or_path", "meta-llama/Llama-3.1-8B")
     fired = check("--bf16", "True", "--output_dir", "o", "--model_name_or_path", "mosaicml/mpt-7b")
     assert "train.py:17:13: TL501 LoRA's frozen base model is loaded in fp32" in fired
+
+
+# TRL's own example-script shape (trl >= 1.x scripts/sft.py, written here from scratch): the parser comes from a
+# helper that builds it from a tuple bound to a name, the script sets `training_args.model_init_kwargs` with
+# `dtype=model_args.dtype`, and SFTTrainer loads the model from its name. In trl 1.9.0 ModelConfig.dtype defaults
+# to "float32" (knowledge/arguments.json, trl/trainer/model_config.py), and TRL configs default to bf16: a LoRA
+# launch keeps the frozen base in fp32.
+TRL_SCRIPT = '''
+def main(script_args, training_args, model_args):
+    from trl import SFTTrainer, get_peft_config
+
+    training_args.model_init_kwargs = dict(
+        revision=model_args.model_revision,
+        dtype=model_args.dtype,
+    )
+    trainer = SFTTrainer(model=model_args.model_name_or_path, args=training_args,
+                         peft_config=get_peft_config(model_args))
+    trainer.train()
+
+
+def make_parser():
+    from trl import ModelConfig, ScriptArguments, SFTConfig, TrlParser
+
+    dataclass_types = (ScriptArguments, SFTConfig, ModelConfig)
+    parser = TrlParser(dataclass_types)
+    return parser
+
+
+if __name__ == "__main__":
+    parser = make_parser()
+    script_args, training_args, model_args = parser.parse_args_and_config()
+    main(script_args, training_args, model_args)
+'''
+
+
+@pytest.mark.parametrize("flags, fires", [
+    ("--use_peft --lora_r 16", True),
+    ("--use_peft --dtype bfloat16", False),  # the base loads in bf16
+    ("", False),  # full fine-tuning: the fp32 weights are the master weights
+])
+def test_a_trl_script_whose_model_config_defaults_to_fp32(tmp_path, flags, fires):
+    import json
+
+    from test_launch import run
+
+    (tmp_path / "requirements.txt").write_text("trl==1.9.0\ntransformers==5.0.0\n")
+    (tmp_path / "sft.py").write_text(TRL_SCRIPT)
+    (tmp_path / "train.sh").write_text(f"python sft.py --model_name_or_path Qwen/Qwen2-0.5B --output_dir out {flags}\n")
+    data = json.loads(run("check", "--output-format", "json", "--no-cache", "--select", "TL501", "sft.py",
+                          cwd=tmp_path).stdout)
+    if not fires:
+        assert data == []
+        return
+    (d,) = data
+    assert (d["filename"], d["location"]["row"]) == ("sft.py", 9)
+    assert d["message"].startswith("LoRA's frozen base model is loaded in fp32 (dtype float32: the ModelConfig "
+                                   "default (trl 1.9.0 ")
+    assert "computes in bf16" in d["message"] and 'with dtype "bfloat16" (model_init_kwargs)' in d["message"]
+
+
+def test_a_model_the_trainer_loads_without_a_dtype_is_not_judged(lint):
+    # what TRL's own loader does with no dtype is not modelled per version here: nothing is claimed
+    script = '''
+from trl import SFTConfig, SFTTrainer
+from peft import LoraConfig
+trainer = SFTTrainer(model="meta-llama/Llama-3.1-8B", args=SFTConfig(output_dir="o", bf16=True),
+                     peft_config=LoraConfig(r=16))
+'''
+    assert tl501(lint(script, settings=V4)) == []
+    explicit = script.replace('bf16=True)', 'bf16=True, model_init_kwargs={"dtype": "float32"})')
+    assert [line for line, _ in tl501(lint(explicit, settings=V4))] == [4]

@@ -52,6 +52,8 @@ class _Collector(cst.CSTVisitor):
         self.imports: dict[str, str] = {}
         self.star_imports: set[str] = set()
         self.bindings: dict[tuple[str, str], list[cst.BaseExpression | None]] = {}
+        # `training_args.model_init_kwargs = dict(...)`: (scope, object name, attribute) -> the values assigned
+        self.attr_bindings: dict[tuple[str, str, str], list[cst.BaseExpression]] = {}
         self.argparse_defaults: dict[str, list[cst.BaseExpression | None]] = {}
         self.dataclass_fields: dict[str, list[cst.BaseExpression | None]] = {}
         self.raw_calls: list[_RawCall] = []
@@ -91,6 +93,11 @@ class _Collector(cst.CSTVisitor):
     @property
     def scope(self) -> str:
         return self._scopes[-1]
+
+    def _bound_once(self, name: str) -> cst.BaseExpression | None:
+        """The value `name` is bound to in the current scope, when it is bound exactly once."""
+        bound = self.bindings.get((self.scope, name))
+        return bound[0] if bound is not None and len(bound) == 1 else None
 
     def _bind(self, name: str, value: cst.BaseExpression | None) -> None:
         self.bindings.setdefault((self.scope, name), []).append(value)
@@ -223,7 +230,8 @@ class _Collector(cst.CSTVisitor):
         if len(node.targets) == 1 and isinstance(node.targets[0].target, cst.Name):
             kind = P.parser_kind(node.value, self.qualname)
             if kind is not None:
-                self.params.parser_created(node.targets[0].target.value, kind, node.value, self.qualname)
+                self.params.parser_created(node.targets[0].target.value, kind, node.value, self.qualname,
+                                           self._bound_once)
 
     def visit_Return(self, node: cst.Return) -> None:
         # `def parse(): ...; return parser.parse_args()`: what the function returns is the parsed command line
@@ -289,6 +297,8 @@ class _Collector(cst.CSTVisitor):
             self._bind(target.value, value)
             if value is not None and not self.scope.startswith("class "):
                 self._record_name_evidence(target.value, value, stmt)
+        elif isinstance(target, cst.Attribute) and isinstance(target.value, cst.Name) and value is not None:
+            self.attr_bindings.setdefault((self.scope, target.value.value, target.attr.value), []).append(value)
         elif isinstance(target, (cst.Tuple, cst.List)):
             for element in target.elements:
                 self._bind_target(element.value, None, stmt)

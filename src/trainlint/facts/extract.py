@@ -13,7 +13,7 @@ from trainlint.diagnostics import Span
 from trainlint.facts.collector import _Collector, _RawCall  # (tests/test_positions.py patches _Collector here)
 from trainlint.facts.evalsets import eval_sets
 from trainlint.facts.evaluate import MODULE_SCOPE, _dotted, _enclosing_scopes, _Resolver
-from trainlint.facts.model import ArgsObject, Call, Evidence, FunctionDef, ModelLoad, ScriptFacts, TrainerCall
+from trainlint.facts.model import ArgsObject, Call, Evidence, FunctionDef, ModelLoad, Param, ScriptFacts, TrainerCall
 from trainlint.facts.names import (  # the tables live apart so lint.py can use them without LibCST
     ACCELERATOR,
     ARGS_CLASSES,
@@ -308,6 +308,16 @@ def _string_model(call: Call, model_arg: Value, raw: _RawCall, resolver: _Resolv
             if arg.keyword is not None and arg.keyword.value == "model_init_kwargs":
                 resolved = resolver.value(arg.value, raw.scope)
                 init_kwargs = resolved.value if resolved.known and isinstance(resolved.value, dict) else {"?": UNKNOWN}
+    set_on = _first_arg_node(raw.node, 1, "args")
+    if isinstance(set_on, cst.Name):
+        # `training_args.model_init_kwargs = dict(dtype=model_args.dtype, ...)` before the trainer is built (TRL's
+        # own scripts set it on the parsed config): the last assignment in the trainer's scope or above it
+        for candidate in _enclosing_scopes(raw.scope):
+            assigned = c.attr_bindings.get((candidate, set_on.value, "model_init_kwargs"))
+            if assigned:
+                resolved = resolver.value(assigned[-1], candidate) if len(assigned) == 1 else UNKNOWN
+                init_kwargs = resolved.value if resolved.known and isinstance(resolved.value, dict) else {"?": UNKNOWN}
+                break
 
     def pick(name: str) -> Value:
         if "?" in init_kwargs:
@@ -315,6 +325,8 @@ def _string_model(call: Call, model_arg: Value, raw: _RawCall, resolver: _Resolv
         if name not in init_kwargs:
             return UNSET
         item = init_kwargs[name]
+        if isinstance(item, Param):  # `dtype=model_args.dtype`: the launch (or the field's default) decides
+            return Value("param", item, call.span, "param")
         return UNKNOWN if isinstance(item, Value) else known(item, call.span, "model_init_kwargs")
 
     dtype = pick("dtype") if not pick("dtype").unset else pick("torch_dtype")

@@ -136,9 +136,13 @@ class ParamCollector:
         if cls in self._classes:
             self._classes[cls][1].append((name, annotation, default, has_value))
 
-    def parser_created(self, variable: str, kind: str, call: cst.Call, qualname) -> None:
+    def parser_created(self, variable: str, kind: str, call: cst.Call, qualname, bound=None) -> None:
+        """`bound(name)`: the one value a name is bound to in the scope (`dataclass_types = (A, B)` then
+        `TrlParser(dataclass_types)`), or None."""
         classes: list[str] = []
         node = next((a.value for a in call.args if a.keyword is None or a.keyword.value == "dataclass_types"), None)
+        if isinstance(node, cst.Name) and bound is not None and isinstance(bound(node.value), (cst.Tuple, cst.List)):
+            node = bound(node.value)
         items = [e.value for e in node.elements] if isinstance(node, (cst.Tuple, cst.List)) else \
             [node] if node is not None else []
         for item in items:

@@ -50,11 +50,15 @@ def loaded_in_fp32(ctx: FileContext, model: ModelLoad) -> str | None:
     dtype = model.dtype
     if dtype.known and isinstance(dtype.value, str):
         if dtype.value in FP32:
+            if dtype.via.endswith(" default") or " default (" in dtype.via:  # `dtype=model_args.dtype`, unset
+                return f"dtype {dtype.value}: the {dtype.via}"
             return f"dtype={dtype.value} is explicit"
         if dtype.value != "auto":
             return None
     elif not dtype.unset:
         return None
+    if model.kind == "trainer_string":
+        return None  # the trainer loads it: only a dtype its model_init_kwargs give is read here
     tv = ctx.versions.transformers
     if dtype.unset and not tv.at_least(5):
         return f"no dtype given, and transformers {tv.version} loads in fp32 by default"
@@ -81,7 +85,7 @@ def _frozen_role(ctx: FileContext, model: ModelLoad) -> str | None:
 def _cast_later(ctx: FileContext, model: ModelLoad) -> bool:
     """`model.to(torch.bfloat16)`, `model.half()`, `model.bfloat16()` after loading: the weights do not stay fp32."""
     if model.variable is None:
-        return True
+        return model.kind != "trainer_string"  # (the trainer loads that one and holds it)
     v = re.escape(model.variable)
     return re.search(rf"\b{v}\s*\.\s*(?:half|bfloat16|float16)\s*\(|\b{v}\s*\.\s*to\s*\([^)]*(?:float16|half|dtype)",
                      ctx.text) is not None
@@ -98,7 +102,8 @@ def check(self: Rule, ctx: FileContext):
     if precision is None:
         return
     for model in ctx.facts.models:
-        if model.kind != "from_pretrained":
+        # a model the trainer loads from its name (`SFTTrainer(model="org/id")`) with model_init_kwargs' dtype
+        if model.kind not in ("from_pretrained", "trainer_string"):
             continue
         role = _frozen_role(ctx, model)
         why = loaded_in_fp32(ctx, model) if role else None
@@ -114,8 +119,10 @@ def check(self: Rule, ctx: FileContext):
             cost = "half of its weight memory would be saved"
         # `dtype=` is a from_pretrained keyword from 4.56.0 (libraries.DTYPE_KEYWORD_SINCE); before, `torch_dtype=`
         keyword = "dtype" if ctx.versions.transformers.at_least(*libraries.DTYPE_KEYWORD_SINCE) else "torch_dtype"
+        load = f"load it with {keyword}=torch.{target}" if model.kind == "from_pretrained" else \
+            f"have the trainer load it with dtype \"{target}\" (model_init_kwargs)"
         message = (f"{role} is loaded in fp32 ({why}) while the run computes in {precision}; it does not train, so "
-                   f"{cost}; load it with {keyword}=torch.{target}")
+                   f"{cost}; {load}")
         yield self.diagnostic(ctx, model.anchor, message, model.dtype).with_fix(_fix(ctx, model, keyword, target))
 
 
