@@ -234,3 +234,24 @@ trainer = SFTTrainer(model="meta-llama/Llama-3.1-8B", args=SFTConfig(output_dir=
     assert tl501(lint(script, settings=V4)) == []
     explicit = script.replace('bf16=True)', 'bf16=True, model_init_kwargs={"dtype": "float32"})')
     assert [line for line, _ in tl501(lint(explicit, settings=V4))] == [4]
+
+
+def test_a_reference_or_teacher_passed_positionally(lint):
+    # `DPOTrainer(model, model_ref, args=...)`: ref_model is the second parameter of DPOTrainer / KTOTrainer
+    # (teacher_model of GKDTrainer), in trl 0.8 as in 1.x
+    dpo = '''
+import torch
+from transformers import AutoModelForCausalLM
+from trl import DPOConfig, DPOTrainer
+
+model = AutoModelForCausalLM.from_pretrained("Qwen/Qwen2.5-0.5B", dtype=torch.bfloat16)
+model_ref = AutoModelForCausalLM.from_pretrained("Qwen/Qwen2.5-0.5B", dtype=torch.float32)
+trainer = DPOTrainer(model, model_ref, args=DPOConfig(output_dir="out"))
+'''
+    found = tl501(lint(dpo))
+    assert [line for line, _ in found] == [7] and found[0][1].startswith("the reference model is loaded in fp32")
+    gkd = dpo.replace("DPOConfig", "GKDConfig").replace("DPOTrainer", "GKDTrainer")
+    assert [m.split(" is ")[0] for _, m in tl501(lint(gkd))] == ["the teacher model"]
+    # a trainer whose second positional parameter is something else: not a frozen copy
+    sft = dpo.replace("DPOConfig", "SFTConfig").replace("DPOTrainer", "SFTTrainer")
+    assert tl501(lint(sft)) == []

@@ -151,7 +151,9 @@ def _build_call(raw: _RawCall, resolver: _Resolver, c: _Collector) -> Call:
             unpacked = resolver.value(arg.value, raw.scope)
             if unpacked.known and isinstance(unpacked.value, dict):
                 for key, item in unpacked.value.items():
-                    kwargs[key] = UNKNOWN if isinstance(item, Value) else known(item, raw.span, "unpacked dict")
+                    kwargs[key] = UNKNOWN if isinstance(item, Value) else \
+                        Value("param", item, raw.span, "param") if isinstance(item, Param) else \
+                        known(item, raw.span, "unpacked dict")
             else:
                 opaque = True
             continue

@@ -25,6 +25,10 @@ from trainlint.rules.base import Rule, rule
 FP32 = {"float32", "torch.float32", "float", "torch.float", "fp32"}
 # Reference and teacher models, by the trainer keyword they are passed as.
 FROZEN_KEYWORDS = {"ref_model": "the reference model", "teacher_model": "the teacher model"}
+# ... which these trainers also take as their second positional argument: `DPOTrainer(model, model_ref, ...)`
+# (trl 0.8.6 and 1.x dpo_trainer.py / kto_trainer.py `__init__(self, model, ref_model, ...)`; gkd_trainer.py
+# `__init__(self, model, teacher_model, ...)`). Not PPOTrainer, whose old signature starts with its config.
+SECOND_POSITIONAL = {"DPOTrainer": "ref_model", "KTOTrainer": "ref_model", "GKDTrainer": "teacher_model"}
 
 
 def computes_in_16_bit(ctx: FileContext, args: ArgsObject | None) -> str | None:
@@ -72,7 +76,9 @@ def loaded_in_fp32(ctx: FileContext, model: ModelLoad) -> str | None:
 def _frozen_role(ctx: FileContext, model: ModelLoad) -> str | None:
     for trainer in ctx.facts.trainers:
         for keyword, role in FROZEN_KEYWORDS.items():
-            if model.variable is not None and trainer.call.kw_name(keyword) == model.variable:
+            passed = trainer.call.arg_name(1, keyword) if SECOND_POSITIONAL.get(trainer.class_name) == keyword \
+                else trainer.call.kw_name(keyword)
+            if model.variable is not None and passed == model.variable:
                 return role
     if ctx.uses_peft and not (model.quantization.known and model.quantization.value):
         from trainlint.planning import training_model
