@@ -75,9 +75,9 @@ def logits_reduced(ctx: FileContext, trainer: TrainerCall, args: ArgsObject | No
 def _logit_bytes(ctx: FileContext, args: ArgsObject | None, model) -> int:
     if args is not None and (args.get("bf16").is_(True) or args.get("fp16").is_(True)):
         return 4  # accelerate's convert_outputs_to_fp32
-    from trainlint.planning import _dtype
+    from trainlint.run import resolve
 
-    return _dtype(ctx, model, [])[0]
+    return resolve(ctx).model(model).precision.value[0]
 
 
 @rule("TL302", "eval-logits-accumulated", "logits and loss",
