@@ -226,3 +226,17 @@ def test_the_plan_is_made_of_the_runs_decisions(tmp_path):
                                                 *trained.kernel.notes, *run.checkpointing.on.notes,
                                                 *run.sharding.notes, *run.optimizer.notes, *run.evaluation.notes)
     assert any(n.startswith("optim not set") for n in plan.assumptions)
+
+
+def test_no_rule_imports_another_rule_and_planning_imports_no_rule():
+    """The decisions rules shared (attention, precision, loss, eval, batch, checkpointing) live in trainlint.run:
+    grimp's graph (module- and function-level imports) has no arrow from one rule module to another, and none
+    from planning to the rules."""
+    grimp = pytest.importorskip("grimp", reason="grimp comes with import-linter (test extra)")
+    graph = grimp.build_graph("trainlint", cache_dir=None)
+    rules = {m for m in graph.modules if m.startswith("trainlint.rules.tl")}
+    assert len(rules) >= 10
+    arrows = [(m, i) for m in sorted(rules) for i in graph.find_modules_directly_imported_by(m) if i in rules]
+    assert arrows == []
+    assert not [i for i in graph.find_modules_directly_imported_by("trainlint.planning")
+                if i.startswith("trainlint.rules")]
