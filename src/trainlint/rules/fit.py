@@ -92,7 +92,7 @@ def gpu_for_path(path, settings) -> tuple[str, int] | None:
 def known_plan(ctx: FileContext, model=None) -> "Plan | None":
     """The run's plan (planning.plan_for) when its model, batch and sequence length are known, and, when `model` is
     given, it is the model the run trains; None otherwise."""
-    from trainlint.planning import Overrides, PlanError, plan_for  # (planning imports rule modules)
+    from trainlint.planning import Overrides, PlanError, plan_for
 
     try:
         plan, trained, _notes, unknown = plan_for(ctx, Overrides())

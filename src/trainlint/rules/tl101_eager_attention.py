@@ -1,6 +1,7 @@
 """TL101 eager-attention-at-long-context: eager attention keeps batch x heads x seq^2 scores per layer.
 
-Docs: rules/TL101.md. Library facts: trainlint/knowledge/libraries.py (default_attention).
+Docs: rules/TL101.md. The attention in effect is the Run's (trainlint/run/attention.py; library facts:
+trainlint/knowledge/libraries.py default_attention).
 """
 
 from __future__ import annotations
@@ -11,39 +12,10 @@ from trainlint.context import FileContext
 from trainlint.edits import literal_in, launch_value_fix, make_fix, quote_of, replace, set_keyword
 from trainlint.facts import ModelLoad
 from trainlint.knowledge import libraries
-from trainlint.knowledge.models import ModelSpec
 from trainlint.memory import attention_scores_per_layer, dtype_bytes, fmt_bytes
 from trainlint.rules.base import Rule, rule
 from trainlint.rules.fit import peak_saving, with_fit_note
-
-
-def attention_in_effect(ctx: FileContext, model: ModelLoad, spec: ModelSpec | None) -> tuple[str | None, str]:
-    """(implementation, why) for a model load; implementation None when it cannot be known."""
-    impl = model.attn_implementation
-    if impl.known and isinstance(impl.value, str):
-        return impl.value, f'attn_implementation="{impl.value}"'
-    if impl.unknown:
-        return None, "attn_implementation is not statically known"
-    if model.call.kw("trust_remote_code").is_(True) and impl.unset:
-        # the checkpoint's own modeling code picks its attention (Qwen-7B reads config.use_flash_attn)
-        return None, "trust_remote_code=True: the model's own code chooses its attention"
-    if model.use_flash_attention_2.is_(True):
-        return "flash_attention_2", "use_flash_attention_2=True"
-    if model.output_attentions.is_(True):
-        # configuration_utils.py `output_attentions` setter: eager when no implementation was chosen
-        return "eager", "output_attentions=True selects eager at load time"
-    default = libraries.default_attention(spec.model_type if spec else None, ctx.versions.transformers)
-    if default is None:
-        return None, "default attention for this model and version not known"
-    tv = ctx.versions.transformers.version
-    if default == "eager":
-        if not ctx.versions.transformers.at_least(*libraries.SDPA_DEFAULT_SINCE):
-            return "eager", f"transformers {tv} (< 4.36) uses eager unless flash-attention is chosen"
-        if not ctx.versions.transformers.at_least(5):
-            return "eager", (f"{spec.model_type} does not declare _supports_sdpa in transformers {tv}, so it loads with "
-                             f"eager attention when attn_implementation is unset")
-        return "eager", f"{spec.model_type} falls back to eager in transformers {tv} when attn_implementation is unset"
-    return default, f"transformers {tv} default"
+from trainlint.run import resolve
 
 
 def _is_eager(impl: str) -> bool:
@@ -59,9 +31,11 @@ def check(self: Rule, ctx: FileContext):
     seq = ctx.seq_len
     if not (seq.known and seq.value >= ctx.settings.long_context):
         return
+    run = resolve(ctx)
     for model in ctx.facts.models:
         spec = ctx.spec(model)
-        impl, why = attention_in_effect(ctx, model, spec)
+        attention = run.model(model).attention
+        impl, why = attention.value, attention.why
         if impl is None or not _is_eager(impl):
             continue
         softcapped = spec is not None and spec.model_type in libraries.SOFTCAPPED

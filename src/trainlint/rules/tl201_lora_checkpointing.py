@@ -11,14 +11,13 @@ from dataclasses import dataclass
 from trainlint.context import FileContext, is_peft_from_pretrained
 from trainlint.edits import insert_line_after, make_fix, non_reentrant_kwargs, set_keyword
 from trainlint.diagnostics import Span
-from trainlint.facts import Call, TrainerCall, Value
+from trainlint.facts import Call, TrainerCall
 from trainlint.facts.names import PEFT_WRAP, TORCH_CHECKPOINT
-from trainlint.facts.values import UNSET
 from trainlint.knowledge import libraries, trl_trainers
 from trainlint.rules.base import Rule, rule
+from trainlint.run.checkpointing import GC_ENABLE, GC_KWARGS, reentrant_in_effect
+from trainlint.run.checkpointing import kwargs_of as _kwargs_of
 
-GC_ENABLE = ("gradient_checkpointing_enable", "activation_checkpointing_enable")
-GC_KWARGS = ("gradient_checkpointing_kwargs", "activation_checkpointing_kwargs")
 HEAD_TASKS = {"SEQ_CLS", "TOKEN_CLS", "QUESTION_ANS"}
 FIX = ('call model.enable_input_require_grads() before training, or pass '
        'gradient_checkpointing_kwargs={"use_reentrant": False}')
@@ -41,33 +40,6 @@ def peft_wraps(ctx: FileContext) -> list[PeftWrap]:
             # before 4.34 nothing hooks transformers-native adapters: the model is adapted in place
             out.append(PeftWrap(call, call.receiver, call.receiver))
     return out
-
-
-def reentrant_in_effect(kwargs: Value, transformers_5: bool, via_trainer: bool) -> bool | None:
-    """Whether `*_checkpointing_enable(gradient_checkpointing_kwargs=kwargs)` runs reentrant checkpointing.
-
-    transformers 5.24 `_activation_checkpointing_enable`: None -> {"use_reentrant": False};
-    <= 4.57: None -> {"use_reentrant": True}. A dict without the key (even `{}`) is passed through and
-    torch 2.13's checkpoint defaults to use_reentrant=True (with a warning). The 5.24 Trainer passes
-    `gc_kwargs or None`, so `{}` there means the 5.x default.
-    """
-    if kwargs.unset or (kwargs.known and kwargs.value is None):
-        return not transformers_5
-    if not kwargs.known or not isinstance(kwargs.value, dict):
-        return None
-    if via_trainer and transformers_5 and not kwargs.value:
-        return False
-    if "use_reentrant" not in kwargs.value:
-        return True
-    flag = kwargs.value["use_reentrant"]
-    return flag if isinstance(flag, bool) else None
-
-
-def _kwargs_of(call: Call) -> Value:
-    for name in GC_KWARGS:
-        if call.has_kw(name):
-            return call.kw(name)
-    return UNSET
 
 
 def _text_model(ctx: FileContext, base_variable: str | None) -> bool | None:

@@ -1,17 +1,17 @@
 """TL301 unfused-cross-entropy-on-large-vocabulary: the loss materialises batch x seq x vocab logits.
 
-Docs: rules/TL301.md. Library facts: trainlint/knowledge/libraries.py (sft_loss_is_chunked).
+Docs: rules/TL301.md. The loss path is the Run's (trainlint/run/loss.py; library facts:
+trainlint/knowledge/libraries.py sft_loss_is_chunked, knowledge/trl_trainers.py).
 """
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 from trainlint.context import FileContext
 from trainlint.edits import make_fix, set_keyword
 from trainlint.diagnostics import Span
-from trainlint.facts import Call, ModelLoad, TrainerCall, Value
+from trainlint.facts import ModelLoad, TrainerCall, Value
 from trainlint.facts.names import TORCH_CROSS_ENTROPY
 from trainlint.facts.values import UNKNOWN, UNSET, library_default
 from trainlint.knowledge import libraries, trl_trainers
@@ -19,10 +19,9 @@ from trainlint.knowledge.heads import computes_vocab_logits
 from trainlint.memory import dtype_bytes, fmt_bytes, logits_bytes, loss_peak_bytes
 from trainlint.rules.base import Rule, rule
 from trainlint.rules.fit import peak_saving, with_fit_note
+from trainlint.run import resolve
+from trainlint.run.loss import row_flags, sft_loss
 
-_LIGER_CALL = re.compile(r"^(apply_liger_kernel_to_\w+|_apply_liger_kernel_to_instance|LigerFusedLinearCrossEntropyLoss"
-                         r"|AutoLigerKernelForCausalLM)$")
-_CCE_CALL = {"cce_patch", "linear_cross_entropy", "LinearCrossEntropy"}
 _LIGER_FIX = "set use_liger_kernel=True (needs the liger-kernel package and a CUDA GPU)"
 
 
@@ -31,20 +30,6 @@ def _liger_fix(ctx: FileContext) -> str:
         return _LIGER_FIX
     return (f"use_liger_kernel needs transformers >= 4.45 and this file targets {ctx.versions.transformers.version}: "
             f"upgrade it, or patch the model with liger-kernel's apply_liger_kernel_to_*() (needs a CUDA GPU)")
-
-
-def fused_loss_applied(ctx: FileContext) -> bool:
-    """Liger's fused linear cross-entropy or cut-cross-entropy is switched on somewhere in the script."""
-    for call in ctx.facts.calls:
-        if (_LIGER_CALL.match(call.short) or (call.short == "from_pretrained" and "AutoLiger" in call.qualname)) \
-                and call.in_library("liger_kernel"):
-            flce = call.kw("fused_linear_cross_entropy")
-            if not flce.is_(False):
-                return True
-        if call.short in _CCE_CALL and call.in_library("cut_cross_entropy"):
-            return True
-    return ctx.facts.imports_module("cut_cross_entropy") and any(
-        q.endswith(("cce_patch", "linear_cross_entropy")) for _, q in ctx.facts.imports)
 
 
 def _cost(ctx: FileContext, model: ModelLoad, vocab: int, shape: TrainerShape | None = None) -> str:
@@ -157,11 +142,6 @@ def _trl_trainer_diagnostic(self: Rule, ctx: FileContext, trainer: TrainerCall, 
                      shape)
 
 
-def _row_flags(ctx: FileContext, trainer: TrainerCall) -> tuple[str, ...]:
-    row = trl_trainers.loss_row(trainer.class_name, ctx.versions.trl)
-    return row.flags if row is not None else ()
-
-
 def _override_diagnostic(self: Rule, ctx: FileContext, trainer: TrainerCall):
     """The repository's own trainer overrides the loss: it decides, whatever the base class would do."""
     kind, method, span = trainer.loss_override
@@ -208,7 +188,7 @@ def _trainer_diagnostic(self: Rule, ctx: FileContext, trainer: TrainerCall):
         # RL trainer calls the model without labels and reads `.logits`; its own fused path is the row's flag
         # (knowledge/trl_trainers.py), decided below.
         if (liger.is_(True) or liger.unknown) and (trainer.library != "trl" or trainer.class_name == "SFTTrainer"
-                                                    or "use_liger_kernel" in _row_flags(ctx, trainer)):
+                                                    or "use_liger_kernel" in row_flags(ctx, trainer)):
             return None
     model = ctx.model_for(trainer.model_variable)
     if trainer.class_name in ("Trainer", "Seq2SeqTrainer"):
@@ -237,81 +217,6 @@ def _trainer_diagnostic(self: Rule, ctx: FileContext, trainer: TrainerCall):
            ) + " or " + _liger_fix(ctx)
     return _diagnose(self, ctx, model, trainer.call.span,
                      f"SFTTrainer in TRL {trl.version} computes an unfused cross-entropy", fix)
-
-
-def sft_loss(ctx: FileContext, trainer: TrainerCall, args) -> tuple[bool | None, str | None]:
-    """(whether TRL's SFT loss is chunked for this version and config, what forces full logits back)."""
-    loss_type = args.get("loss_type") if args is not None else None
-    if loss_type is not None and loss_type.unknown:
-        return None, None
-    chunked = libraries.sft_loss_is_chunked(ctx.versions.trl, loss_type.get(None) if loss_type is not None else None,
-                                            False)
-    if not chunked:
-        return chunked, None
-    smoothing = args.get("label_smoothing_factor") if args is not None else None
-    if trainer.call.has_kw("compute_loss_func"):
-        return True, "compute_loss_func"
-    if smoothing is not None and smoothing.known and isinstance(smoothing.value, (int, float)) and smoothing.value > 0:
-        return True, "label_smoothing_factor > 0"
-    return True, None
-
-
-def loss_path(ctx: FileContext) -> str:
-    """How the training loss treats the logits: "liger" (fused), "chunked" (TRL) or "full"."""
-    if fused_loss_applied(ctx):
-        return "liger"
-    for trainer in ctx.facts.trainers:
-        args = ctx.trainer_args(trainer)
-        if args is not None and args.get("use_liger_kernel").is_(True):
-            return "liger"
-        if trainer.class_name == "SFTTrainer":
-            chunked, forced_by = sft_loss(ctx, trainer, args)
-            if chunked and forced_by is None:
-                return "chunked"
-        elif trainer.library == "trl":
-            row = trl_trainers.loss_row(trainer.class_name, ctx.versions.trl)
-            if row is not None and not row.full_logits:
-                return "chunked"  # TRL >= 1.15's fused LM head / the chunked distillation loss
-            if row is not None and args is not None and any(args.get(f).is_(True) for f in row.flags):
-                return "liger"
-    return "full"
-
-
-def trl_reference_copy(ctx: FileContext) -> str | None:
-    """The TRL trainer that keeps a frozen copy of the model as its reference (knowledge/trl_trainers.py
-    REFERENCE_COPY): no PEFT, no `ref_model` passed, no precomputed reference log-probabilities; else None."""
-    if ctx.uses_peft:
-        return None
-    for trainer in ctx.facts.trainers:
-        if trainer.library != "trl" or trainer.class_name not in trl_trainers.REFERENCE_COPY:
-            continue
-        ref = trainer.call.kw("ref_model")
-        if not (ref.unset or ref.is_(None)):
-            continue  # the script's own reference model: not this model's copy
-        args = ctx.trainer_args(trainer)
-        pre = args.get("precompute_ref_log_probs") if args is not None else UNSET
-        if pre.unset or pre.is_(False):
-            return trainer.class_name
-    return None
-
-
-def trl_logits_shape(ctx: FileContext) -> tuple[int, str | None, str] | None:
-    """(rows per example, "reference"/"teacher"/None, trainer) when a TRL trainer builds the full logits of more
-    than one row per example or of a second model in the same step (knowledge/trl_trainers.py); else None."""
-    for trainer in ctx.facts.trainers:
-        if trainer.library != "trl" or trainer.class_name == "SFTTrainer":
-            continue
-        row = trl_trainers.loss_row(trainer.class_name, ctx.versions.trl)
-        if row is None or not row.full_logits:
-            continue
-        args = ctx.trainer_args(trainer)
-        reference = row.reference
-        if reference == "ref":
-            pre = args.get("precompute_ref_log_probs") if args is not None else UNSET
-            reference = None if pre.is_(True) else "reference"
-        if row.rows > 1 or reference is not None:
-            return row.rows, reference, trainer.class_name
-    return None
 
 
 _OWN_LOSS = "the loss is computed on the model's full logits"
@@ -345,7 +250,7 @@ def _manual_losses(ctx: FileContext) -> list[tuple[Span, str | None, str]]:
       fix_hint="`use_liger_kernel=True`, TRL's chunked SFT loss (TRL ≥ 1.15), or cut-cross-entropy",
       fix="unsafe")
 def check(self: Rule, ctx: FileContext):
-    if fused_loss_applied(ctx):
+    if resolve(ctx).fused_loss_applied:
         return
     for trainer in ctx.facts.trainers:
         diag = _trainer_diagnostic(self, ctx, trainer)

@@ -1,7 +1,8 @@
 """TL302 eval-logits-accumulated: Trainer's evaluation loop keeps every eval batch's [batch x seq x vocab]
 logits until `compute_metrics` runs, when nothing reduces them first.
 
-Docs: rules/TL302.md. Library facts, read in transformers 5.24.0 trainer.py `Trainer.evaluation_loop`:
+Docs: rules/TL302.md. Whether the loop runs and what reduces the logits is the Run's (trainlint/run/eval.py).
+Library facts, read in transformers 5.24.0 trainer.py `Trainer.evaluation_loop`:
 `all_preds.add(logits)` unless `args.batch_eval_metrics` (a field since 4.41.0: knowledge/arguments.json);
 `preprocess_logits_for_metrics(logits, labels)` replaces the logits first; `eval_accumulation_steps` moves
 them to the CPU every N steps (`all_preds.to_cpu_and_numpy()`); `Trainer.evaluate` passes
@@ -16,16 +17,14 @@ checked.
 
 from __future__ import annotations
 
-import re
-
 from trainlint.context import FileContext
 from trainlint.edits import make_fix, set_keyword
 from trainlint.facts import ArgsObject, TrainerCall
 from trainlint.knowledge.heads import head_for
 from trainlint.memory import fmt_bytes
 from trainlint.rules.base import Rule, rule
-
-TRAINERS = {"Trainer", "Seq2SeqTrainer", "SFTTrainer"}
+from trainlint.run import resolve
+from trainlint.run.eval import TRAINERS, evaluates, logits_reduced
 
 
 def vocab_logits_head(model) -> bool | None:
@@ -35,49 +34,10 @@ def vocab_logits_head(model) -> bool | None:
     return None if head is None else head.kind == "vocab"
 
 
-def evaluates(ctx: FileContext, trainer: TrainerCall, args: ArgsObject | None) -> bool | None:
-    """The eval loop runs: an eval strategy other than "no", or `trainer.evaluate()` in the script."""
-    if trainer.variable and re.search(rf"\b{re.escape(trainer.variable)}\s*\.\s*evaluate\s*\(", ctx.text):
-        return True
-    if args is None:
-        return None
-    for key in ("eval_strategy", "evaluation_strategy"):
-        value = args.get(key)
-        if value.unknown:
-            return None
-        if value.known:
-            text = str(value.value).split(".")[-1].lower()
-            return text not in ("no", "none")
-    return None if args.call.opaque_kwargs else False
-
-
-def logits_reduced(ctx: FileContext, trainer: TrainerCall, args: ArgsObject | None) -> bool | None:
-    """Something keeps the loop from holding the logits (True), nothing does (False), or it is not known."""
-    if trainer.call.has_kw("preprocess_logits_for_metrics") and not trainer.call.kw("preprocess_logits_for_metrics") \
-            .is_(None):
-        return True
-    if args is None:
-        return None
-    if args.get("prediction_loss_only").is_(True) or args.get("predict_with_generate").is_(True):
-        return True
-    batch_metrics = args.get("batch_eval_metrics")
-    if batch_metrics.is_(True):
-        from trainlint.knowledge import arguments as library_args  # (lazy: ~13 ms)
-
-        fields = library_args.library_fields(args.class_name, ctx.versions)
-        if fields is None or "batch_eval_metrics" in fields:
-            return True  # (before transformers 4.41 the field does not exist: the logits are still kept)
-    if any(args.get(k).unknown for k in ("prediction_loss_only", "predict_with_generate", "batch_eval_metrics")):
-        return None
-    return None if args.call.opaque_kwargs else False
-
-
 def _logit_bytes(ctx: FileContext, args: ArgsObject | None, model) -> int:
     if args is not None and (args.get("bf16").is_(True) or args.get("fp16").is_(True)):
         return 4  # accelerate's convert_outputs_to_fp32
-    from trainlint.planning import _dtype
-
-    return _dtype(ctx, model, [])[0]
+    return resolve(ctx).model(model).precision.value[0]
 
 
 @rule("TL302", "eval-logits-accumulated", consumer="logits and loss",

@@ -2,82 +2,26 @@
 and gradient accumulation did not rise to keep the effective batch; or `auto_find_batch_size=True`,
 which shrinks the batch on OOM without touching accumulation.
 
-Docs: rules/TL401.md.
+Docs: rules/TL401.md. The batch shape is the Run's (trainlint/run/batch.py).
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 from trainlint.context import FileContext
 from trainlint.edits import launch_value_fix, make_fix, replace, set_keyword
-from trainlint.diagnostics import Span
-from trainlint.facts import ArgsObject, Call, ScriptFacts, Value
-from trainlint.facts.names import ACCELERATOR, DATALOADER
-from trainlint.knowledge.libraries import TRAINING_ARGS_DEFAULTS
+from trainlint.facts import ScriptFacts
+from trainlint.facts.names import DATALOADER
 from trainlint.rules.base import Rule, rule
+from trainlint.run import Run, resolve
+from trainlint.run.batch import Shape, args_shape, loop_shape
 
 
-@dataclass(frozen=True)
-class Shape:
-    batch: int
-    accum: int
-    batch_name: str
-    accum_name: str
-    span: Span  # where the batch is set in this version
-    accum_span: Span | None
-    call: Call | None = None  # the call that takes the accumulation keyword, for the fix
-    accum_value: Value | None = None
-    accum_keyword: str = "gradient_accumulation_steps"
-
-
-def _int(value: Value, default: int | None) -> int | None:
-    if value.unset:
-        return default
-    if value.known and isinstance(value.value, int) and not isinstance(value.value, bool) and value.value > 0:
-        return value.value
-    return None
-
-
-def _args_shape(args: ArgsObject) -> Shape | None:
-    if args.call.opaque_kwargs:
-        return None
-    batch = _int(args.get("per_device_train_batch_size"), TRAINING_ARGS_DEFAULTS["per_device_train_batch_size"])
-    accum = _int(args.get("gradient_accumulation_steps"), TRAINING_ARGS_DEFAULTS["gradient_accumulation_steps"])
-    if batch is None or accum is None:
-        return None
-    return Shape(batch, accum, "per_device_train_batch_size", "gradient_accumulation_steps",
-                 args.call.kw_span("per_device_train_batch_size") or args.call.span,
-                 args.call.kw_span("gradient_accumulation_steps"), args.call, args.get("gradient_accumulation_steps"))
-
-
-def _loop_shape(facts: ScriptFacts) -> Shape | None:
-    loaders = [c for c in facts.calls if c.is_api(*DATALOADER)]
-    if len(loaders) != 1:
-        return None
-    batch = _int(loaders[0].arg(1, "batch_size"), 1)
-    accums = {e.value.value for e in facts.accum_evidence if e.value.known}
-    if any(not e.value.known for e in facts.accum_evidence) or len(accums) > 1:
-        return None
-    accum = accums.pop() if accums else 1
-    if batch is None or not isinstance(accum, int) or isinstance(accum, bool) or accum <= 0:
-        return None
-    span = loaders[0].kw_span("batch_size") or loaders[0].span
-    where = next((e for e in facts.accum_evidence), None)
-    name = "accumulation steps"
-    if where is not None:
-        name = ("Accelerator gradient_accumulation_steps" if where.source.startswith("Accelerator(")
-                else where.source.removesuffix(" ="))
-    accelerators = [c for c in facts.calls if c.is_api(*ACCELERATOR)]
-    call = accelerators[0] if len(accelerators) == 1 and where is not None and where.source.startswith("Accelerator(") \
-        else None
-    return Shape(batch, accum, "DataLoader batch_size", name, span, where.span if where else None, call,
-                 where.value if where is not None else None)
-
-
-def _pairs(new: ScriptFacts, old: ScriptFacts):
-    """Arguments objects of the two versions that describe the same run."""
+def _pairs(run: Run, old: ScriptFacts):
+    """The shapes (old, new) of arguments objects of the two versions that describe the same run: the new one as
+    the Run reads it (run/batch.py), the old one read the same way from the base's facts."""
+    new = run.ctx.facts
     used: set[int] = set()
     for args in new.args_objects:
         match = [o for o in old.args_objects if o.class_name == args.class_name and o.variable == args.variable]
@@ -87,9 +31,9 @@ def _pairs(new: ScriptFacts, old: ScriptFacts):
             match = same_class_old if len(same_class_new) == 1 and len(same_class_old) == 1 else []
         if len(match) == 1 and id(match[0]) not in used:
             used.add(id(match[0]))
-            yield _args_shape(match[0]), _args_shape(args)
+            yield args_shape(match[0]), run.batch.shape_for(args)
     if not new.args_objects and not old.args_objects:
-        yield _loop_shape(old), _loop_shape(new)
+        yield loop_shape(old), run.batch.loop
 
 
 def _keep_message(old: Shape, new: Shape) -> str:
@@ -121,7 +65,7 @@ def check(self: Rule, ctx: FileContext):
     old_facts, _ = ctx.base
     if old_facts is None:
         return
-    for old, new in _pairs(ctx.facts, old_facts):
+    for old, new in _pairs(resolve(ctx), old_facts):
         if old is None or new is None or new.batch >= old.batch:
             continue
         before, after = old.batch * old.accum, new.batch * new.accum

@@ -1,7 +1,8 @@
 """TL501 frozen-weights-in-fp32: weights that do not train (LoRA's base model, a DPO/KTO reference model, a
 distillation teacher) are loaded in fp32 while the run computes in 16 bit: twice the bytes for nothing.
 
-Docs: rules/TL501.md. Library facts (the default load dtype):
+Docs: rules/TL501.md. The precision decisions are the Run's (trainlint/run/precision.py). Library facts (the
+default load dtype):
 - transformers 4.x (read in 4.57.6 modeling_utils.py `_get_dtype`): no `dtype`/`torch_dtype` -> "set fp32 as the
   default dtype for BC" (torch.get_default_dtype()).
 - transformers 5.x (read in 5.0.0 and 5.24.0 modeling_utils.py `PreTrainedModel.from_pretrained`: `dtype =
@@ -13,64 +14,21 @@ Full fine-tuning in fp32 under mixed precision is not this: those fp32 weights a
 
 from __future__ import annotations
 
-import re
-
 from trainlint.context import FileContext
 from trainlint.edits import make_fix, replace, set_keyword
-from trainlint.facts import ArgsObject, ModelLoad
+from trainlint.facts import ModelLoad
 from trainlint.knowledge import libraries
 from trainlint.memory import fmt_bytes
 from trainlint.rules.base import Rule, rule
+from trainlint.run import resolve
+from trainlint.run.precision import cast_later, computes_in_16_bit, loaded_in_fp32
 
-FP32 = {"float32", "torch.float32", "float", "torch.float", "fp32"}
 # Reference and teacher models, by the trainer keyword they are passed as.
 FROZEN_KEYWORDS = {"ref_model": "the reference model", "teacher_model": "the teacher model"}
 # ... which these trainers also take as their second positional argument: `DPOTrainer(model, model_ref, ...)`
 # (trl 0.8.6 and 1.x dpo_trainer.py / kto_trainer.py `__init__(self, model, ref_model, ...)`; gkd_trainer.py
 # `__init__(self, model, teacher_model, ...)`). Not PPOTrainer, whose old signature starts with its config.
 SECOND_POSITIONAL = {"DPOTrainer": "ref_model", "KTOTrainer": "ref_model", "GKDTrainer": "teacher_model"}
-
-
-def computes_in_16_bit(ctx: FileContext, args: ArgsObject | None) -> str | None:
-    """"bf16" / "fp16" when the trainer's arguments make it compute in 16 bit; None when not, or not known."""
-    if args is None:
-        return None
-    for flag in ("bf16", "fp16"):
-        if args.get(flag).is_(True):
-            return flag
-    if args.call.opaque_kwargs or any(args.get(f).unknown for f in ("bf16", "fp16")):
-        return None
-    if args.library == "trl" and args.get("bf16").unset and args.get("fp16").unset:
-        from trainlint.knowledge import arguments as library_args  # (lazy: ~13 ms)
-
-        effective = library_args.effective_values(args.class_name, ctx.versions, {})
-        if effective is not None and effective.get("bf16") is True:
-            return "bf16"
-    return None
-
-
-def loaded_in_fp32(ctx: FileContext, model: ModelLoad) -> str | None:
-    """Why the weights are fp32 (for the message), or None when they are not, or it is not known."""
-    dtype = model.dtype
-    if dtype.known and isinstance(dtype.value, str):
-        if dtype.value in FP32:
-            if dtype.via.endswith(" default") or " default (" in dtype.via:  # `dtype=model_args.dtype`, unset
-                return f"dtype {dtype.value}: the {dtype.via}"
-            return f"dtype={dtype.value} is explicit"
-        if dtype.value != "auto":
-            return None
-    elif not dtype.unset:
-        return None
-    if model.kind == "trainer_string":
-        return None  # the trainer loads it: only a dtype its model_init_kwargs give is read here
-    tv = ctx.versions.transformers
-    if dtype.unset and not tv.at_least(5):
-        return f"no dtype given, and transformers {tv.version} loads in fp32 by default"
-    spec = ctx.spec(model)
-    if spec is not None and spec.dtype in FP32:
-        how = 'dtype="auto"' if dtype.known else f"no dtype given: transformers {tv.version} loads \"auto\""
-        return f"{how} and the checkpoint's config.json says float32"
-    return None
 
 
 def _frozen_role(ctx: FileContext, model: ModelLoad) -> str | None:
@@ -81,20 +39,10 @@ def _frozen_role(ctx: FileContext, model: ModelLoad) -> str | None:
             if model.variable is not None and passed == model.variable:
                 return role
     if ctx.uses_peft and not (model.quantization.known and model.quantization.value):
-        from trainlint.planning import training_model
-
-        if training_model(ctx) is model and not model.quantization.unknown:
+        trained = resolve(ctx).trained
+        if trained is not None and trained.load is model and not model.quantization.unknown:
             return "LoRA's frozen base model"
     return None
-
-
-def _cast_later(ctx: FileContext, model: ModelLoad) -> bool:
-    """`model.to(torch.bfloat16)`, `model.half()`, `model.bfloat16()` after loading: the weights do not stay fp32."""
-    if model.variable is None:
-        return model.kind != "trainer_string"  # (the trainer loads that one and holds it)
-    v = re.escape(model.variable)
-    return re.search(rf"\b{v}\s*\.\s*(?:half|bfloat16|float16)\s*\(|\b{v}\s*\.\s*to\s*\([^)]*(?:float16|half|dtype)",
-                     ctx.text) is not None
 
 
 @rule("TL501", "frozen-weights-in-fp32", consumer="weights and precision",
@@ -113,7 +61,7 @@ def check(self: Rule, ctx: FileContext):
             continue
         role = _frozen_role(ctx, model)
         why = loaded_in_fp32(ctx, model) if role else None
-        if why is None or _cast_later(ctx, model) or _undecided_alternative(ctx, model):
+        if why is None or cast_later(ctx, model) or _undecided_alternative(ctx, model):
             continue
         spec = ctx.spec(model)
         target = "float16" if precision == "fp16" else "bfloat16"

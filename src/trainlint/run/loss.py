@@ -1,0 +1,156 @@
+"""The loss path: how the training loss treats the vocabulary logits, for the targeted library versions.
+
+"liger" (Liger's fused linear cross-entropy or cut-cross-entropy: no logits), "chunked" (TRL's chunked SFT loss,
+TRL >= 1.15's fused LM head, the chunked distillation loss) or "full" (the [batch x seq x vocab] logits and the
+loss's fp32 copy). Library facts: trainlint/knowledge/libraries.py (sft_loss_is_chunked), knowledge/trl_trainers.py
+(per TRL trainer and version: full logits, rows per example, the reference / teacher model, the fused flags).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from trainlint.context import FileContext
+from trainlint.facts import TrainerCall
+from trainlint.facts.values import UNSET
+from trainlint.knowledge import libraries, trl_trainers
+from trainlint.run.decided import Decided
+
+_LIGER_CALL = re.compile(r"^(apply_liger_kernel_to_\w+|_apply_liger_kernel_to_instance|LigerFusedLinearCrossEntropyLoss"
+                         r"|AutoLigerKernelForCausalLM)$")
+_CCE_CALL = {"cce_patch", "linear_cross_entropy", "LinearCrossEntropy"}
+
+
+def fused_loss_applied(ctx: FileContext) -> bool:
+    """Liger's fused linear cross-entropy or cut-cross-entropy is switched on somewhere in the script."""
+    return _fused_call(ctx) is not None or (ctx.facts.imports_module("cut_cross_entropy") and any(
+        q.endswith(("cce_patch", "linear_cross_entropy")) for _, q in ctx.facts.imports))
+
+
+def _fused_call(ctx: FileContext):
+    for call in ctx.facts.calls:
+        if (_LIGER_CALL.match(call.short) or (call.short == "from_pretrained" and "AutoLiger" in call.qualname)) \
+                and call.in_library("liger_kernel"):
+            flce = call.kw("fused_linear_cross_entropy")
+            if not flce.is_(False):
+                return call
+        if call.short in _CCE_CALL and call.in_library("cut_cross_entropy"):
+            return call
+    return None
+
+
+def sft_loss(ctx: FileContext, trainer: TrainerCall, args) -> tuple[bool | None, str | None]:
+    """(whether TRL's SFT loss is chunked for this version and config, what forces full logits back)."""
+    loss_type = args.get("loss_type") if args is not None else None
+    if loss_type is not None and loss_type.unknown:
+        return None, None
+    chunked = libraries.sft_loss_is_chunked(ctx.versions.trl, loss_type.get(None) if loss_type is not None else None,
+                                            False)
+    if not chunked:
+        return chunked, None
+    smoothing = args.get("label_smoothing_factor") if args is not None else None
+    if trainer.call.has_kw("compute_loss_func"):
+        return True, "compute_loss_func"
+    if smoothing is not None and smoothing.known and isinstance(smoothing.value, (int, float)) and smoothing.value > 0:
+        return True, "label_smoothing_factor > 0"
+    return True, None
+
+
+def row_flags(ctx: FileContext, trainer: TrainerCall) -> tuple[str, ...]:
+    """The arguments that switch a TRL trainer to its fused loss (knowledge/trl_trainers.py, per version)."""
+    row = trl_trainers.loss_row(trainer.class_name, ctx.versions.trl)
+    return row.flags if row is not None else ()
+
+
+def loss_path(ctx: FileContext) -> Decided[str]:
+    """How the training loss treats the logits: "liger" (fused), "chunked" (TRL) or "full"; `span` is where the
+    deciding setting is written (None for a library default); `certain` False when the path is the targeted
+    version's default (the caller could pass another loss_type)."""
+    call = _fused_call(ctx)
+    if call is not None:
+        return Decided("liger", call.span, True, f"{call.short}(...)")
+    if fused_loss_applied(ctx):
+        return Decided("liger", None, True, "cut-cross-entropy imported")
+    for trainer in ctx.facts.trainers:
+        args = ctx.trainer_args(trainer)
+        if args is not None and args.get("use_liger_kernel").is_(True):
+            flag = args.get("use_liger_kernel")
+            return Decided("liger", flag.origin, not flag.assumed, "use_liger_kernel=True")
+        if trainer.class_name == "SFTTrainer":
+            chunked, forced_by = sft_loss(ctx, trainer, args)
+            if chunked and forced_by is None:
+                loss_type = args.get("loss_type") if args is not None else UNSET
+                return Decided("chunked", loss_type.origin if loss_type.known else None,
+                               loss_type.known and not loss_type.assumed,
+                               f"SFTTrainer in TRL {ctx.versions.trl.version} computes a chunked loss")
+        elif trainer.library == "trl":
+            row = trl_trainers.loss_row(trainer.class_name, ctx.versions.trl)
+            if row is not None and not row.full_logits:
+                # TRL >= 1.15's fused LM head / the chunked distillation loss
+                return Decided("chunked", None, False,
+                               f"{trainer.class_name} in TRL {ctx.versions.trl.version} fuses its LM head")
+            if row is not None and args is not None and any(args.get(f).is_(True) for f in row.flags):
+                flag = next(args.get(f) for f in row.flags if args.get(f).is_(True))
+                return Decided("liger", flag.origin, not flag.assumed, f"{trainer.class_name}'s fused loss flag")
+    return Decided("full", None, False, "no fused or chunked loss found")
+
+
+def reference_copy(ctx: FileContext) -> str | None:
+    """The TRL trainer that keeps a frozen copy of the model as its reference (knowledge/trl_trainers.py
+    REFERENCE_COPY): no PEFT, no `ref_model` passed, no precomputed reference log-probabilities; else None."""
+    if ctx.uses_peft:
+        return None
+    for trainer in ctx.facts.trainers:
+        if trainer.library != "trl" or trainer.class_name not in trl_trainers.REFERENCE_COPY:
+            continue
+        ref = trainer.call.kw("ref_model")
+        if not (ref.unset or ref.is_(None)):
+            continue  # the script's own reference model: not this model's copy
+        args = ctx.trainer_args(trainer)
+        pre = args.get("precompute_ref_log_probs") if args is not None else UNSET
+        if pre.unset or pre.is_(False):
+            return trainer.class_name
+    return None
+
+
+@dataclass(frozen=True)
+class LogitsShape:
+    """A TRL trainer that builds the full logits of more than one row per example, or of a second model, per step."""
+
+    rows: int
+    reference: str | None  # "reference" | "teacher" | None
+    trainer: str
+
+
+def logits_shape(ctx: FileContext) -> LogitsShape | None:
+    """The first TRL trainer that builds the full logits of more than one row per example or of a second model in
+    the same step (knowledge/trl_trainers.py); else None."""
+    for trainer in ctx.facts.trainers:
+        if trainer.library != "trl" or trainer.class_name == "SFTTrainer":
+            continue
+        row = trl_trainers.loss_row(trainer.class_name, ctx.versions.trl)
+        if row is None or not row.full_logits:
+            continue
+        args = ctx.trainer_args(trainer)
+        reference = row.reference
+        if reference == "ref":
+            pre = args.get("precompute_ref_log_probs") if args is not None else UNSET
+            reference = None if pre.is_(True) else "reference"
+        if row.rows > 1 or reference is not None:
+            return LogitsShape(row.rows, reference, trainer.class_name)
+    return None
+
+
+@dataclass(frozen=True)
+class Loss:
+    """The training step's loss: its path, the extra logits a TRL trainer builds, the frozen reference copy."""
+
+    path: Decided[str]
+    shape: LogitsShape | None  # only on the "full" path
+    reference_copy: str | None  # the TRL trainer that keeps a frozen copy of the model
+
+
+def resolve_loss(ctx: FileContext) -> Loss:
+    path = loss_path(ctx)
+    return Loss(path, logits_shape(ctx) if path.value == "full" else None, reference_copy(ctx))
