@@ -153,3 +153,29 @@ def test_the_committed_index_is_what_the_generator_writes():
     # and the index agrees with arguments.json read directly
     for lib, cls, field in (("transformers", "TrainingArguments", "evaluation_strategy"), ("trl", "SFTConfig", "max_length")):
         assert api_versions.field_range(lib, cls, field)[:2] == api_versions.scan_field_range(lib, cls, field)[:2]
+
+
+@pytest.mark.parametrize("spec,version,conflict", [
+    (">=0.7", "0.12.2", False),  # a range: the newest release in it that runs the calls, not a conflict
+    (">=0.13", "1.16.0", True),  # nothing in the range runs them: the range's own pick (the installed trl), reported
+    ("==0.13.0", "0.13.0", True),  # an exact pin is taken at its word
+])
+def test_a_range_pin_resolves_to_the_newest_release_in_it_that_runs_the_calls(lint, spec, version, conflict):
+    found = lint(OLD_SFT, files={"requirements.txt": f"trl{spec}\n"}, settings={"select": ["TL"]})
+    assert ("TL009" in codes(found)) is conflict
+    if not conflict:
+        assert [(c, line) for c, line, _ in found] == [("TL301", 7)]
+        assert "SFTTrainer in TRL 0.12.2" in found[0][2]
+    else:
+        assert next(m for c, _, m in found if c == "TL009").startswith(f"trl {version}")
+
+
+@pytest.mark.parametrize("pin,conflict", [("4.45.2", False), ("4.46.0", True)])
+def test_the_transformers_deepspeed_shim_bounds_transformers(lint, pin, conflict):
+    # transformers/deepspeed.py is in the 4.45.2 wheel and not in 4.46.0's (FastChat's LoRA scripts import it)
+    src = '''
+    from transformers import Trainer, deepspeed
+    trainer = Trainer(model=model)
+    '''
+    found = lint(src, files={"requirements.txt": f"transformers=={pin}\n"})
+    assert codes(found) == (["TL009"] if conflict else [])

@@ -282,6 +282,18 @@ def test_estimate_a_readme_launch_with_an_accelerate_zero3_config(tmp_path):
     assert "zero3 from the launch's accelerate DeepSpeed config (recipes/accelerate/zero3.yaml:8)" in data["assumptions"]
 
 
+def test_check_judges_the_fit_over_the_launchs_processes_as_estimate_does(tmp_path):
+    # the same README launch: ZeRO-3 over the accelerate config's 8 processes. `check --gpu` sizes the run per GPU
+    # as `estimate` does (it used to assume one process and say ~64 GiB)
+    repo = layout("trl_recipe", tmp_path)
+    r = run("estimate", "README.md", "--gpu", "32GB", cwd=repo)
+    assert "= peak                                                   38.9 GiB" in r.stdout, r.stdout
+    r = run("check", "--no-cache", "--gpu", "32GB", ".", cwd=repo)
+    assert "this alone makes the run fit the 32 GiB GPU: ~39.5 GiB -> ~8.5 GiB" in r.stdout, r.stdout
+    r = run("check", "--no-cache", "--gpu", "40GB", "--select", "TL701", ".", cwd=repo)
+    assert "TL701" not in r.stdout  # 38.9 GiB + the CUDA context fits 40 GiB
+
+
 def test_sarif_related_locations_are_valid_sarif(tmp_path):
     jsonschema = pytest.importorskip("jsonschema")
     schema = json.loads((Path(__file__).parent / "data" / "report" / "sarif-schema-2.1.0.json").read_text())

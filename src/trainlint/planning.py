@@ -68,8 +68,15 @@ def plan_for(ctx: FileContext, overrides: Overrides) -> tuple[Plan, ModelLoad, l
                      f"ref_model, no precompute_ref_log_probs)")
     sharding = run.sharding
     notes += sharding.notes
-    world = overrides.world_size or 1
-    if sharding.value and not overrides.world_size:
+    world = overrides.world_size
+    launched = ctx.launch.world_size
+    if world is None and launched is not None and launched.known and isinstance(launched.value, int) and \
+            not isinstance(launched.value, bool) and launched.value > 0:
+        world = launched.value  # the launch's processes (torchrun / accelerate / deepspeed / Slurm), as `estimate`
+        if sharding.value:
+            notes.append(f"{sharding.value} over {world} processes ({launched.via})")
+    world = world or 1
+    if sharding.value and not overrides.world_size and (launched is None or not launched.known):
         notes.append(f"{sharding.value} sharding found: assumed 1 GPU; pass --world-size")
     optim = run.optimizer
     notes += optim.notes

@@ -66,6 +66,10 @@ FACTS: tuple[ApiFact, ...] = (
     ApiFact("trl", "import", "trl", "DistillationTrainer", (1, 10), None, "trl 1.10.0 __init__.py (trl.experimental.distillation before)"),
     *(ApiFact("trl", "import", "trl", name, None, (0, 29), "trl 0.28.0 __init__.py exports it; 0.29.1 moved it to trl.experimental")
       for name in _TRL_MOVED_TO_EXPERIMENTAL if name not in ("GKDTrainer",)),
+    # transformers/deepspeed.py, the shim kept after the move to transformers.integrations (PR 25599): in the
+    # 4.45.2 wheel, absent from the 4.46.0 and 4.46.3 wheels (read as zip listings)
+    ApiFact("transformers", "import", "transformers", "deepspeed", None, (4, 46),
+            "transformers 4.45.2 ships transformers/deepspeed.py; 4.46.0 does not"),
     # transformers modeling_utils.py PreTrainedModel.from_pretrained
     ApiFact("transformers", "kwarg", "from_pretrained", "attn_implementation", (4, 36), None,
             "transformers 4.36.0 modeling_utils.py l.1235 (4.35.2 has no such keyword)"),

@@ -325,6 +325,19 @@ def _candidates(library: str) -> list[str]:
     return sorted(found, key=parse_version, reverse=True)
 
 
+def _fitting(library: str, spec: str, installed: str | None, bound) -> str | None:
+    """A range pin (`transformers>=4.31.0`) with calls that bound the library: the installed release when both admit
+    it, else the newest release read that both admit (strict bounds first); None for an exact pin, or when no
+    release in the range runs the calls (the pin's own pick is then kept and reported as a conflict, TL009)."""
+    if re.fullmatch(r"\s*===?\s*([\w.]+)\s*", spec):
+        return None
+    if installed and satisfies(installed, spec) and bound.allows(installed, strict_only=True):
+        return installed
+    in_range = [v for v in _candidates(library) if satisfies(v, spec)]
+    return next((v for v in in_range if bound.allows(v)), None) or \
+        next((v for v in in_range if bound.allows(v, strict_only=True)), None)
+
+
 def decide_versions(path: Path, script_pins: tuple[tuple[str, str], ...], overrides: dict[str, str],
                     bounds: dict | None = None, observed: tuple[tuple[str, str, str], ...] = ()) -> Versions:
     """`bounds`: api_versions.bounds() of the file; `observed`: (library, "==X", where) read from what the file
@@ -347,7 +360,11 @@ def decide_versions(path: Path, script_pins: tuple[tuple[str, str], ...], overri
         if library in pins:
             spec, where = pins[library]
             version = resolve_spec(library, spec, installed)
-            if version:
+            fitting = _fitting(library, spec, installed, bound) if version and bound is not None else None
+            if fitting is not None and fitting != version:
+                chosen = LibraryVersion(library, fitting, f"pinned {library}{spec} in {where}: the newest release in "
+                                                          f"that range that accepts this file's calls")
+            elif version:
                 chosen = LibraryVersion(library, version, f"pinned {library}{spec} in {where}")
         if chosen is None and library in seen:
             spec, where = seen[library]
