@@ -19,7 +19,10 @@ import re
 from trainlint.context import FileContext
 from trainlint.facts import ArgsObject, TrainerCall
 from trainlint.facts.values import UNSET
-from trainlint.memory.estimate import EvalPhase
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # (the estimator is imported only when a run is estimated: a one-file check stays light)
+    from trainlint.memory.estimate import EvalPhase
 from trainlint.run.decided import Decided
 from trainlint.run.model import training_model
 from trainlint.run.precision import byte_widths
@@ -68,6 +71,8 @@ def logits_reduced(ctx: FileContext, trainer: TrainerCall, args: ArgsObject | No
 def eval_phase(ctx: FileContext, loss: str) -> Decided[EvalPhase | None]:
     """The evaluation step of the first trainer that runs Trainer's evaluation loop (TRAINERS) with an
     eval_dataset; None when no evaluation runs. Facts: transformers 5.25.0 trainer.py."""
+    from trainlint.memory.estimate import EvalPhase
+
     notes: list[str] = []
     trainer = next((t for t in ctx.facts.trainers if t.class_name in TRAINERS), None)
     if trainer is None or trainer.call.kw("eval_dataset").unset or trainer.call.kw("eval_dataset").is_(None):

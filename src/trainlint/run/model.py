@@ -12,7 +12,10 @@ from trainlint.facts.values import UNSET
 from trainlint.knowledge.heads import DEFAULT_NUM_LABELS, head_for
 from trainlint.knowledge.libraries import SOFTCAPPED
 from trainlint.knowledge.models import ModelSpec, tied_default
-from trainlint.memory.estimate import Geometry
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # (the estimator is imported only when a run is estimated: a one-file check stays light)
+    from trainlint.memory.estimate import Geometry
 from trainlint.run.attention import Fallback, kernel, math_fallback, requested
 from trainlint.run.decided import Decided, from_value
 from trainlint.run.precision import byte_widths
@@ -51,6 +54,8 @@ def geometry(ctx: FileContext, model: ModelLoad) -> Decided[Geometry]:
     """The estimator's geometry of a load, from its spec (knowledge/models); raises PlanError when the model or a
     needed dimension is not known. `notes`: what was assumed (tied embedding default, a computed parameter count,
     the default num_labels)."""
+    from trainlint.memory.estimate import Geometry
+
     assumptions: list[str] = []
     spec = ctx.spec(model)
     ident = model.model_id.value if model.model_id.known else model.class_name

@@ -13,7 +13,10 @@ from functools import cached_property
 from trainlint.context import FileContext
 from trainlint.facts import ModelLoad
 from trainlint.knowledge.versions import Versions
-from trainlint.memory.estimate import EvalPhase
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # (the estimator is imported only when a run is estimated: a one-file check stays light)
+    from trainlint.memory.estimate import EvalPhase
 from trainlint.run.batch import Batch, resolve_batch
 from trainlint.run.checkpointing import Checkpointing, resolve_checkpointing
 from trainlint.run.decided import Decided
