@@ -59,7 +59,11 @@ class Follower:
         site = _Site(facts, path, None)
         items = self._items(site, None, self.hops, ())
         calls, models, args, trainers, evidence = items
-        out = replace(facts, calls=tuple(calls), models=tuple(models), args_objects=tuple(args),
+        from trainlint.facts.modules import module_facts
+
+        # `.logits` read in a followed module (a repository's `concatenated_forward`) counts as the script's own
+        accessed = facts.logits_accessed or any(getattr(module_facts(p), "logits_accessed", False) for p in self.paths)
+        out = replace(facts, calls=tuple(calls), models=tuple(models), args_objects=tuple(args), logits_accessed=accessed,
                       trainers=tuple(trainers), seq_evidence=evidence[0], batch_evidence=evidence[1],
                       accum_evidence=evidence[2], modules=tuple(self.modules),
                       chains=tuple((c.span, self.chains[id(c)]) for c in calls if id(c) in self.chains))

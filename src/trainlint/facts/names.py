@@ -28,7 +28,7 @@ INTERESTING_SHORTS = {
     "from_pretrained", "from_config", "get_peft_model", "prepare_model_for_kbit_training", "add_adapter",
     "enable_input_require_grads", "gradient_checkpointing_enable", "activation_checkpointing_enable",
     "gradient_checkpointing_disable", "checkpoint", "checkpoint_sequential", "LoraConfig", "cross_entropy",
-    "CrossEntropyLoss", "nll_loss", "DataLoader", "Accelerator", "add_argument", "HfArgumentParser",
+    "CrossEntropyLoss", "nll_loss", "log_softmax", "LogSoftmax", "DataLoader", "Accelerator", "add_argument", "HfArgumentParser",
     "_apply_liger_kernel_to_instance", "LigerFusedLinearCrossEntropyLoss", "cce_patch", "linear_cross_entropy",
     "BitsAndBytesConfig", "backward", "step", "train", "inject_adapter_in_model",
     "AdamW", "Adam", "SGD", "AdamW8bit", "Adam8bit", "PagedAdamW8bit", "PagedAdamW32bit", "PagedAdamW", "Adafactor",
@@ -66,3 +66,5 @@ ACCELERATOR = ("accelerate.Accelerator",)
 PEFT_WRAP = ("peft.get_peft_model", "peft.inject_adapter_in_model")
 TORCH_CHECKPOINT = ("torch.utils.checkpoint.checkpoint", "torch.utils.checkpoint.checkpoint_sequential")
 TORCH_CROSS_ENTROPY = ("torch.nn.functional.cross_entropy", "torch.nn.CrossEntropyLoss")
+# a log-softmax over the vocabulary: the per-token log-probabilities DPO / KD / RL losses gather from
+TORCH_LOG_SOFTMAX = ("torch.log_softmax", "torch.nn.functional.log_softmax", "torch.nn.LogSoftmax")

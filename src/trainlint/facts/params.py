@@ -172,6 +172,12 @@ class ParamCollector:
             return
         if isinstance(target, (cst.Tuple, cst.List)):
             names = [e.value.value if isinstance(e.value, cst.Name) else None for e in target.elements]
+        elif isinstance(target, cst.Name) and index is None and method == "parse" and kind == CANDIDATE and \
+                len(classes) == 1:
+            # `args = parser.parse()` of a repository's HfArgumentParser subclass given one dataclass: the parse
+            # methods people write return the dataclass itself then (`if len(output) == 1: output = output[0]`, as
+            # in alignment-handbook's H4ArgumentParser and open-instruct's ArgumentParserPlus)
+            names = [target.value]
         else:
             names = [target.value] if isinstance(target, cst.Name) and index is not None else []
             offset = index or 0

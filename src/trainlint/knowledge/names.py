@@ -78,13 +78,59 @@ def derive(model_id: str, index: dict[str, dict]) -> Derivation | None:
             return None  # the bare name means checkpoints of different shapes
     embedded = _embedded(stripped, names)
     if not embedded:
-        return None
+        spread = _spread(stripped, names)
+        entries = [e for c in spread for e in names[c]]
+        if not spread or not _same_geometry(entries):
+            return None
+        longest = max(spread, key=len)
+        base = _preferred(names[longest])
+        return Derivation(base, f"assumed the geometry of {base} from the name (its family and size: "
+                                f"{' '.join(repr(t) for t in _tokens(longest))}){quantized}")
     entries = [e for c in embedded for e in names[c]]
     if not _same_geometry(entries):
         return None
     longest = max(embedded, key=len)
     base = _preferred(names[longest])
     return Derivation(base, f"assumed the geometry of {base} from the name (it embeds {longest!r}){quantized}")
+
+
+_SIZE = re.compile(r"^\d+(?:\.\d+)?[bm]$")
+# a name with one of these words is another kind of model than a catalog name without it (a vision-language or
+# mixture-of-experts sibling of a text model)
+_KIND_WORDS = {"vl", "vision", "audio", "omni", "moe", "mm", "llava", "reward", "rm", "prm"}
+
+
+def _tokens(name: str) -> list[str]:
+    return [t for t in re.split(r"[-_]", name) if t]
+
+
+def _spread(name: str, names: dict[str, list[tuple[str, dict]]]) -> list[str]:
+    """Catalog names of three or more words (family, version, size: `llama-3.1-8b`) whose words all occur in
+    `name` in order, starting it, with at most two words between them, the size among them and no other size
+    (`llama-3.1-tulu-3-8b-sft`): a fine-tune that puts its own name between family and size."""
+    words = _tokens(name)
+    sizes = {w for w in words if _SIZE.match(w)}
+    found = []
+    for candidate in names:
+        parts = _tokens(candidate)
+        if len(parts) < 3 or not _SIZE.match(parts[-1]) or sizes != {parts[-1]} or not words or words[0] != parts[0]:
+            continue
+        if (_KIND_WORDS & set(words)) - set(parts):
+            continue
+        at, ok = 0, True
+        for part in parts:
+            try:
+                nxt = words.index(part, at)
+            except ValueError:
+                ok = False
+                break
+            if at and nxt - at > 2:
+                ok = False
+                break
+            at = nxt + 1
+        if ok:
+            found.append(candidate)
+    return found
 
 
 def _preferred(pairs: list[tuple[str, dict]]) -> str:

@@ -12,7 +12,7 @@ from trainlint.context import FileContext
 from trainlint.edits import make_fix, set_keyword
 from trainlint.diagnostics import Span
 from trainlint.facts import ModelLoad, TrainerCall, Value
-from trainlint.facts.names import TORCH_CROSS_ENTROPY
+from trainlint.facts.names import TORCH_CROSS_ENTROPY, TORCH_LOG_SOFTMAX
 from trainlint.facts.values import UNKNOWN, UNSET, library_default
 from trainlint.knowledge import libraries, trl_trainers
 from trainlint.knowledge.heads import computes_vocab_logits
@@ -221,6 +221,8 @@ def _trainer_diagnostic(self: Rule, ctx: FileContext, trainer: TrainerCall):
 
 _OWN_LOSS = "the loss is computed on the model's full logits"
 _LABELS_LOSS = "the model computes its loss from full logits (labels=)"
+_LOGPROBS_LOSS = ("the loss gathers per-token log-probabilities from a log-softmax over the model's full logits "
+                  "(`{call}`)")
 # transformers 5.25.0 models/llama/modeling_llama.py LlamaForCausalLM.forward l.471-475: with labels,
 # `logits = self.lm_head(hidden_states)` over every position (logits_to_keep=0), then loss/loss_utils.py
 # ForCausalLMLoss l.62 `logits = logits.float()`: the full logits and an fp32 copy, the same in every causal LM.
@@ -236,12 +238,27 @@ def _manual_losses(ctx: FileContext) -> list[tuple[Span, str | None, str]]:
     for call in ctx.facts.calls:
         if call.is_api(*TORCH_CROSS_ENTROPY) and ctx.facts.logits_accessed:
             out.append((call.span, None, _OWN_LOSS))
+        elif ctx.facts.logits_accessed and (call.is_api(*TORCH_LOG_SOFTMAX) or (
+                call.short == "log_softmax" and call.receiver is not None and "logit" in call.receiver.lower())):
+            # `logits.log_softmax(-1)` then `torch.gather(...)`: the [batch x seq x vocab] log-probabilities
+            out.append((call.span, None, _LOGPROBS_LOSS.format(call=f"{call.receiver or call.short}.log_softmax"
+                                                               if call.receiver else call.short)))
         elif call.has_kw("labels") and call.receiver is None and call.qualname in model_vars:
             out.append((call.span, call.qualname, _LABELS_LOSS))
     for callee, span in ctx.facts.forward_losses:
         if callee in model_vars and not any(where == span for where, _, _ in out):
             out.append((span, callee, _OUTPUT_LOSS.format(callee=callee)))
     return sorted(out, key=lambda found: (found[0].line, found[0].col))
+
+
+def _one_vocabulary(ctx: FileContext) -> ModelLoad | None:
+    """Several loads (a student and its teacher, a policy and its reference) whose vocabularies are all known and
+    equal: a loss over "the model's logits" has that vocabulary whichever it is; the trained load speaks for it."""
+    specs = [ctx.spec(m) for m in ctx.facts.models]
+    if len(specs) < 2 or any(s is None or not s.vocab_size for s in specs) or len({s.vocab_size for s in specs}) > 1:
+        return None
+    trained = resolve(ctx).trained
+    return trained.load if trained is not None else None
 
 
 @rule("TL301", "unfused-cross-entropy-on-large-vocabulary", consumer="logits and loss",
@@ -259,7 +276,7 @@ def check(self: Rule, ctx: FileContext):
     if ctx.facts.trainers:
         return
     for span, model_variable, what in _manual_losses(ctx)[:1]:
-        diag = _diagnose(self, ctx, ctx.model_for(model_variable), span, what,
+        diag = _diagnose(self, ctx, ctx.model_for(model_variable) or _one_vocabulary(ctx), span, what,
                          "use a fused linear cross-entropy (Liger's LigerFusedLinearCrossEntropyLoss or "
                          "cut-cross-entropy's linear_cross_entropy) or compute the loss in chunks")
         if diag is not None:
