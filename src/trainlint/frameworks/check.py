@@ -19,7 +19,7 @@ from trainlint.frameworks import knowledge as K
 from trainlint.frameworks.detect import framework_of, looks_like
 from trainlint.frameworks.sniff import looks_like_config
 from trainlint.frameworks.synth import Keys, Mapped
-from trainlint.knowledge.versions import PIN_FILES, Versions, decide_versions, installed_version
+from trainlint.knowledge.versions import PIN_FILES, Versions, decide_versions, installed_version, parse_version
 from trainlint.launch.configs import read_config
 from trainlint.launch.model import ConfigReading, Launch
 from trainlint.results import FileResult, finish
@@ -30,6 +30,11 @@ _FRAMEWORK_PIN = re.compile(r"""(?im)^\s*['"]?(axolotl|llamafactory)(?:\[[^\]]*\
 def framework_release(path: Path, framework: str) -> tuple[str, str]:
     """(release whose semantics apply, why): a `==` pin in the project's requirement files nearest the config,
     else the installed distribution, else the newest release read."""
+    own = own_release(path, framework)
+    if own is not None:
+        release = K.read_release(framework, own)
+        return release, f"the repository is {framework} {own} itself" + (
+            "" if release == own else f"; semantics of {release}, the nearest release read")
     directory = path.resolve().parent
     while True:
         for pattern in PIN_FILES:
@@ -51,6 +56,38 @@ def framework_release(path: Path, framework: str) -> tuple[str, str]:
         release = K.read_release(framework, installed)
         return release, f"{framework} {installed} installed" + ("" if release == installed else f" (as {release})")
     return K.NEWEST[framework], "not pinned or installed: newest release read"
+
+
+_SETUP_NAME = re.compile(r"""\bname\s*=\s*['"](axolotl|llamafactory)['"]""")
+_SETUP_VERSION = re.compile(r"""\bversion\s*=\s*['"]([0-9][\w.]*)['"]""")
+_LF_VERSION = re.compile(r"""^VERSION\s*=\s*['"]([0-9][\w.]*)['"]""", re.M)
+
+
+def own_release(path: Path, framework: str) -> str | None:
+    """The framework's version when the config lives in a checkout of the framework itself (its examples): axolotl's
+    setup.py `version="0.4.0"`; LLaMA-Factory's src/llamafactory/extras/env.py `VERSION = "0.9.4"`. None elsewhere."""
+    directory = path.resolve().parent
+    while True:
+        for name in ("setup.py", "pyproject.toml"):
+            try:
+                text = (directory / name).read_text(encoding="utf-8", errors="replace")
+            except OSError:
+                continue
+            found = _SETUP_NAME.search(text)
+            if found is None or found.group(1) != framework:
+                continue
+            if framework == K.LLAMAFACTORY:
+                try:
+                    env = (directory / "src" / "llamafactory" / "extras" / "env.py").read_text(encoding="utf-8")
+                except OSError:
+                    return None
+                m = _LF_VERSION.search(env)
+            else:
+                m = _SETUP_VERSION.search(text)
+            return m.group(1) if m else None
+        if (directory / ".git").exists() or directory.parent == directory:
+            return None
+        directory = directory.parent
 
 
 def framework_versions(path: Path, framework: str, release: str, settings: Settings) -> Versions:
@@ -160,7 +197,15 @@ def _check(path: Path, display: str, text: str, reading: ConfigReading, framewor
     from trainlint.rules import REGISTRY
 
     mapped, versions = map_config(path, reading, framework, settings)
+    own = own_release(path, framework)
+    oldest = min(K.LIBRARY_PINS[framework], key=parse_version)
+    unread = own is not None and parse_version(own) < parse_version(oldest)
+    if unread:  # which keys that release took was not read: say nothing about keys rather than judge by another's
+        result.notes.append(f"{display}: {framework} {own}'s config keys were not read (the oldest read is {oldest}): "
+                            f"TL007 not checked")
     for p in mapped.problems:
+        if unread and p.code == "TL007":
+            continue
         result.diagnostics.append(_meta(p.code, display, p.message, p.span.line, p.span.col))
     ctx = FrameworkContext(path, display, mapped.facts, versions, settings, text, Launch.defaults(), mapped.facts,
                            mapped=mapped)
