@@ -1,0 +1,48 @@
+"""A framework config inside a checkout of the framework itself (axolotl's and LLaMA-Factory's examples/) is read
+with the framework's own version at that commit, not the newest release read; keys of a release older than any read
+are not judged (TL007), and --verbose says so."""
+
+from __future__ import annotations
+
+import pytest
+
+from test_launch import findings, run
+
+CONFIG = """\
+base_model: NousResearch/Llama-2-7b-hf
+datasets:
+  - path: mhenrichsen/alpaca_2k_test
+    type: alpaca
+sequence_len: 2048
+micro_batch_size: 1
+gradient_accumulation_steps: 4
+num_epochs: 1
+learning_rate: 0.0002
+flash_attention: true
+debug:
+"""
+
+
+@pytest.mark.parametrize("version, judged", [("0.4.0", False), ("0.19.0", True)])
+def test_the_checkouts_own_version_decides(tmp_path, version, judged):
+    (tmp_path / "setup.py").write_text(f'from setuptools import setup\nsetup(name="axolotl", version="{version}")\n')
+    (tmp_path / "examples" / "llama-2").mkdir(parents=True)
+    (tmp_path / "examples" / "llama-2" / "lora.yml").write_text(CONFIG)
+    data = findings(run("check", "--output-format", "json", "--no-cache", "examples/llama-2/lora.yml", cwd=tmp_path))
+    tl007 = [d for d in data if d["code"] == "TL007"]
+    assert bool(tl007) is judged
+    if judged:
+        assert tl007[0]["message"].startswith("debug is not an axolotl 0.19.0 config key")
+    r = run("check", "-v", "--no-cache", "examples/llama-2/lora.yml", cwd=tmp_path)
+    if judged:
+        assert "axolotl 0.19.0 config (the repository is axolotl 0.19.0 itself)" in r.stderr
+    else:
+        assert "axolotl 0.4.0's config keys were not read (the oldest read is 0.12.0): TL007 not checked" in r.stderr
+        assert "the repository is axolotl 0.4.0 itself; semantics of 0.12.0, the nearest release read" in r.stderr
+
+
+def test_another_projects_setup_py_is_not_the_framework(tmp_path):
+    (tmp_path / "setup.py").write_text('from setuptools import setup\nsetup(name="mytrainer", version="0.4.0")\n')
+    (tmp_path / "lora.yml").write_text(CONFIG)
+    r = run("check", "-v", "--no-cache", "lora.yml", cwd=tmp_path)
+    assert "the repository is axolotl" not in r.stderr
