@@ -198,10 +198,10 @@ def _check(path: Path, display: str, text: str, reading: ConfigReading, framewor
 
     mapped, versions = map_config(path, reading, framework, settings)
     own = own_release(path, framework)
-    oldest = min(K.LIBRARY_PINS[framework], key=parse_version)
-    unread = own is not None and parse_version(own) < parse_version(oldest)
+    unread = own is not None and own not in K.LIBRARY_PINS[framework]
     if unread:  # which keys that release took was not read: say nothing about keys rather than judge by another's
-        result.notes.append(f"{display}: {framework} {own}'s config keys were not read (the oldest read is {oldest}): "
+        read = ", ".join(sorted(K.LIBRARY_PINS[framework], key=parse_version))
+        result.notes.append(f"{display}: {framework} {own}'s config keys were not read (releases read: {read}): "
                             f"TL007 not checked")
     for p in mapped.problems:
         if unread and p.code == "TL007":
