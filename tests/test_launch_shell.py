@@ -641,3 +641,15 @@ def test_files_the_launcher_downloads_tests_for_or_writes_are_made_before_later_
     assert train.made == stats.made + ("work/data/prepared.json",)  # an earlier command's output
     assert prep.made == stats.made
     assert shell("wget $URL\npython t.py\n").invocations[0].made == ()  # an unknown URL names nothing
+
+
+def test_a_redirect_from_a_process_substitution_is_read():
+    # `mapfile -t A < <(cmd)` (bash completion scripts, loops over a command's output): the target of `<` is the
+    # process substitution `<(cmd)`, a word; `<` with nothing after it is still reported
+    text = 'mapfile -t A < <(compgen -W "a b" -- "$cur")\nwhile read -r f; do echo "$f"; done < <(ls)\n' \
+           "python train.py --lr 1e-4\n"
+    reading = read_shell(text, Path("run.sh"))
+    assert reading.problems == ()
+    assert [inv.script.text for inv in reading.invocations] == ["train.py"]
+    bad = read_shell("cat <\npython train.py\n", Path("run.sh"))
+    assert [p.message for p in bad.problems] == ["`<` has no target"]

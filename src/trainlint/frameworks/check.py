@@ -65,7 +65,7 @@ _LF_VERSION = re.compile(r"""^VERSION\s*=\s*['"]([0-9][\w.]*)['"]""", re.M)
 
 def own_release(path: Path, framework: str) -> str | None:
     """The framework's version when the config lives in a checkout of the framework itself (its examples): axolotl's
-    setup.py `version="0.4.0"`; LLaMA-Factory's src/llamafactory/extras/env.py `VERSION = "0.9.4"`. None elsewhere."""
+    setup.py `version="0.4.0"` or its VERSION file; LLaMA-Factory's src/llamafactory/extras/env.py `VERSION = "0.9.4"`. None elsewhere."""
     directory = path.resolve().parent
     while True:
         for name in ("setup.py", "pyproject.toml"):
@@ -84,6 +84,11 @@ def own_release(path: Path, framework: str) -> str | None:
                 m = _LF_VERSION.search(env)
             else:
                 m = _SETUP_VERSION.search(text)
+                if m is None:  # a dynamic version read from a VERSION file (axolotl >= 0.13's pyproject.toml)
+                    try:
+                        m = re.fullmatch(r"\s*([0-9][\w.]*)\s*", (directory / "VERSION").read_text(encoding="utf-8"))
+                    except OSError:
+                        m = None
             return m.group(1) if m else None
         if (directory / ".git").exists() or directory.parent == directory:
             return None

@@ -247,8 +247,9 @@ class Lexer:
         if m:
             self.pos = m.end()
         target = None
-        if self.pos < self.n and self.text[self.pos] not in "\n|&;()<>":
-            target = self.word_token(self.pos)
+        if self.pos < self.n and (self.text[self.pos] not in "\n|&;()<>" or
+                                  self.text.startswith(("<(", ">("), self.pos)):
+            target = self.word_token(self.pos)  # (`< <(cmd)`: a process substitution is a word, bash's target)
         else:
             self.problem(start, self.pos, f"`{op}` has no target")
         r = Redir(op, fd, start, self.pos, target)
