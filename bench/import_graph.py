@@ -40,7 +40,7 @@ DEFAULT_LAYERS = [
     "trainlint.server | trainlint.verify | trainlint.runner",
     "trainlint.fix | trainlint.report",
     "trainlint.lint",
-    "trainlint.frameworks.check",
+    "trainlint.framework_lint",
     "trainlint.rules | trainlint.results",
     "trainlint.planning",
     "(trainlint.run)",

@@ -40,7 +40,7 @@ class RuleInfo:
 
 _ITSELF = "trainlint itself"
 # TL0xx describe trainlint itself (files it could not read or check); the engine produces them (lint.py,
-# frameworks/check.py), no rule module does.
+# framework_lint.py), no rule module does.
 META_RULES: dict[str, RuleInfo] = {r.code: r for r in (
     RuleInfo("TL001", "syntax-error", _ITSELF, "the file could not be parsed as Python",
              "fix the syntax error the message points at; nothing else was checked in the file"),

@@ -126,12 +126,12 @@ def plan_fixes(path: Path, settings: Settings, codes: set[str], unsafe: bool, te
 
 
 def plan_config_fixes(path: Path, settings: Settings, codes: set[str], unsafe: bool):
-    """plan_fixes for a framework config (frameworks/check.py lints it): apply the YAML edits, require that the
+    """plan_fixes for a framework config (framework_lint.py lints it): apply the YAML edits, require that the
     result still loads as the same framework's config with no new reading problem, and that re-linted it no longer
     reports what was fixed."""
     from collections import Counter
 
-    from trainlint.frameworks.check import lint_config
+    from trainlint.framework_lint import lint_config
     from trainlint.frameworks.detect import framework_of
     from trainlint.launch.configs import read_config
 

@@ -108,7 +108,7 @@ def _lint_file(path: Path, settings: Settings, codes: set[str], text: str | None
     if path.suffix in LAUNCHERS:
         return lint_launcher(path, settings, codes)
     if path.suffix in (".yaml", ".yml"):  # an axolotl / LLaMA-Factory config is linted as a run of its own
-        from trainlint.frameworks.check import lint_config
+        from trainlint.framework_lint import lint_config
 
         framework_result = lint_config(path, settings, codes)
         if framework_result is not None:
@@ -157,7 +157,7 @@ def lint_launcher(path: Path, settings: Settings, codes: set[str]) -> FileResult
                                             inv.script.span.line, inv.script.span.col))
         result.diagnostics.extend(_config_problems(inv, path, root))
     if any(inv.launcher.endswith("llamafactory-cli train") for inv in indexed.invocations):
-        from trainlint.frameworks.check import lint_cli_launches
+        from trainlint.framework_lint import lint_cli_launches
 
         lint_cli_launches(path, indexed.invocations, settings, codes, result)
     for (launcher, script, why), lines in skipped.items():

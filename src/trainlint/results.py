@@ -1,6 +1,6 @@
 """A file's result, and what the settings keep of it: `per-file-ignores`, `# noqa` / `# trainlint: ignore[...]`
 comments on the reported line, `certain-only`. Every front end's findings end here (lint.py for scripts,
-notebooks and launchers, frameworks/check.py for framework configs), below both.
+notebooks and launchers, framework_lint.py for framework configs), below both.
 """
 
 from __future__ import annotations

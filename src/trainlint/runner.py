@@ -83,7 +83,7 @@ def _key(path: Path, settings: Settings, codes: frozenset[str]) -> str | None:
         from trainlint.frameworks.sniff import looks_like
 
         if looks_like(data):
-            from trainlint.frameworks.check import framework_release
+            from trainlint.framework_lint import framework_release
 
             h.update(repr([framework_release(resolved, f) for f in ("axolotl", "llamafactory")]).encode())
     if settings.discover_launches and _PARAMETER_BYTES.search(data):
