@@ -52,6 +52,11 @@ class Settings:
     # Report only findings that hold whatever the caller passes: none resting on a launcher's default that an
     # option or the environment could override (`certain-only`, `--certain-only`).
     certain_only: bool = False
+    # What cannot be read, stated by the user ([tool.trainlint]): `launches = { "scripts/train.py" = "--model ..." }`
+    # the arguments a script is run with when no launch of it is found (glob relative to root -> argument string);
+    # `world-size = { "scripts/**" = 8 }` the processes its runs use (over what a launch says)
+    launches: tuple[tuple[str, str], ...] = ()
+    world_sizes: tuple[tuple[str, int], ...] = ()
 
     def version_overrides(self) -> dict[str, str]:
         return dict(self.versions)
@@ -81,7 +86,7 @@ def from_table(table: dict, root: Path, source: str) -> Settings:
     s = Settings(root=root, source=source)
     known = {"select", "ignore", "extend-select", "per-file-ignores", "exclude", "long-context", "large-vocab", "gpu",
              "gpus", "versions", "diff-base", "fix-attention",
-             "per-file-timeout", "follow-hops", "models", "certain-only"}
+             "per-file-timeout", "follow-hops", "models", "certain-only", "launches", "world-size"}
     for key in table:
         if key not in known:
             raise ConfigError(f"{source}: unknown key `{key}` in [tool.trainlint]; known keys: "
@@ -150,11 +155,45 @@ def from_table(table: dict, root: Path, source: str) -> Settings:
         changes["versions"] = tuple(sorted(versions.items()))
     if "models" in table:
         changes["models"] = _models(table["models"], root)
+    if "launches" in table:
+        changes["launches"] = _launches(table["launches"])
+    if "world-size" in table:
+        sizes = table["world-size"]
+        if not isinstance(sizes, dict):
+            raise ConfigError("`world-size` must be a table of glob = processes, e.g. world-size = { \"train.py\" = 8 }")
+        changes["world_sizes"] = tuple((g, _positive_int(n, f"world-size.{g}")) for g, n in sizes.items())
     if "certain-only" in table:
         if not isinstance(table["certain-only"], bool):
             raise ConfigError(f"`certain-only` must be true or false, got {table['certain-only']!r}")
         changes["certain_only"] = table["certain-only"]
     return replace(s, **changes)
+
+
+def _launches(value: object) -> tuple[tuple[str, str], ...]:
+    """`launches = { "scripts/train.py" = "--model_name_or_path meta-llama/Llama-3.1-8B --bf16 True" }`."""
+    import shlex
+
+    if not isinstance(value, dict):
+        raise ConfigError("`launches` must be a table of glob = \"the script's arguments\"")
+    for pattern, args in value.items():
+        if not isinstance(args, str):
+            raise ConfigError(f"`launches.{pattern}` must be a string of arguments, got {args!r}")
+        try:
+            shlex.split(args)
+        except ValueError as exc:
+            raise ConfigError(f"`launches.{pattern}`: {exc}") from None
+    return tuple(value.items())
+
+
+def for_path(table: tuple[tuple[str, object], ...], path: Path, root: Path) -> tuple[str, object] | None:
+    """The first (glob, value) of a per-path setting whose glob matches `path` (relative to root), or None."""
+    from fnmatch import fnmatch
+
+    try:
+        rel = path.resolve().relative_to(root.resolve()).as_posix()
+    except ValueError:
+        rel = path.as_posix()
+    return next(((g, v) for g, v in table if fnmatch(rel, g) or fnmatch(path.name, g)), None)
 
 
 def _models(value: object, root: Path) -> tuple[tuple[str, str], ...]:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from trainlint.config import for_path
 from trainlint.context import FileContext
 from trainlint.facts import ModelLoad
 from trainlint.memory.estimate import Plan
@@ -69,6 +70,10 @@ def plan_for(ctx: FileContext, overrides: Overrides) -> tuple[Plan, ModelLoad, l
     sharding = run.sharding
     notes += sharding.notes
     world = overrides.world_size
+    stated = for_path(ctx.settings.world_sizes, ctx.path, ctx.settings.root) if world is None else None
+    if stated is not None:
+        world = stated[1]
+        notes.append(f"{world} processes ({ctx.settings.source} world-size.\"{stated[0]}\")")
     launched = ctx.launch.world_size
     if world is None and launched is not None and launched.known and isinstance(launched.value, int) and \
             not isinstance(launched.value, bool) and launched.value > 0:
@@ -76,7 +81,7 @@ def plan_for(ctx: FileContext, overrides: Overrides) -> tuple[Plan, ModelLoad, l
         if sharding.value:
             notes.append(f"{sharding.value} over {world} processes ({launched.via})")
     world = world or 1
-    if sharding.value and not overrides.world_size and (launched is None or not launched.known):
+    if sharding.value and not overrides.world_size and stated is None and (launched is None or not launched.known):
         notes.append(f"{sharding.value} sharding found: assumed 1 GPU; pass --world-size")
     optim = run.optimizer
     notes += optim.notes

@@ -475,7 +475,30 @@ def launches_for(path: Path, facts: ScriptFacts, versions: Versions, settings: S
         for ordinal, inv in enumerate(mine):
             launch = launch_of(inv, launcher, here, facts, versions, texts)
             out.append(replace(launch, launcher=str(launcher.resolve()), ordinal=ordinal))
+    if not out and settings.launches:
+        stated = _stated_launch(path, facts, versions, settings)
+        if stated is not None:
+            out.append(stated)
     return out
+
+
+def _stated_launch(path: Path, facts: ScriptFacts, versions: Versions, settings: Settings) -> Launch | None:
+    """`[tool.trainlint] launches = { "train.py" = "--model_name_or_path ..." }`: the run the user states for a
+    script no launcher, README or notebook launches (instead of its defaults), recorded as the source."""
+    import shlex
+
+    from trainlint.config import for_path
+    from trainlint.diagnostics import Span
+    from trainlint.launch.bind import bind_words
+
+    found = for_path(settings.launches, path, settings.root)
+    if found is None:
+        return None
+    pattern, args = found
+    where = f"{settings.source} launches.\"{pattern}\""
+    words = [Word(a, Span.point(1), a) for a in shlex.split(str(args))]
+    return bind_words(facts, versions, words, "", where, path.resolve().parent,
+                      config_reader([path.resolve().parent, settings.root], dict(settings.launch_texts)))
 
 
 def _read_as(path: Path, texts: dict[str, str]) -> Indexed:
