@@ -4,7 +4,6 @@ parameters. Only scripts that declare parameters ask for this (see ScriptFacts.d
 
 from __future__ import annotations
 
-import os
 import re
 from dataclasses import dataclass, replace
 from functools import lru_cache
@@ -19,13 +18,9 @@ from trainlint.facts.values import Value
 from trainlint.knowledge.versions import Versions
 from trainlint.launch.model import ConfigReading, Invocation, Launch, LaunchProblem, Word
 from trainlint.launch.shell import cut_short
+from trainlint.launch.tree import DOC_SUFFIXES, LAUNCHER_SUFFIXES, candidates, listing
 
-LAUNCHER_SUFFIXES = (".sh", ".bash", ".slurm", ".sbatch")
-DOC_SUFFIXES = (".md", ".markdown")
 MAX_LAUNCHER_BYTES = 2 * 1024 * 1024
-_SKIP = {".git", ".hg", ".svn", "__pycache__", "node_modules", "build", "dist", ".venv", "venv", ".tox", ".nox",
-         ".mypy_cache", ".pytest_cache", ".ruff_cache", ".trainlint_cache", ".eggs", ".ipynb_checkpoints",
-         "site-packages"}
 
 
 @dataclass(frozen=True)
@@ -36,32 +31,15 @@ class Indexed:
 
 @lru_cache(maxsize=64)
 def tree_files(root: Path, recursive: bool = True) -> tuple[Path, ...]:
-    """The files under root the launch layer looks at (not under _SKIP or hidden folders), in walk order: walked
-    once per run for the launchers and the SkyPilot tasks alike (the tree does not change while it is linted)."""
-    out = []
-    for dirpath, dirnames, filenames in os.walk(root):
-        dirnames[:] = sorted(d for d in dirnames if d not in _SKIP and not d.startswith(".")) if recursive else []
-        out.extend(Path(dirpath) / name for name in sorted(filenames))
-    return tuple(out)
+    """The files under root the launch layer looks at (not under launch/tree.py SKIP or hidden folders), in walk order: what
+    `git ls-files` lists in a repository, else walked (launch/tree.py), once per run (the tree does not change
+    while it is linted). Only a launcher's own check needs them all (a missing script's namesakes)."""
+    return tuple(root / rel for rel in listing(root, recursive)[1])
 
 
-@lru_cache(maxsize=64)
 def launcher_files(root: Path, recursive: bool = True) -> tuple[Path, ...]:
-    """Launcher and Markdown files under root (once per run)."""
-    out = []
-    for path in tree_files(root, recursive):
-        name = path.name
-        if name.endswith(LAUNCHER_SUFFIXES + DOC_SUFFIXES):
-            out.append(path)
-        elif "." not in name:
-            try:
-                with open(path, "rb") as fh:
-                    head = fh.read(64)
-            except OSError:
-                continue
-            if is_launcher(path, head):
-                out.append(path)
-    return tuple(out)
+    """Launcher and Markdown files under root (from the discovery index, launch/tree.py)."""
+    return candidates(root, recursive)[0]
 
 
 def is_launcher(path: Path, head: bytes) -> bool:
@@ -142,29 +120,17 @@ def _origin():
     return Span.point(1)
 
 
-@lru_cache(maxsize=64)
 def task_files(root: Path, recursive: bool = True) -> tuple[Path, ...]:
-    """YAML files under root that look like SkyPilot tasks (a `run:` and an `accelerators:` key), once a run;
-    launch/skypilot.py reads them (here, with the other files the tree is searched for, so that clear_caches
-    forgets them without importing upward)."""
-    out = []
-    for path in tree_files(root, recursive):
-        if path.name.endswith((".yaml", ".yml")):
-            try:
-                with open(path, "rb") as fh:
-                    raw = fh.read(256 * 1024 + 1)  # skypilot.MAX_BYTES + 1: a larger one is not read further
-            except OSError:
-                continue
-            if raw and b"accelerators" in raw and b"run:" in raw:
-                out.append(path)
-    return tuple(out)
+    """YAML files under root that look like SkyPilot tasks (a `run:` and an `accelerators:` key), from the
+    discovery index (launch/tree.py); launch/skypilot.py reads them."""
+    return candidates(root, recursive)[1]
 
 
 def clear_caches() -> None:
     """Forget what was read (for a process that lints a tree more than once while it changes: tests, a server)."""
     from trainlint.facts.modules import clear_cache
 
-    for cached in (_root, tree_files, launcher_files, index_stamp, _raw, read_launcher, task_files, docstring_launches):
+    for cached in (_root, tree_files, candidates, index_stamp, _raw, read_launcher, docstring_launches):
         cached.cache_clear()
     clear_cache()
 
