@@ -255,6 +255,41 @@ def test_a_corrupt_index_is_built_again(tmp_path):
     assert _found(repo) == expected
 
 
+def test_what_a_launcher_mentions_answers_as_its_bytes_do():
+    """index_for asks whether a launcher names the script (`train.py`, `pkg.train`); the index answers from the
+    dotted words it kept, exactly as a search of the bytes would, or says it cannot tell."""
+    import random
+
+    rng = random.Random(29)
+    alphabet = "ab.py/_-+ :=\n\t\"'$\\xé"
+    names = [b"a.py", b"b.py", b"ab.py", b"a.b", b"py", b"a", b"x.a", b".py", b"b/a.py", b"a b.py", "é.py".encode()]
+    for _ in range(3000):
+        raw = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 40))).encode()
+        said = tree.mentions_of(raw)
+        for name in names:
+            answer = tree.mentioned(name, said)
+            if answer is not None:
+                assert answer == (name in raw), (raw, name)
+    assert tree.mentioned(b"train", "train.py") is None  # no dot: the file is read
+    assert tree.mentioned(b"a b.py", "") is None
+
+
+def test_a_launcher_edited_within_the_clock_tick_of_its_reading_is_read_again(tmp_path):
+    repo = tmp_path / "repo"
+    _tree(repo)
+    store.use(tmp_path / "cache")
+    launcher = repo / "a" / "b.sh"
+    _found(repo)
+    clear_caches()
+    said = tree.launcher_stamps(repo.resolve())[launcher.resolve()]
+    assert said[1] == "" and launcher.read_text() == "echo\n"
+    ns = launcher.stat().st_mtime_ns
+    launcher.write_text("t.py\n")  # the same size, and (below) the same mtime: only "racy" can catch it
+    os.utime(launcher, ns=(ns, ns))
+    clear_caches()
+    assert tree.launcher_stamps(repo.resolve())[launcher.resolve()][1] == "t.py"
+
+
 # -- end to end: the real command, its cache on, in a git repository ------------------------------------------
 
 def _check(repo: Path, *extra: str) -> list[tuple[str, str, int]]:

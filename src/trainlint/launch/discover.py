@@ -12,15 +12,14 @@ from pathlib import Path
 from trainlint._hash import sha256
 from trainlint.config import Settings
 from trainlint.discovery import _root, repo_root  # noqa: F401  (re-exported: the launch layer's callers)
-from trainlint.discovery import display
+from trainlint.discovery import display, file_stamp
 from trainlint.facts.model import ScriptFacts
 from trainlint.facts.values import Value
 from trainlint.knowledge.versions import Versions
 from trainlint.launch.model import ConfigReading, Invocation, Launch, LaunchProblem, Word
 from trainlint.launch.shell import cut_short
-from trainlint.launch.tree import DOC_SUFFIXES, LAUNCHER_SUFFIXES, candidates, listing
-
-MAX_LAUNCHER_BYTES = 2 * 1024 * 1024
+from trainlint.launch.tree import (DOC_SUFFIXES, LAUNCHER_SUFFIXES, MAX_LAUNCHER_BYTES, candidates, launcher_stamps,
+                                   listing, mentioned)
 
 
 @dataclass(frozen=True)
@@ -130,8 +129,11 @@ def clear_caches() -> None:
     """Forget what was read (for a process that lints a tree more than once while it changes: tests, a server)."""
     from trainlint.facts.modules import clear_cache
 
-    for cached in (_root, tree_files, candidates, index_stamp, _raw, read_launcher, docstring_launches):
+    from trainlint.launch import tree
+
+    for cached in (_root, tree_files, index_stamp, _raw, read_launcher, docstring_launches):
         cached.cache_clear()
+    tree.clear()
     clear_cache()
 
 
@@ -144,7 +146,15 @@ def index_for(path: Path, settings: Settings) -> tuple[tuple[Path, Indexed], ...
     else:  # `train.py`, or `-m pkg.train`
         needles = [path.name.encode()] + ([f"{path.parent.name}.{path.stem}".encode()] if path.suffix == ".py" else [])
     out = []
+    said = launcher_stamps(root, recursive)
     for launcher in launcher_files(root, recursive):
+        mentions = said.get(launcher, (None, None))[1]
+        if mentions is not None:  # what the discovery index knows it mentions: not read unless it names the script
+            hits = [mentioned(n, mentions) for n in needles]
+            if None not in hits:
+                if any(hits):
+                    out.append((launcher, read_launcher(launcher)))
+                continue
         raw = _raw(launcher)
         if isinstance(raw, OSError) or any(n in raw for n in needles):
             out.append((launcher, read_launcher(launcher)))
@@ -205,12 +215,11 @@ def docstring_launches(path: Path) -> Indexed:
 def index_stamp(root: Path, recursive: bool = True) -> str:
     """Paths, sizes and mtimes of the launcher files under root (for the cache key)."""
     h = sha256()
+    said = launcher_stamps(root, recursive)  # (stated this run by the discovery index, when there is one)
     for path in launcher_files(root, recursive):
-        try:
-            st = path.stat()
-        except OSError:
-            continue
-        h.update(f"{path}:{st.st_size}:{st.st_mtime_ns}\n".encode())
+        stamp = said[path][0] if path in said else file_stamp(str(path))
+        if stamp != "missing":
+            h.update(f"{path}:{stamp}\n".encode())
     return h.hexdigest()
 
 

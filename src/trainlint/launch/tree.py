@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import time
 from functools import lru_cache
 from pathlib import Path
@@ -35,7 +36,8 @@ TASK_MAX_BYTES = 256 * 1024  # skypilot.MAX_BYTES: a larger file is not read fur
 SKIP = frozenset((".git", ".hg", ".svn", "__pycache__", "node_modules", "build", "dist", ".venv", "venv", ".tox",
                   ".nox", ".mypy_cache", ".pytest_cache", ".ruff_cache", ".trainlint_cache", ".eggs",
                   ".ipynb_checkpoints", "site-packages"))
-_FORMAT = 1
+_FORMAT = 2  # 2: what each launcher mentions
+MAX_LAUNCHER_BYTES = 2 * 1024 * 1024  # what is read of a launcher (a larger one is reported, not read)
 _RACY_NS = 2_000_000_000  # an mtime this close to the build is not trusted (a change in the same clock tick)
 
 
@@ -51,6 +53,32 @@ def _may_be_candidate(name: str) -> bool:
 
 def _content_decides(name: str) -> bool:
     return "." not in name or name.endswith(TASK_SUFFIXES) or name == ".gitignore"
+
+
+# What a launcher mentions, kept so that a run need not read every launcher to find those that name the script
+# (`train.py`, `pkg.train`): the distinct runs of these characters that hold a dot. A name made of them occurs in
+# the file's bytes exactly when it occurs in one of its runs (it cannot span two); others are looked up in the file.
+_RUN = re.compile(rb"[\w.+/-]+")
+_NAME = re.compile(rb"[\w.+/-]*\.[\w.+/-]*")
+
+
+def mentions_of(raw: bytes) -> str:
+    return "\0".join(sorted({t.decode("ascii") for t in _RUN.findall(raw) if b"." in t}))
+
+
+def mentioned(name: bytes, mentions: str) -> bool | None:
+    """Whether `name` occurs in the launcher whose mentions these are; None when they cannot tell."""
+    if not _NAME.fullmatch(name):
+        return None
+    return name.decode("ascii") in mentions
+
+
+def _read_mentions(path: str) -> str | None:
+    try:
+        with open(path, "rb") as fh:
+            return mentions_of(fh.read(MAX_LAUNCHER_BYTES + 1))
+    except OSError:
+        return None
 
 
 def is_launcher_file(path: Path) -> bool:
@@ -172,8 +200,14 @@ def _build(root: Path, recursive: bool) -> dict:
         if record[0] >= now - _RACY_NS:
             record[0] = -1  # listed again next time, whatever its mtime
     excludes = {p: _stamp(p) for p in _exclude_files(root)} if kind == "git" else {}
+    top = str(root)
+    said = {}
+    for rel in launchers:
+        path = os.path.join(top, rel)
+        stamp = _stamp(path)
+        said[rel] = [stamp, _read_mentions(path) if stamp != "missing" else None]
     return {"format": _FORMAT, "root": str(root), "recursive": recursive, "kind": kind, "dirs": dirs,
-            "checked": checked, "excludes": excludes, "launchers": launchers, "tasks": tasks}
+            "checked": checked, "excludes": excludes, "launchers": launchers, "tasks": tasks, "said": said}
 
 
 def _racy(stamp: str, now: int) -> bool:
@@ -232,6 +266,14 @@ def _still_right(index: dict, root: Path, recursive: bool) -> bool | None:
             return False
         index["checked"][rel] = current if not _racy(current, now) else "racy"
         updated = True
+    said = index["said"]
+    for rel in index["launchers"]:
+        path = os.path.join(top, rel)
+        current = _stamp(path)
+        stamp, _ = said[rel]
+        if current != stamp or _racy(stamp, now):  # (one written in the clock tick of its reading: read again)
+            said[rel] = [current, _read_mentions(path) if current != "missing" else None]
+            updated = True
     return None if updated else True
 
 
@@ -246,11 +288,25 @@ def _entry(root: Path, recursive: bool) -> Path | None:
     return folder / "trees" / f"{key}.json"
 
 
-@lru_cache(maxsize=64)
 def candidates(root: Path, recursive: bool = True) -> tuple[tuple[Path, ...], tuple[Path, ...]]:
     """(launcher and Markdown files, SkyPilot task files) under root, in walk order: from the index kept in the
     cache folder when it still holds, else found again (and kept). Once a run (the tree does not change while it
-    is linted; clear_caches forgets it)."""
+    is linted; clear() forgets it)."""
+    return _state(root, recursive)[:2]
+
+
+def launcher_stamps(root: Path, recursive: bool = True) -> dict[Path, tuple[str, str | None]]:
+    """Each launcher's size and mtime ("size:mtime_ns", or "missing") and what it mentions (None: unknown),
+    as checked this run; empty when no index is kept (the caller stats and reads them itself)."""
+    return _state(root, recursive)[2]
+
+
+def clear() -> None:
+    _state.cache_clear()
+
+
+@lru_cache(maxsize=64)
+def _state(root: Path, recursive: bool):
     entry = _entry(root, recursive) if recursive else None
     index = None
     if entry is not None:
@@ -270,10 +326,11 @@ def candidates(root: Path, recursive: bool = True) -> tuple[tuple[Path, ...], tu
             except OSError:
                 entry = None
         if entry is None:  # nothing kept: only the candidates are needed
-            return _found(root, listing(root, recursive, _may_be_candidate)[1])
+            return (*_found(root, listing(root, recursive, _may_be_candidate)[1]), {})
         index = _build(root, recursive)
         _save(entry, index)
-    return tuple(root / rel for rel in index["launchers"]), tuple(root / rel for rel in index["tasks"])
+    said = {root / rel: (stamp, mentions) for rel, (stamp, mentions) in index["said"].items()}
+    return tuple(root / rel for rel in index["launchers"]), tuple(root / rel for rel in index["tasks"]), said
 
 
 def _found(root: Path, files: list[str]) -> tuple[tuple[Path, ...], tuple[Path, ...]]:
