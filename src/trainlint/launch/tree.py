@@ -51,6 +51,16 @@ def _may_be_candidate(name: str) -> bool:
     return name.endswith(LAUNCHER_SUFFIXES + DOC_SUFFIXES + TASK_SUFFIXES) or "." not in name or name == ".gitignore"
 
 
+_CANDIDATE_ENDS = LAUNCHER_SUFFIXES + DOC_SUFFIXES + TASK_SUFFIXES + (".gitignore",)
+
+
+def _candidate_path(rel: str) -> bool:
+    """_may_be_candidate of the path's name (fast: git lists every file of the repository)."""
+    if rel.endswith(_CANDIDATE_ENDS):
+        return _may_be_candidate(rel[rel.rfind("/") + 1:])
+    return rel.rfind(".") <= rel.rfind("/")  # no dot in its name
+
+
 def _content_decides(name: str) -> bool:
     return "." not in name or name.endswith(TASK_SUFFIXES) or name == ".gitignore"
 
@@ -124,31 +134,32 @@ def _git_root(root: Path, recursive: bool) -> bool:
     return recursive and (root / ".git").exists()
 
 
-def listing(root: Path, recursive: bool = True, named=None) -> tuple[str, list[str]]:
-    """("git" or "walk", the files under root relative to it, in the walk's order); only those whose name
-    `named` accepts, when it is given (then a tracked file deleted from the disk may be among them: the
+def listing(root: Path, recursive: bool = True, keep=None) -> tuple[str, list[str]]:
+    """("git" or "walk", the files under root relative to it, in the walk's order); only the paths `keep`
+    accepts, when it is given (then a tracked file deleted from the disk may be among them: the
     caller checks the few it opens)."""
     if _git_root(root, recursive):
         from trainlint.discovery import git_files
 
-        files = git_files(root, on_disk=named is None)
+        files = git_files(root, on_disk=keep is None, keep=keep)
         if files is not None:
-            return "git", sorted((f for f in files if (named is None or named(f.rsplit("/", 1)[-1])) and _kept(f)),
-                                 key=_walk_key)
-    return "walk", [rel for rel, name in _walk(root, recursive, {}) if named is None or named(name)]
+            return "git", sorted((f for f in files if _kept(f)), key=_walk_key)
+    return "walk", [rel for rel, name in _walk(root, recursive) if keep is None or keep(rel)]
 
 
-def _walk(root: Path, recursive: bool, dirs: dict):
-    """(relative path, name) of every file under root, in walk order; fills `dirs` with each folder's record."""
+def _walk(root: Path, recursive: bool, dirs: dict | None = None):
+    """(relative path, name) of every file under root, in walk order; fills `dirs` (when given) with each
+    folder's record for the index."""
     top = str(root)
     for dirpath, dirnames, filenames in os.walk(root):
         dirnames[:] = sorted(d for d in dirnames if not pruned(d)) if recursive else []
         rel = "" if dirpath == top else os.path.relpath(dirpath, top).replace(os.sep, "/")
-        try:
-            mtime = os.stat(dirpath).st_mtime_ns
-        except OSError:
-            mtime = -1
-        dirs[rel] = [mtime, list(dirnames), sorted(n for n in filenames if _may_be_candidate(n))]
+        if dirs is not None:
+            try:
+                mtime = os.stat(dirpath).st_mtime_ns
+            except OSError:
+                mtime = -1
+            dirs[rel] = [mtime, list(dirnames), sorted(n for n in filenames if _may_be_candidate(n))]
         prefix = f"{rel}/" if rel else ""
         for name in sorted(filenames):
             yield prefix + name, name
@@ -177,10 +188,9 @@ def _build(root: Path, recursive: bool) -> dict:
     if _git_root(root, recursive):
         from trainlint.discovery import git_files
 
-        listed = git_files(root)
+        listed = git_files(root, keep=_candidate_path)
         if listed is not None:
-            kind, files = "git", sorted((f for f in listed if _kept(f) and _may_be_candidate(f.rsplit("/", 1)[-1])),
-                                        key=_walk_key)
+            kind, files = "git", sorted((f for f in listed if _kept(f)), key=_walk_key)
     launchers, tasks, checked = [], [], {}
     for rel in files:
         name = rel.rsplit("/", 1)[-1]
@@ -326,11 +336,13 @@ def _state(root: Path, recursive: bool):
             except OSError:
                 entry = None
         if entry is None:  # nothing kept: only the candidates are needed
-            return (*_found(root, listing(root, recursive, _may_be_candidate)[1]), {})
+            return (*_found(root, listing(root, recursive, _candidate_path)[1]), {})
         index = _build(root, recursive)
         _save(entry, index)
-    said = {root / rel: (stamp, mentions) for rel, (stamp, mentions) in index["said"].items()}
-    return tuple(root / rel for rel in index["launchers"]), tuple(root / rel for rel in index["tasks"]), said
+    launchers = tuple(root / rel for rel in index["launchers"])
+    said_rel = index["said"]
+    said = {path: tuple(said_rel[rel]) for path, rel in zip(launchers, index["launchers"])}
+    return launchers, tuple(root / rel for rel in index["tasks"]), said
 
 
 def _found(root: Path, files: list[str]) -> tuple[tuple[Path, ...], tuple[Path, ...]]:
