@@ -92,23 +92,27 @@ def build(root: Path, files: int, git: bool) -> None:
         subprocess.run(["git", "commit", "-qm", "tree"], cwd=root, check=True, env=env)
 
 
-def timed(root: Path, src: str, args: list[str], runs: int, pycache: Path, edit: bool = False) -> list[float]:
+def timed(root: Path, srcs: list[str], args: list[str], runs: int, pycaches: list[Path],
+          edit: bool = False) -> list[list[float]]:
+    """Wall times of `check ARGS train.py` per source tree, the trees taking turns run by run (so a load that
+    comes and goes on a shared machine falls on both alike)."""
     # bytecode (and the dataclass-code cache) on, as an installed copy has it, kept under `pycache`: nothing is
     # written into the source trees timed (the base snapshot is read-only by convention)
-    env = {**{k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}, "PYTHONPATH": src,
-           "PYTHONPYCACHEPREFIX": str(pycache)}
-    out = []
+    envs = [{**{k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}, "PYTHONPATH": src,
+             "PYTHONPYCACHEPREFIX": str(pycache)} for src, pycache in zip(srcs, pycaches)]
+    out: list[list[float]] = [[] for _ in srcs]
     script = root / "train.py"
     for i in range(runs + 1):
-        if edit:
-            script.write_text(TRAIN + f"# edit {time.time_ns()}\n")
-        start = time.perf_counter()
-        r = subprocess.run([sys.executable, "-m", "trainlint", "check", *args, "train.py"], cwd=root, env=env,
-                           capture_output=True, text=True)
-        if i:  # the first run is untimed (it fills the caches: bytecode, the file's record, the index)
-            out.append(time.perf_counter() - start)
-        elif r.returncode not in (0, 1):
-            raise SystemExit(f"trainlint failed in {root}: {r.stderr[-2000:]}")
+        for n, env in enumerate(envs):
+            if edit:
+                script.write_text(TRAIN + f"# edit {time.time_ns()}\n")
+            start = time.perf_counter()
+            r = subprocess.run([sys.executable, "-m", "trainlint", "check", *args, "train.py"], cwd=root, env=env,
+                               capture_output=True, text=True)
+            if i:  # the first run is untimed (it fills the caches: bytecode, the file's record, the index)
+                out[n].append(time.perf_counter() - start)
+            elif r.returncode not in (0, 1):
+                raise SystemExit(f"trainlint ({srcs[n]}) failed in {root}: {r.stderr[-2000:]}")
     if edit:
         script.write_text(TRAIN)
     return out
@@ -133,18 +137,20 @@ def main() -> int:
                 build(root, files, git)
                 print(f"built {name} ({files} files) in {time.perf_counter() - t:.1f} s", file=sys.stderr)
             trees[name] = root
-        print(f"load average before: {os.getloadavg()[0]:.2f}")
-        for n, src in enumerate(srcs):
-            pycache = base / f"pycache-{n}"
+        pycaches = [base / f"pycache-{n}" for n in range(len(srcs))]
+        for pycache in pycaches:
             shutil.rmtree(pycache, ignore_errors=True)
-            print(f"\n{src}")
-            print(f"{'tree':<10} {'case':<13} {'median':>7} {'best':>7}")
-            for name, root in trees.items():
-                shutil.rmtree(root / ".trainlint_cache", ignore_errors=True)
-                for case, args, edit in (("--no-cache", ["--no-cache"], False), ("cached", [], False),
-                                         ("edited", [], True), ("--no-launches", ["--no-cache", "--no-launches"], False)):
-                    times = timed(root, src, args, a.runs, pycache, edit)
-                    print(f"{name:<10} {case:<13} {statistics.median(times):7.3f} {min(times):7.3f}", flush=True)
+        for n, src in enumerate(srcs):
+            print(f"[{n}] {src}")
+        print(f"load average before: {os.getloadavg()[0]:.2f}\n")
+        print(f"{'tree':<10} {'case':<13}" + "".join(f" {f'[{n}] median (best)':>20}" for n in range(len(srcs))))
+        for name, root in trees.items():
+            shutil.rmtree(root / ".trainlint_cache", ignore_errors=True)
+            for case, args, edit in (("--no-cache", ["--no-cache"], False), ("cached", [], False),
+                                     ("edited", [], True), ("--no-launches", ["--no-cache", "--no-launches"], False)):
+                times = timed(root, srcs, args, a.runs, pycaches, edit)
+                cells = "".join(f" {f'{statistics.median(t):.3f} ({min(t):.3f})':>20}" for t in times)
+                print(f"{name:<10} {case:<13}{cells}  load {os.getloadavg()[0]:.1f}", flush=True)
         print(f"\nload average after: {os.getloadavg()[0]:.2f}")
     finally:
         if not a.keep:
