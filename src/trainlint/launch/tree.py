@@ -17,7 +17,8 @@ checkout of 144k files, more than the rest of a one-file check (issue 29, "Keep,
   the clock's resolution of the build is never trusted by its mtime (it is listed or read again next time).
 
 Known limit: a tracked file that an ignore rule matches, untracked with `git rm --cached` (the file kept), stays
-a candidate until its folder changes; core.excludesFile other than git's default location is not watched.
+a candidate until its folder changes; core.excludesFile other than git's default location, and in a linked
+worktree (`.git` a file) the common info/exclude, are not watched.
 """
 
 from __future__ import annotations
