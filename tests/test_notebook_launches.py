@@ -102,3 +102,17 @@ def test_a_launching_notebook_is_found_by_a_whole_tree_check(tmp_path):
     data = findings(run("check", "--output-format", "json", "--no-cache", ".", cwd=tmp_path))
     assert [(d["code"], d["filename"], d["cell"]) for d in data] == [("TL301", "training/fsdp.ipynb", 3)]
     assert json.dumps(data).count("TL005") == 0
+
+
+def test_the_discovery_index_sees_a_notebook_launch_added_and_removed(tmp_path):
+    # cached runs (the discovery index between runs, launch/tree.py): a notebook is a launcher by its command lines
+    repo(tmp_path, RECIPE, ["print('not yet')\n"])
+    def run_cached():
+        return [d for d in findings(run("check", "--output-format", "json", "training/scripts/train.py", cwd=tmp_path))
+                if d["code"] == "TL301"]
+
+    assert run_cached() == []
+    notebook(tmp_path / "training" / "fsdp.ipynb", ['%pip install "trl==0.8.6"\n'], RECIPE, LAUNCH)
+    assert [(d["filename"], d["cell"]) for d in run_cached()] == [("training/fsdp.ipynb", 3)]
+    notebook(tmp_path / "training" / "fsdp.ipynb", ['%pip install "trl==0.8.6"\n'], RECIPE, ["print('gone')\n"])
+    assert run_cached() == []

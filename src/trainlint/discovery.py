@@ -112,3 +112,68 @@ def file_stamp(path: str) -> str:
     except OSError:
         return "missing"
     return f"{st.st_size}:{st.st_mtime_ns}"
+
+
+# Variables git reads to find the repository and its index: a hook (pre-commit) runs with GIT_DIR and
+# GIT_INDEX_FILE set for the repository being committed; the listing below asks about `root` itself.
+_GIT_ENV_DROP = ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_COMMON_DIR", "GIT_OBJECT_DIRECTORY",
+                 "GIT_CEILING_DIRECTORIES", "GIT_NAMESPACE", "GIT_PREFIX")
+
+
+def git_files(root: Path, on_disk: bool = False, keep=None) -> list[str] | None:
+    """The files git sees in the work tree whose top level is `root`: tracked ones and untracked ones its ignore
+    rules (.gitignore, .git/info/exclude, core.excludesFile) do not exclude, as paths relative to root with `/`,
+    in no particular order; only those `keep` accepts (a path -> bool), when it is given. A tracked file deleted
+    from the disk (not yet with `git rm`) is listed too unless `on_disk` (which costs git an lstat of every
+    tracked file): a caller that opens only a few of them checks those instead. A submodule's and an untracked
+    nested repository's files are listed from that repository (as the folder walk would find them). None when
+    git cannot answer (not installed, not a repository, an ownership it refuses): the caller walks the folder."""
+    import subprocess
+
+    env = {k: v for k, v in os.environ.items() if k not in _GIT_ENV_DROP}
+
+    def ls(*args: str) -> bytes | None:
+        try:
+            r = subprocess.run(["git", "ls-files", "-z", *args], cwd=root, env=env, capture_output=True, timeout=60)
+        except (OSError, subprocess.SubprocessError):
+            return None
+        return r.stdout if r.returncode == 0 else None
+
+    out = ls("--cached", "--others", "--exclude-standard")
+    if out is None:
+        return None
+    nested: set[str] = set()
+    if (root / ".gitmodules").is_file():
+        import re
+
+        try:
+            text = (root / ".gitmodules").read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            text = ""
+        nested = {m.strip().strip('"').rstrip("/") for m in re.findall(r"^\s*path\s*=\s*(.+)$", text, re.M)}
+    entries = out.decode("utf-8", "surrogateescape").split("\0")
+    entries.pop()  # (after the last NUL)
+    folders = b"/\0" in out or bool(nested)  # an untracked nested repository is listed as `sub/`
+    if keep is not None:
+        entries = [e for e in entries if keep(e) or folders and (e.endswith("/") or e in nested)]
+    if on_disk:
+        removed = ls("--deleted")
+        if removed:
+            gone = set(removed.decode("utf-8", "surrogateescape").split("\0"))
+            entries = [e for e in entries if e not in gone]
+    entries = list(dict.fromkeys(entries))  # (an unmerged file is listed once per stage)
+    if not folders:
+        return entries
+    files: list[str] = []
+    for rel in entries:
+        if rel.endswith("/") or rel in nested:  # an untracked nested repository, or a submodule
+            sub = rel.rstrip("/")
+            inner = git_files(root / sub, on_disk, keep) if (root / sub / ".git").exists() else None
+            if inner is None:
+                inner = [os.path.relpath(os.path.join(d, f), root / sub).replace(os.sep, "/")
+                         for d, ds, fs in os.walk(root / sub) for f in fs]
+                inner = [f for f in inner if keep is None or keep(f)]
+            files.extend(f"{sub}/{f}" for f in inner)
+        else:
+            files.append(rel)
+    return files

@@ -4,7 +4,6 @@ parameters. Only scripts that declare parameters ask for this (see ScriptFacts.d
 
 from __future__ import annotations
 
-import os
 import re
 from dataclasses import dataclass, replace
 from functools import lru_cache
@@ -13,22 +12,17 @@ from pathlib import Path
 from trainlint._hash import sha256
 from trainlint.config import Settings
 from trainlint.discovery import _root, repo_root  # noqa: F401  (re-exported: the launch layer's callers)
-from trainlint.discovery import display
+from trainlint.discovery import display, file_stamp
 from trainlint.facts.model import ScriptFacts
 from trainlint.facts.values import Value
 from trainlint.knowledge.versions import Versions
 from trainlint.launch.model import ConfigReading, Invocation, Launch, LaunchProblem, Word
 from trainlint.notebook import place
 from trainlint.launch.shell import cut_short
+from trainlint.launch.tree import (DOC_SUFFIXES, LAUNCHER_SUFFIXES, MAX_LAUNCHER_BYTES, NOTEBOOK_SUFFIX, candidates,
+                                   launch_bytes, launcher_stamps, listing, mentioned)
 
-LAUNCHER_SUFFIXES = (".sh", ".bash", ".slurm", ".sbatch")
-DOC_SUFFIXES = (".md", ".markdown")
-NOTEBOOK_SUFFIX = ".ipynb"  # its `!torchrun train.py ...` lines, `%%bash` cells and `%run` lines launch scripts
 _NOTEBOOK_LAUNCH_WORDS = (b"python", b"torchrun", b"accelerate", b"deepspeed", b"%run")
-MAX_LAUNCHER_BYTES = 2 * 1024 * 1024
-_SKIP = {".git", ".hg", ".svn", "__pycache__", "node_modules", "build", "dist", ".venv", "venv", ".tox", ".nox",
-         ".mypy_cache", ".pytest_cache", ".ruff_cache", ".trainlint_cache", ".eggs", ".ipynb_checkpoints",
-         "site-packages"}
 
 
 @dataclass(frozen=True)
@@ -39,32 +33,15 @@ class Indexed:
 
 @lru_cache(maxsize=64)
 def tree_files(root: Path, recursive: bool = True) -> tuple[Path, ...]:
-    """The files under root the launch layer looks at (not under _SKIP or hidden folders), in walk order: walked
-    once per run for the launchers and the SkyPilot tasks alike (the tree does not change while it is linted)."""
-    out = []
-    for dirpath, dirnames, filenames in os.walk(root):
-        dirnames[:] = sorted(d for d in dirnames if d not in _SKIP and not d.startswith(".")) if recursive else []
-        out.extend(Path(dirpath) / name for name in sorted(filenames))
-    return tuple(out)
+    """The files under root the launch layer looks at (not under launch/tree.py SKIP or hidden folders), in walk order: what
+    `git ls-files` lists in a repository, else walked (launch/tree.py), once per run (the tree does not change
+    while it is linted). Only a launcher's own check needs them all (a missing script's namesakes)."""
+    return tuple(root / rel for rel in listing(root, recursive)[1])
 
 
-@lru_cache(maxsize=64)
 def launcher_files(root: Path, recursive: bool = True) -> tuple[Path, ...]:
-    """Launcher and Markdown files under root (once per run)."""
-    out = []
-    for path in tree_files(root, recursive):
-        name = path.name
-        if name.endswith(LAUNCHER_SUFFIXES + DOC_SUFFIXES + (NOTEBOOK_SUFFIX,)):
-            out.append(path)
-        elif "." not in name:
-            try:
-                with open(path, "rb") as fh:
-                    head = fh.read(64)
-            except OSError:
-                continue
-            if is_launcher(path, head):
-                out.append(path)
-    return tuple(out)
+    """Launcher and Markdown files under root (from the discovery index, launch/tree.py)."""
+    return candidates(root, recursive)[0]
 
 
 def is_launcher(path: Path, head: bytes) -> bool:
@@ -81,16 +58,10 @@ def _raw(path: Path) -> bytes | OSError:
         return exc
 
 
-# a notebook's source lines that run a command: `"!torchrun ..."` / `"%run ..."` JSON strings (nbformat keeps a
-# cell's source as a list of line strings)
-_NOTEBOOK_COMMAND_LINE = re.compile(rb'"[ \t]*(?:!|%run\b)(?:[^"\\\n]|\\.)*"')
-
-
 @lru_cache(maxsize=4096)
 def _searchable(path: Path) -> bytes | OSError:
     """What index_for searches for a script's name: a launcher's bytes; for a notebook only its command lines
-    (the whole file when a `%%bash` cell makes every line a command), so a tree of notebooks full of outputs
-    is not scanned again for every file checked."""
+    (launch/tree.py launch_bytes), so a tree of notebooks full of outputs is not scanned again for every file."""
     if path.suffix != NOTEBOOK_SUFFIX:
         return _raw(path)
     try:  # (not through _raw's cache: a notebook's outputs are not kept in memory for the run)
@@ -98,11 +69,7 @@ def _searchable(path: Path) -> bytes | OSError:
             raw = fh.read(MAX_LAUNCHER_BYTES + 1)
     except OSError as exc:
         return exc
-    if len(raw) > MAX_LAUNCHER_BYTES:
-        return b""  # not read as a launcher (read_launcher)
-    if b'"%%bash' in raw or b'"%%sh' in raw or b'"%%script' in raw:
-        return raw
-    return b"\n".join(_NOTEBOOK_COMMAND_LINE.findall(raw))
+    return launch_bytes(path.name, raw)
 
 
 @lru_cache(maxsize=4096)
@@ -183,30 +150,21 @@ def _origin():
     return Span.point(1)
 
 
-@lru_cache(maxsize=64)
 def task_files(root: Path, recursive: bool = True) -> tuple[Path, ...]:
-    """YAML files under root that look like SkyPilot tasks (a `run:` and an `accelerators:` key), once a run;
-    launch/skypilot.py reads them (here, with the other files the tree is searched for, so that clear_caches
-    forgets them without importing upward)."""
-    out = []
-    for path in tree_files(root, recursive):
-        if path.name.endswith((".yaml", ".yml")):
-            try:
-                with open(path, "rb") as fh:
-                    raw = fh.read(256 * 1024 + 1)  # skypilot.MAX_BYTES + 1: a larger one is not read further
-            except OSError:
-                continue
-            if raw and b"accelerators" in raw and b"run:" in raw:
-                out.append(path)
-    return tuple(out)
+    """YAML files under root that look like SkyPilot tasks (a `run:` and an `accelerators:` key), from the
+    discovery index (launch/tree.py); launch/skypilot.py reads them."""
+    return candidates(root, recursive)[1]
 
 
 def clear_caches() -> None:
     """Forget what was read (for a process that lints a tree more than once while it changes: tests, a server)."""
     from trainlint.facts.modules import clear_cache
 
-    for cached in (_root, tree_files, launcher_files, index_stamp, _raw, read_launcher, task_files, docstring_launches):
+    from trainlint.launch import tree
+
+    for cached in (_root, tree_files, index_stamp, _raw, read_launcher, docstring_launches):
         cached.cache_clear()
+    tree.clear()
     clear_cache()
 
 
@@ -219,7 +177,15 @@ def index_for(path: Path, settings: Settings) -> tuple[tuple[Path, Indexed], ...
     else:  # `train.py`, or `-m pkg.train`
         needles = [path.name.encode()] + ([f"{path.parent.name}.{path.stem}".encode()] if path.suffix == ".py" else [])
     out = []
+    said = launcher_stamps(root, recursive)
     for launcher in launcher_files(root, recursive):
+        mentions = said.get(launcher, (None, None))[1]
+        if mentions is not None:  # what the discovery index knows it mentions: not read unless it names the script
+            hits = [mentioned(n, mentions) for n in needles]
+            if None not in hits:
+                if any(hits):
+                    out.append((launcher, read_launcher(launcher)))
+                continue
         raw = _searchable(launcher)
         if isinstance(raw, OSError) or any(n in raw for n in needles):
             out.append((launcher, read_launcher(launcher)))
@@ -280,12 +246,11 @@ def docstring_launches(path: Path) -> Indexed:
 def index_stamp(root: Path, recursive: bool = True) -> str:
     """Paths, sizes and mtimes of the launcher files under root (for the cache key)."""
     h = sha256()
+    said = launcher_stamps(root, recursive)  # (stated this run by the discovery index, when there is one)
     for path in launcher_files(root, recursive):
-        try:
-            st = path.stat()
-        except OSError:
-            continue
-        h.update(f"{path}:{st.st_size}:{st.st_mtime_ns}\n".encode())
+        stamp = said[path][0] if path in said else file_stamp(str(path))
+        if stamp != "missing":
+            h.update(f"{path}:{stamp}\n".encode())
     return h.hexdigest()
 
 

@@ -26,6 +26,11 @@ def use(folder: Path | None) -> None:
     _FOLDER = folder
 
 
+def folder() -> Path | None:
+    """The cache folder when the cache is on (launch/tree.py keeps its index there too), else None."""
+    return _FOLDER
+
+
 def _encode(obj):
     if isinstance(obj, Path):
         return {"$path": str(obj)}
