@@ -68,6 +68,9 @@ TRANSFORMERS_VERSIONS = [
     "5.23.0", "5.24.0", "5.25.0",
 ]
 TRL_VERSIONS = [
+    "0.7.0", "0.7.1", "0.7.2", "0.7.3", "0.7.4", "0.7.5", "0.7.6", "0.7.7", "0.7.8", "0.7.9", "0.7.10", "0.7.11",
+    "0.8.0", "0.8.1", "0.8.2", "0.8.3", "0.8.4", "0.8.5", "0.8.6", "0.9.2", "0.9.3", "0.9.4", "0.9.6", "0.10.1",
+    "0.11.0", "0.11.1", "0.11.2", "0.11.3", "0.11.4",
     "0.12.0", "0.12.1", "0.12.2", "0.13.0", "0.14.0", "0.15.0", "0.15.1", "0.15.2", "0.16.0", "0.16.1", "0.17.0",
     "0.18.0", "0.18.1", "0.18.2", "0.19.0", "0.19.1", "0.20.0", "0.21.0", "0.22.0", "0.22.1", "0.22.2", "0.23.0",
     "0.23.1", "0.24.0", "0.25.0", "0.25.1", "0.26.0", "0.26.1", "0.26.2", "0.27.0", "0.27.1", "0.27.2", "0.28.0",
@@ -81,7 +84,7 @@ VERSIONS = {"transformers": TRANSFORMERS_VERSIONS, "trl": TRL_VERSIONS}
 # the wheel root), plus any dataclass a read class inherits from.
 TRANSFORMERS_CLASSES = {"TrainingArguments": "transformers/training_args.py",
                         "Seq2SeqTrainingArguments": "transformers/training_args_seq2seq.py"}
-TRL_FILES = ("trl/trainer/*_config.py", "trl/experimental/**/*_config.py", "trl/scripts/utils.py",
+TRL_FILES = ("trl/trainer/*_config.py", "trl/trainer/training_configs.py", "trl/experimental/**/*_config.py", "trl/scripts/utils.py",
              "trl/commands/cli_utils.py", "trl/utils.py")
 ENUM_BASES = {"Enum", "ExplicitEnum", "IntEnum", "StrEnum"}
 
@@ -931,6 +934,12 @@ def read_version(lib: str, version: str, roots: dict[str, Path]) -> dict[str, An
 # Differences between versions
 # --------------------------------------------------------------------------------------------------------------
 
+def _differ(a: Any, b: Any) -> bool:
+    """JSON values compared with their types: `0 == 0.0` and `1 == True` in Python, but trl 0.10.1 DPOConfig
+    `label_smoothing: float = 0` (dpo_config.py:108) and 0.11.0 `= 0.0` (:134) are different defaults."""
+    return json.dumps(a, sort_keys=True) != json.dumps(b, sort_keys=True)
+
+
 def diff(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
     d: dict[str, Any] = {}
     oc, nc = old["classes"], new["classes"]
@@ -940,15 +949,15 @@ def diff(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
             cls_diff[name] = None
         elif name not in oc:
             cls_diff[name] = nc[name]
-        elif oc[name] != nc[name]:
+        elif _differ(oc[name], nc[name]):
             a, b = oc[name], nc[name]
             cd: dict[str, Any] = {"$diff": True}
             for key in ("module", "line", "bases", "order", "lines", "dict_fields", "post_init"):
-                if a.get(key) != b.get(key):
+                if _differ(a.get(key), b.get(key)):
                     cd[key] = b.get(key)
             fd = {}
             for fname in sorted(set(a["fields"]) | set(b["fields"])):
-                if a["fields"].get(fname) != b["fields"].get(fname):
+                if _differ(a["fields"].get(fname), b["fields"].get(fname)):
                     fd[fname] = b["fields"].get(fname)
             if fd:
                 cd["fields"] = fd
@@ -956,7 +965,7 @@ def diff(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
     if cls_diff:
         d["classes"] = cls_diff
     for key in ("module_dict_fields", "parser"):
-        if old.get(key) != new.get(key):
+        if _differ(old.get(key), new.get(key)):
             d[key] = new.get(key)
     return d
 
