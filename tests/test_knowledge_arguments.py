@@ -513,6 +513,20 @@ def test_old_trl_layouts_0_7_to_0_11():
     assert A.library_fields("DPOScriptArguments", V("4.40.2", "0.9.2")) is not None
 
 
+def test_two_dataclass_bases_take_the_reversed_mro_order():
+    # trl 0.9.6 ppov2_config.py:15 `class PPOv2Config(OnpolicyRuntimeConfig, TrainingArguments)`: dataclasses collect
+    # fields along the reversed MRO, so TrainingArguments' come first, then OnpolicyRuntimeConfig's (utils.py:967
+    # world_size, ...), then its own (:17 exp_name); checked against the real class with --verify-imported
+    # (transformers 4.44.2, trl 0.9.6)
+    v = V("4.44.2", "0.9.6")
+    ta = list(A.library_fields("TrainingArguments", v))
+    runtime = list(A.library_fields("OnpolicyRuntimeConfig", v))
+    fields = list(A.library_fields("PPOv2Config", v))
+    assert fields[:len(ta)] == ta and fields[len(ta):len(ta) + len(runtime)] == runtime
+    assert fields[len(ta) + len(runtime)] == "exp_name"
+    assert A.library_fields("RLOOConfig", v)["world_size"].source == "trl 0.9.6 trl/trainer/utils.py:967"
+
+
 def test_training_arguments_changes_across_transformers():
     # 4.36.0 training_args.py:1181 gradient_checkpointing_kwargs `Optional[dict]` (CLI: type=dict -> error);
     # 4.40.0 :1286 `Optional[Union[dict, str]]` and the module-level _VALID_DICT_FIELDS (:180)

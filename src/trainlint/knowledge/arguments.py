@@ -279,13 +279,16 @@ def _negative_flags(name: str, kind: str, default: object, versions: Versions) -
 
 
 def _class_chain(lib: str, stored: str, name: str, versions: Versions, depth: int = 0) -> list | None:
-    """[(lib, stored version, class record, class key), ...] from the root base to `name`: dataclass field order
-    (every class read has at most one dataclass base). None when a class is missing in the version asked."""
+    """[(lib, stored version, class record, class key), ...] from the root base to `name`: the reversed MRO, which is
+    the order dataclasses collect fields in (and, read backwards, the order `super().__post_init__()` walks). Only
+    trl 0.9.2-0.9.6 PPOv2Config / RLOOConfig have two dataclass bases, `(OnpolicyRuntimeConfig, TrainingArguments)`
+    (ppov2_config.py, rloo_config.py): TrainingArguments' fields come first. None when a class is missing in the
+    version asked."""
     rec = _snapshot(lib, stored)["classes"].get(name)
     if rec is None or depth > 16:
         return None
     chain: list = []
-    for base in rec["bases"]:
+    for base in reversed(rec["bases"]):
         if base.startswith("?"):
             continue  # not a dataclass read here (a mixin or `object`-like base): it declares no fields
         blib, bname = base.split(":", 1) if ":" in base else (lib, base)
