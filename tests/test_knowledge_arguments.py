@@ -5,7 +5,8 @@ the README's test command; their real HfArgumentParser / TrlParser / dataclasses
 read by hand in the released wheels' source (`pip download --no-deps`, unzipped) at the file and line each test
 names, and the whole JSON was checked against the real libraries installed aside (`bench/gen_argument_fields.py
 --verify-imported` with transformers 4.36.2/trl 0.12.2, 4.46.3/0.12.2, 4.51.3/0.19.1, 4.56.2/0.22.2, 4.57.6/0.27.2,
-4.57.6/0.29.1, 5.0.0/1.14.2, 5.22.2/1.0.0: 0 disagreements). When the generator's source cache ($TRAINLINT_ARGSRC)
+4.57.6/0.29.1, 5.0.0/1.14.2, 5.22.2/1.0.0, and trl 0.7.0, 0.7.2, 0.7.10, 0.7.11 with 4.36.2, 0.8.6 with 4.38.2, 0.9.6,
+0.10.1, 0.11.4 with 4.44.2: 0 disagreements). When the generator's source cache ($TRAINLINT_ARGSRC)
 is present, the cited lines are re-read too.
 """
 
@@ -499,6 +500,19 @@ def test_old_trl_layouts_0_7_to_0_11():
     assert _d("RewardConfig", "max_length", "4.36.2", "0.7.1") is None
     assert _d("RewardConfig", "max_length", "4.36.2", "0.7.2").source == "trl 0.7.2 trl/trainer/training_configs.py:38"
     assert _d("RewardConfig", "max_length", "4.36.2", "0.7.10").source.startswith("trl 0.7.10 trl/trainer/reward_config.py:")
+    # ... and declares `gradient_checkpointing: Optional[bool] = True` there (0.7.2 :40, 0.7.10 reward_config.py:39);
+    # 0.7.11 drops it (TrainingArguments' False)
+    assert _d("RewardConfig", "gradient_checkpointing", "4.36.2", "0.7.2").default is True
+    assert _d("RewardConfig", "gradient_checkpointing", "4.36.2", "0.7.10").source == \
+        "trl 0.7.10 trl/trainer/reward_config.py:39"
+    assert _d("RewardConfig", "gradient_checkpointing", "4.36.2", "0.7.11").default is False
+    # ModelConfig.lora_target_modules: ["all-linear"] -> "all-linear" from 0.8.2 (model_config.py:89), any
+    # one-element list from 0.9.6 (:89); 0.8.1 keeps the list
+    for trl, want in (("0.8.1", ["all-linear"]), ("0.8.2", "all-linear"), ("0.9.6", "all-linear")):
+        assert A.effective_values("ModelConfig", V("4.40.2", trl),
+                                  {"lora_target_modules": ["all-linear"]})["lora_target_modules"] == want
+    assert A.effective_values("ModelConfig", V("4.40.2", "0.9.4"), {"lora_target_modules": ["q_proj"]})[
+        "lora_target_modules"] == ["q_proj"]
     # DPOConfig / SFTConfig arrive in 0.9.2 (0.9.2 dpo_config.py:21, max_length :86); 0.8.6 has neither
     assert _d("DPOConfig", "max_length", "4.38.2", "0.8.6") is None
     assert _d("DPOConfig", "max_length", "4.40.2", "0.9.2").source == "trl 0.9.2 trl/trainer/dpo_config.py:86"
