@@ -620,6 +620,8 @@ def test_cited_lines_in_the_sources():
                                 ("SFTConfig", TF, TRL, "gradient_checkpointing"), ("SFTConfig", "4.56.2", "0.22.0", "gradient_checkpointing"),
                                 ("SFTConfig", "4.46.3", "0.12.2", "max_seq_length"),
                                 ("ModelConfig", "4.57.6", "0.27.0", "dtype"),
+                                ("ModelConfig", "4.38.2", "0.8.6", "torch_dtype"),
+                                ("RewardConfig", "4.36.2", "0.7.2", "gradient_checkpointing"),
                                 ("TrainingArguments", "4.36.2", "0.12.0", "gradient_checkpointing_kwargs"),
                                 ("TrainingArguments", "5.23.0", "1.16.0", "activation_checkpointing")]:
         info = _d(cls, field, tf, trl)
