@@ -20,6 +20,17 @@ object. Older releases are checked by installing them aside, e.g.
         tokenizers==0.20.3 datasets==4.0.0 requests urllib3 idna charset_normalizer certifi
     PYTHONPATH=/tmp/old:src python bench/gen_argument_fields.py --verify-imported
 
+TRL before 0.12 was checked the same way, with releases of that time beside it (the current datasets / peft need a
+newer huggingface_hub), e.g. for trl 0.8.6:
+
+    pip install --no-deps --target /tmp/old-086 trl==0.8.6 transformers==4.38.2 huggingface_hub==0.21.4 \
+        tokenizers==0.15.2 tyro==0.8.3 docstring_parser shtab datasets==2.18.0 pyarrow_hotfix peft==0.10.0 \
+        aiohttp aiosignal frozenlist multidict yarl propcache aiohappyeyeballs attrs \
+        requests urllib3 idna charset_normalizer certifi
+
+(trl 0.7.0 imports peft's `prepare_model_for_int8_training`: peft==0.7.1 there; trl 0.9.6-0.11.4 with
+transformers 4.44.2, huggingface_hub 0.24.6, tokenizers 0.19.1.)
+
 Sources are cached under $TRAINLINT_ARGSRC (default /tmp/trainlint-argsrc/<lib>-<version>/). Each version is stored
 as its differences from the previous one (the first in full); the output depends only on the source text.
 """
@@ -48,8 +59,9 @@ ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "src" / "trainlint" / "knowledge" / "arguments.json"
 CACHE = Path(os.environ.get("TRAINLINT_ARGSRC", "/tmp/trainlint-argsrc"))
 
-# Every release from transformers 4.36.0 / trl 0.12.0 on, as `pip index versions` lists them, plus the yanked X.Y.0
-# releases it leaves out (transformers 4.46.0, 4.52.0, 4.57.0, 5.10.0, which `pip download` still fetches): patch
+# Every release from transformers 4.36.0 / trl 0.7.0 on, as `pip index versions` lists them, plus the yanked X.Y.0
+# releases it leaves out (transformers 4.46.0, 4.52.0, 4.57.0, 5.10.0, which `pip download` still fetches; no trl
+# release from 0.7.0 on is yanked, and `pip download --no-deps trl==` 0.9.0, 0.9.1, 0.9.5, 0.10.0 finds nothing): patch
 # releases change fields too (transformers 4.57.0-4.57.4 `lr_scheduler_kwargs: Union[dict[str, Any], str]`, which
 # HfArgumentParser turns into type=dict, fixed in 4.57.5), and a range pin resolved to "X.Y.0"
 # (versions.resolve_spec) must be answered by that very release.
@@ -68,6 +80,9 @@ TRANSFORMERS_VERSIONS = [
     "5.23.0", "5.24.0", "5.25.0",
 ]
 TRL_VERSIONS = [
+    "0.7.0", "0.7.1", "0.7.2", "0.7.3", "0.7.4", "0.7.5", "0.7.6", "0.7.7", "0.7.8", "0.7.9", "0.7.10", "0.7.11",
+    "0.8.0", "0.8.1", "0.8.2", "0.8.3", "0.8.4", "0.8.5", "0.8.6", "0.9.2", "0.9.3", "0.9.4", "0.9.6", "0.10.1",
+    "0.11.0", "0.11.1", "0.11.2", "0.11.3", "0.11.4",
     "0.12.0", "0.12.1", "0.12.2", "0.13.0", "0.14.0", "0.15.0", "0.15.1", "0.15.2", "0.16.0", "0.16.1", "0.17.0",
     "0.18.0", "0.18.1", "0.18.2", "0.19.0", "0.19.1", "0.20.0", "0.21.0", "0.22.0", "0.22.1", "0.22.2", "0.23.0",
     "0.23.1", "0.24.0", "0.25.0", "0.25.1", "0.26.0", "0.26.1", "0.26.2", "0.27.0", "0.27.1", "0.27.2", "0.28.0",
@@ -78,10 +93,14 @@ TRL_VERSIONS = [
 VERSIONS = {"transformers": TRANSFORMERS_VERSIONS, "trl": TRL_VERSIONS}
 
 # Which classes are read. transformers: these two, by file. TRL: every dataclass in these files (globs relative to
-# the wheel root), plus any dataclass a read class inherits from.
+# the wheel root), plus any dataclass a read class inherits from (trl 0.9.2-0.9.6 trainer/utils.py
+# OnpolicyRuntimeConfig, 0.10.1-0.11.4 OnPolicyConfig there). A file a release lacks gives nothing for that release:
+# trainer/training_configs.py holds RewardConfig in 0.7.2-0.7.9 only (trainer/reward_config.py from 0.7.10),
+# trainer/model_config.py starts in 0.7.11, commands/cli_utils.py (the ScriptArguments dataclasses) in 0.8.0,
+# trl/utils.py ScriptArguments in 0.12.0; 0.7.0 and 0.7.1 have only PPOConfig and DDPOConfig.
 TRANSFORMERS_CLASSES = {"TrainingArguments": "transformers/training_args.py",
                         "Seq2SeqTrainingArguments": "transformers/training_args_seq2seq.py"}
-TRL_FILES = ("trl/trainer/*_config.py", "trl/experimental/**/*_config.py", "trl/scripts/utils.py",
+TRL_FILES = ("trl/trainer/*_config.py", "trl/trainer/training_configs.py", "trl/experimental/**/*_config.py", "trl/scripts/utils.py",
              "trl/commands/cli_utils.py", "trl/utils.py")
 ENUM_BASES = {"Enum", "ExplicitEnum", "IntEnum", "StrEnum"}
 
@@ -931,6 +950,12 @@ def read_version(lib: str, version: str, roots: dict[str, Path]) -> dict[str, An
 # Differences between versions
 # --------------------------------------------------------------------------------------------------------------
 
+def _differ(a: Any, b: Any) -> bool:
+    """JSON values compared with their types: `0 == 0.0` and `1 == True` in Python, but trl 0.10.1 DPOConfig
+    `label_smoothing: float = 0` (dpo_config.py:108) and 0.11.0 `= 0.0` (:134) are different defaults."""
+    return json.dumps(a, sort_keys=True) != json.dumps(b, sort_keys=True)
+
+
 def diff(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
     d: dict[str, Any] = {}
     oc, nc = old["classes"], new["classes"]
@@ -940,15 +965,15 @@ def diff(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
             cls_diff[name] = None
         elif name not in oc:
             cls_diff[name] = nc[name]
-        elif oc[name] != nc[name]:
+        elif _differ(oc[name], nc[name]):
             a, b = oc[name], nc[name]
             cd: dict[str, Any] = {"$diff": True}
             for key in ("module", "line", "bases", "order", "lines", "dict_fields", "post_init"):
-                if a.get(key) != b.get(key):
+                if _differ(a.get(key), b.get(key)):
                     cd[key] = b.get(key)
             fd = {}
             for fname in sorted(set(a["fields"]) | set(b["fields"])):
-                if a["fields"].get(fname) != b["fields"].get(fname):
+                if _differ(a["fields"].get(fname), b["fields"].get(fname)):
                     fd[fname] = b["fields"].get(fname)
             if fd:
                 cd["fields"] = fd
@@ -956,7 +981,7 @@ def diff(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
     if cls_diff:
         d["classes"] = cls_diff
     for key in ("module_dict_fields", "parser"):
-        if old.get(key) != new.get(key):
+        if _differ(old.get(key), new.get(key)):
             d[key] = new.get(key)
     return d
 

@@ -95,7 +95,8 @@ def test_unknown_keywords_are_not_bounds():
     assert api_versions.field_range("transformers", "TrainingArguments", "output_dir") is None  # in every release
     assert api_versions.scan_field_range("transformers", "TrainingArguments", "output_dir")[:2] == (None, None)
     since, until, _ = api_versions.field_range("trl", "SFTConfig", "max_seq_length")
-    assert since is None and until == (0, 20, 0)
+    # SFTConfig is new in trl 0.9.2 (sft_config.py), the oldest release read is 0.7.0: its first release bounds it
+    assert since == (0, 9, 2) and until == (0, 20, 0)
 
 
 def _notebook(path: Path, outputs_text: str) -> Path:

@@ -5,7 +5,8 @@ the README's test command; their real HfArgumentParser / TrlParser / dataclasses
 read by hand in the released wheels' source (`pip download --no-deps`, unzipped) at the file and line each test
 names, and the whole JSON was checked against the real libraries installed aside (`bench/gen_argument_fields.py
 --verify-imported` with transformers 4.36.2/trl 0.12.2, 4.46.3/0.12.2, 4.51.3/0.19.1, 4.56.2/0.22.2, 4.57.6/0.27.2,
-4.57.6/0.29.1, 5.0.0/1.14.2, 5.22.2/1.0.0: 0 disagreements). When the generator's source cache ($TRAINLINT_ARGSRC)
+4.57.6/0.29.1, 5.0.0/1.14.2, 5.22.2/1.0.0, and trl 0.7.0, 0.7.2, 0.7.10, 0.7.11 with 4.36.2, 0.8.6 with 4.38.2, 0.9.6,
+0.10.1, 0.11.4 with 4.44.2: 0 disagreements). When the generator's source cache ($TRAINLINT_ARGSRC)
 is present, the cited lines are re-read too.
 """
 
@@ -487,6 +488,59 @@ def test_model_config_torch_dtype_became_dtype():
     assert _d("ModelConfig", "torch_dtype", "4.57.6", "0.27.0") is None
 
 
+def test_old_trl_layouts_0_7_to_0_11():
+    # trl 0.7.11 is the first release with trl/trainer/model_config.py (0.7.10 has none); 0.8.6 model_config.py:21
+    # `torch_dtype: Optional[str] = field(default=None, metadata={..., "choices": ["auto", "bfloat16", ...]})`
+    assert _d("ModelConfig", "torch_dtype", "4.36.2", "0.7.10") is None
+    dtype = _d("ModelConfig", "torch_dtype", "4.38.2", "0.8.6")
+    assert (dtype.default, dtype.kind, dtype.source) == (None, "str", "trl 0.8.6 trl/trainer/model_config.py:21")
+    assert dtype.choices == ("auto", "bfloat16", "float16", "float32")
+    assert A.convert_cli(dtype, ["bfloat16"]) == (True, "bfloat16") and A.convert_cli(dtype, ["bf16"])[0] is False
+    # 0.7.2-0.7.9: RewardConfig in trl/trainer/training_configs.py (:23, max_length :38); reward_config.py from 0.7.10
+    assert _d("RewardConfig", "max_length", "4.36.2", "0.7.1") is None
+    assert _d("RewardConfig", "max_length", "4.36.2", "0.7.2").source == "trl 0.7.2 trl/trainer/training_configs.py:38"
+    assert _d("RewardConfig", "max_length", "4.36.2", "0.7.10").source.startswith("trl 0.7.10 trl/trainer/reward_config.py:")
+    # ... and declares `gradient_checkpointing: Optional[bool] = True` there (0.7.2 :40, 0.7.10 reward_config.py:39);
+    # 0.7.11 drops it (TrainingArguments' False)
+    assert _d("RewardConfig", "gradient_checkpointing", "4.36.2", "0.7.2").default is True
+    assert _d("RewardConfig", "gradient_checkpointing", "4.36.2", "0.7.10").source == \
+        "trl 0.7.10 trl/trainer/reward_config.py:39"
+    assert _d("RewardConfig", "gradient_checkpointing", "4.36.2", "0.7.11").default is False
+    # ModelConfig.lora_target_modules: ["all-linear"] -> "all-linear" from 0.8.2 (model_config.py:89), any
+    # one-element list from 0.9.6 (:89); 0.8.1 keeps the list
+    for trl, want in (("0.8.1", ["all-linear"]), ("0.8.2", "all-linear"), ("0.9.6", "all-linear")):
+        assert A.effective_values("ModelConfig", V("4.40.2", trl),
+                                  {"lora_target_modules": ["all-linear"]})["lora_target_modules"] == want
+    assert A.effective_values("ModelConfig", V("4.40.2", "0.9.4"), {"lora_target_modules": ["q_proj"]})[
+        "lora_target_modules"] == ["q_proj"]
+    # DPOConfig / SFTConfig arrive in 0.9.2 (0.9.2 dpo_config.py:21, max_length :86); 0.8.6 has neither
+    assert _d("DPOConfig", "max_length", "4.38.2", "0.8.6") is None
+    assert _d("DPOConfig", "max_length", "4.40.2", "0.9.2").source == "trl 0.9.2 trl/trainer/dpo_config.py:86"
+    assert _d("DPOConfig", "gradient_checkpointing", "4.40.2", "0.9.2").default is False  # TrainingArguments'
+    # 0.10.1 dpo_config.py:108 `label_smoothing: float = 0` (an int), 0.11.0 :134 `= 0.0`: stored as a change
+    assert _same(_d("DPOConfig", "label_smoothing", "4.44.2", "0.10.1").default, 0)
+    assert _same(_d("DPOConfig", "label_smoothing", "4.44.2", "0.11.0").default, 0.0)
+    # the script-argument dataclasses: trl/commands/cli_utils.py from 0.8.0 (DpoScriptArguments, then
+    # DPOScriptArguments from 0.9.2); 0.7.x has no cli_utils.py
+    assert A.library_fields("DpoScriptArguments", V("4.38.2", "0.8.6")) is not None
+    assert A.library_fields("DpoScriptArguments", V("4.38.2", "0.7.11")) is None
+    assert A.library_fields("DPOScriptArguments", V("4.40.2", "0.9.2")) is not None
+
+
+def test_two_dataclass_bases_take_the_reversed_mro_order():
+    # trl 0.9.6 ppov2_config.py:15 `class PPOv2Config(OnpolicyRuntimeConfig, TrainingArguments)`: dataclasses collect
+    # fields along the reversed MRO, so TrainingArguments' come first, then OnpolicyRuntimeConfig's (utils.py:967
+    # world_size, ...), then its own (:17 exp_name); checked against the real class with --verify-imported
+    # (transformers 4.44.2, trl 0.9.6)
+    v = V("4.44.2", "0.9.6")
+    ta = list(A.library_fields("TrainingArguments", v))
+    runtime = list(A.library_fields("OnpolicyRuntimeConfig", v))
+    fields = list(A.library_fields("PPOv2Config", v))
+    assert fields[:len(ta)] == ta and fields[len(ta):len(ta) + len(runtime)] == runtime
+    assert fields[len(ta) + len(runtime)] == "exp_name"
+    assert A.library_fields("RLOOConfig", v)["world_size"].source == "trl 0.9.6 trl/trainer/utils.py:967"
+
+
 def test_training_arguments_changes_across_transformers():
     # 4.36.0 training_args.py:1181 gradient_checkpointing_kwargs `Optional[dict]` (CLI: type=dict -> error);
     # 4.40.0 :1286 `Optional[Union[dict, str]]` and the module-level _VALID_DICT_FIELDS (:180)
@@ -532,7 +586,9 @@ def test_a_patch_release_fix_is_captured():
 def test_versions_are_answered_by_the_nearest_read_at_or_below():
     assert A.snapshot_version("transformers", "4.57.3") == "4.57.3"  # every release from 4.36.0 on was read
     assert A.snapshot_version("transformers", "4.57.9") == "4.57.6"
-    assert A.snapshot_version("trl", "0.10.1") is None
+    assert A.snapshot_version("trl", "0.10.1") == "0.10.1"  # every release from 0.7.0 on was read
+    assert A.snapshot_version("trl", "0.9.5") == "0.9.4"  # (0.9.0, 0.9.1, 0.9.5, 0.10.0 are not on PyPI)
+    assert A.snapshot_version("trl", "0.6.0") is None
     from trainlint.knowledge.versions import NEWEST_KNOWN
 
     # a release newer than those read is answered by the newest read, which is what versions.py calls newest known
@@ -540,9 +596,10 @@ def test_versions_are_answered_by_the_nearest_read_at_or_below():
     assert A.read_versions("trl")[-1] == NEWEST_KNOWN["trl"]
     assert A.snapshot_version("transformers", "4.30.0") is None
     assert A.library_fields("SFTConfig", V("4.30.0", "0.12.0")) is None  # its TrainingArguments is unknown
-    assert A.library_fields("SFTConfig", V("5.24.0", "0.11.4")) is None
+    assert A.library_fields("SFTConfig", V("5.24.0", "0.8.6")) is None  # SFTConfig is new in trl 0.9.2
+    assert A.library_fields("SFTConfig", V("5.24.0", "0.6.0")) is None
     required = {"transformers": ["4.36.2", "4.46.3", "4.51.3", "4.57.6", "5.0.0", "5.24.0"],
-                "trl": ["0.12.2", "0.19.1", "0.22.2", "0.29.1", "1.0.0", "1.14.2", "1.16.0"]}
+                "trl": ["0.7.0", "0.7.11", "0.8.6", "0.9.2", "0.11.4", "0.12.2", "0.19.1", "0.22.2", "0.29.1", "1.0.0", "1.14.2", "1.16.0"]}
     for lib, versions in required.items():
         assert set(versions) <= set(A.read_versions(lib))
 
@@ -563,6 +620,8 @@ def test_cited_lines_in_the_sources():
                                 ("SFTConfig", TF, TRL, "gradient_checkpointing"), ("SFTConfig", "4.56.2", "0.22.0", "gradient_checkpointing"),
                                 ("SFTConfig", "4.46.3", "0.12.2", "max_seq_length"),
                                 ("ModelConfig", "4.57.6", "0.27.0", "dtype"),
+                                ("ModelConfig", "4.38.2", "0.8.6", "torch_dtype"),
+                                ("RewardConfig", "4.36.2", "0.7.2", "gradient_checkpointing"),
                                 ("TrainingArguments", "4.36.2", "0.12.0", "gradient_checkpointing_kwargs"),
                                 ("TrainingArguments", "5.23.0", "1.16.0", "activation_checkpointing")]:
         info = _d(cls, field, tf, trl)

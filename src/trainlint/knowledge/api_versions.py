@@ -4,11 +4,12 @@ intersected into a bound per library, so an unpinned script is linted against th
 
 Two sources, both read from the released wheels (nothing imported):
 - keywords of TrainingArguments / Seq2SeqTrainingArguments / the TRL configs: the per-release field lists of
-  arguments.json (bench/gen_argument_fields.py: every release of transformers 4.36.0-5.24.0 and trl 0.12.0-1.16.0);
+  arguments.json (bench/gen_argument_fields.py: every release of transformers 4.36.0-5.24.0 and trl 0.7.0-1.16.0);
   a keyword present in the oldest release read gets no lower bound (older releases were not read), one present in
-  the newest gets no upper bound. Examples it yields: `TrainingArguments(evaluation_strategy=)` up to 4.50.3 (gone in
-  4.51.0), `eval_strategy=` from 4.41.0, `SFTConfig(max_seq_length=)` up to 0.19.1, `SFTConfig(max_length=)` from
-  0.16.0, `warmup_ratio=` up to 4.57.x.
+  the newest gets no upper bound; a keyword of a class that a later release introduced is bounded by that release.
+  Examples it yields: `TrainingArguments(evaluation_strategy=)` up to 4.50.3 (gone in 4.51.0), `eval_strategy=` from
+  4.41.0, `SFTConfig(max_seq_length=)` from 0.9.2 (SFTConfig's first release) up to 0.19.1,
+  `SFTConfig(max_length=)` from 0.16.0, `warmup_ratio=` up to 4.57.x.
 - the hand-read facts in FACTS below (trainer keywords, `from_pretrained` keywords, top-level imports), each with
   the file it was read in.
 

@@ -2,15 +2,17 @@ r"""The fields of transformers' / TRL's argument dataclasses per version, and ho
 command-line words and config-file values into field values.
 
 Data: arguments.json, written by bench/gen_argument_fields.py from the released wheels' source (read with `ast`,
-never imported): every release of transformers 4.36.0-5.24.0 and trl 0.12.0-1.16.0 (183 in all, including the
-yanked transformers 4.46.0, 4.52.0, 4.57.0, 5.10.0). A version is answered by the nearest version read at or below
+never imported): every release of transformers 4.36.0-5.25.0 and trl 0.7.0-1.16.0 (213 in all, including the
+yanked transformers 4.46.0, 4.52.0, 4.57.0, 5.10.0; trl 0.9.0, 0.9.1, 0.9.5 and 0.10.0 were never on PyPI). A class
+is recorded only in the releases that define it (ModelConfig from trl 0.7.11, DPOConfig / SFTConfig from 0.9.2). A version is answered by the nearest version read at or below
 it. Nothing here imports torch / transformers / trl. The caller decides that a class name means the library's class
 (imported from transformers / trl): a script's own `ScriptArguments` dataclass is not TRL's.
 
 How the parsers behave. Read in every release listed; "hf_argparser.py" is transformers', "scripts/utils.py" TRL's;
 line numbers are transformers 5.24.0 / trl 1.16.0 unless a version is named. Verified against the real parsers of
-transformers 4.36.2, 4.46.3, 4.51.3, 4.56.2, 4.57.6, 5.0.0, 5.22.2, 5.24.0 with trl 0.12.2-1.16.0
-(`bench/gen_argument_fields.py --verify-imported`).
+transformers 4.36.2, 4.46.3, 4.51.3, 4.56.2, 4.57.6, 5.0.0, 5.22.2, 5.24.0 with trl 0.12.2-1.16.0, and of trl 0.7.0,
+0.7.2, 0.7.10, 0.7.11 (transformers 4.36.2), 0.8.6 (4.38.2), 0.9.6, 0.10.1, 0.11.4 (4.44.2)
+(`bench/gen_argument_fields.py --verify-imported`). The TrlParser rows below were read in trl 0.12.0 and later only.
 
 | behaviour | versions | source |
 |---|---|---|
@@ -48,15 +50,15 @@ __post_init__, see `effective_values`):
 | TrainingArguments.fsdp | `""` <= 4.56.2; 4.57.0 `Union[list[FSDPOption], str, bool]` = [] (a list on the CLI); None from 4.57.1; `str \| None` from 5.10.0, nargs "?"/const True from 5.13.0 | 4.56.2 :1231; 4.57.0 :1227; 4.57.1 :1227; 5.10.0 :1379 |
 | TrainingArguments.eval_strategy | new in 4.41.0; `evaluation_strategy` (None, copied) until 4.50.3 | 4.41.0 :784; 4.50.3 :1430 |
 | TrainingArguments per_device_train_batch_size 8, gradient_accumulation_steps 1, bf16 False, fp16 False, auto_find_batch_size False, torch_compile False | unchanged 4.36.0-5.24.0 | 5.24.0 :777 ... |
-| SFTConfig / DPO / GRPO / KTO / Reward / RLOO / ORPO / CPO gradient_checkpointing | inherited False <= 0.21.0; `bool = True` from 0.22.0 (in each config), in trainer/base_config.py `BaseConfig` from 0.29.0, `_BaseConfig` from 1.0.0 | 0.22.0 sft_config.py:111; 0.29.0 base_config.py:61; 1.16.0 :62 |
+| SFTConfig / DPO / GRPO / KTO / Reward / RLOO / ORPO / CPO gradient_checkpointing | inherited False <= 0.21.0, except RewardConfig 0.7.2-0.7.10 `Optional[bool] = True`; `bool = True` from 0.22.0 (in each config), in trainer/base_config.py `BaseConfig` from 0.29.0, `_BaseConfig` from 1.0.0 | 0.7.2 training_configs.py:40; 0.7.10 reward_config.py:39; 0.22.0 sft_config.py:111; 0.29.0 base_config.py:61; 1.16.0 :62 |
 | the same configs' bf16 | inherited False <= 0.18.2; `Optional[bool] = None`, effective `not fp16` (True) from 0.19.0 | 0.19.0 sft_config.py:111, :252; 1.16.0 base_config.py:68, :108 |
-| SFTConfig.max_seq_length -> max_length | 0.12.0-0.14.0 `max_seq_length` None; 0.15.x 1024; 0.16.0 `max_length` 1024 and `max_seq_length` None, copied into max_length when set, until 0.19.1; gone in 0.20.0 | 0.12.0 sft_config.py:64; 0.15.0 :98; 0.16.0 :95, :149, :188 |
-| SFTConfig.use_liger -> use_liger_kernel | `use_liger: bool = False` 0.12.0-0.15.2; `Optional[bool] = None` copied into use_liger_kernel 0.16.0-0.17.0; gone in 0.18.0 | 0.12.0 :72; 0.16.0 :153, :195 |
+| SFTConfig.max_seq_length -> max_length | 0.9.2-0.14.0 `max_seq_length` None; 0.15.x 1024; 0.16.0 `max_length` 1024 and `max_seq_length` None, copied into max_length when set, until 0.19.1; gone in 0.20.0 | 0.12.0 sft_config.py:64; 0.15.0 :98; 0.16.0 :95, :149, :188 |
+| SFTConfig.use_liger -> use_liger_kernel | `use_liger` False from 0.10.1 (`Optional[bool]` 0.10.1, `bool` 0.11.0-0.15.2); `Optional[bool] = None` copied into use_liger_kernel 0.16.0-0.17.0; gone in 0.18.0 | 0.12.0 :72; 0.16.0 :153, :195 |
 | DPO / GRPO / KTO use_liger_loss | False (DPO 0.19.0, GRPO/KTO 0.17.0) - 0.24.0; `bool = None` copied into use_liger_kernel 0.25.0-0.27.2; gone in 0.28.0 | 0.19.0 dpo_config.py:337; 0.25.0 :390, :531 |
 | SFTConfig.packing False (all), padding_free False (from 0.16.0); DPO/KTO/ORPO/CPO/Reward max_length None <= 0.13.0, 1024 from 0.14.0 | | 0.16.0 sft_config.py:110; 0.14.0 dpo_config.py:231 |
 | GRPOConfig per_device_train_batch_size 1, gradient_accumulation_steps 8 | only in 0.14.0 (inherited 8 / 1 otherwise) | 0.14.0 grpo_config.py:159, :166 |
-| ModelConfig.torch_dtype -> dtype | `torch_dtype: Optional[Literal['auto','bfloat16','float16','float32']]` 0.12.0-0.13.0, `Optional[str]` 0.14.0-0.26.2; `dtype` None from 0.23.0 (torch_dtype copied into it when dtype is unset); 0.27.0 `dtype = "float32"`, no torch_dtype | 0.12.0 model_config.py:77; 0.23.0 :93, :198; 0.27.0 :91 |
-| ModelConfig model_name_or_path None, attn_implementation None, use_peft False, lora_r 16, lora_alpha 32, lora_target_modules None (a one-element list becomes its string), lora_task_type "CAUSAL_LM", load_in_4bit/8bit False | unchanged 0.12.0-1.16.0 | 1.16.0 model_config.py:96, :107, :131, :156, :178 |
+| ModelConfig.torch_dtype -> dtype | default None in every release that has it (0.7.11-0.26.2); `Optional[str]` with metadata choices auto/bfloat16/float16/float32 0.7.11-0.10.1 (0.8.6 model_config.py:21), `Optional[Literal['auto','bfloat16','float16','float32']]` 0.11.0-0.13.0, `Optional[str]` 0.14.0-0.26.2; `dtype` None from 0.23.0 (torch_dtype copied into it when dtype is unset); 0.27.0 `dtype = "float32"`, no torch_dtype | 0.12.0 model_config.py:77; 0.23.0 :93, :198; 0.27.0 :91 |
+| ModelConfig model_name_or_path None, attn_implementation None, use_peft False, lora_r 16, lora_alpha 32, lora_target_modules None (a one-element list becomes its string), lora_task_type "CAUSAL_LM" (from 0.8.0), load_in_4bit/8bit False | unchanged 0.7.11-1.16.0; the list rule: none in 0.7.11-0.8.1, only `["all-linear"]` -> "all-linear" in 0.8.2-0.9.4 (0.8.2 :89), any one-element list from 0.9.6 (:89) | 1.16.0 model_config.py:96, :107, :131, :156, :178 |
 """
 
 from __future__ import annotations
@@ -279,13 +281,16 @@ def _negative_flags(name: str, kind: str, default: object, versions: Versions) -
 
 
 def _class_chain(lib: str, stored: str, name: str, versions: Versions, depth: int = 0) -> list | None:
-    """[(lib, stored version, class record, class key), ...] from the root base to `name`: dataclass field order
-    (every class read has at most one dataclass base). None when a class is missing in the version asked."""
+    """[(lib, stored version, class record, class key), ...] from the root base to `name`: the reversed MRO, which is
+    the order dataclasses collect fields in (and, read backwards, the order `super().__post_init__()` walks). Only
+    trl 0.9.2-0.9.6 PPOv2Config / RLOOConfig have two dataclass bases, `(OnpolicyRuntimeConfig, TrainingArguments)`
+    (ppov2_config.py, rloo_config.py): TrainingArguments' fields come first. None when a class is missing in the
+    version asked."""
     rec = _snapshot(lib, stored)["classes"].get(name)
     if rec is None or depth > 16:
         return None
     chain: list = []
-    for base in rec["bases"]:
+    for base in reversed(rec["bases"]):
         if base.startswith("?"):
             continue  # not a dataclass read here (a mixin or `object`-like base): it declares no fields
         blib, bname = base.split(":", 1) if ":" in base else (lib, base)

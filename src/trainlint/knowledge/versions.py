@@ -310,7 +310,8 @@ def _version_in(info: str):
 
 
 # The last patch release of each line read from the wheels below the oldest release in arguments.json, so a bound
-# like "trl < 0.13" picks a release that exists.
+# like "transformers < 4.36" picks a release that exists (the trl ones are in arguments.json since it reads trl
+# from 0.7.0; kept, they change nothing).
 _OLDER_RELEASES = {"trl": ("0.7.11", "0.8.6", "0.9.6", "0.10.1", "0.11.4"),
                    "transformers": ("4.33.3", "4.34.1", "4.35.2")}
 

@@ -51,7 +51,7 @@ def surface(facts: ScriptFacts, versions: Versions) -> dict[str, Any]:
 
 @lru_cache(maxsize=32)
 def _older(class_name: str, versions: Versions) -> dict[str, Any]:
-    """A library version older than any trainlint read (transformers < 4.36, trl < 0.12): only the fields whose
+    """A library version older than any trainlint read (transformers < 4.36, trl < 0.7): only the fields whose
     kind and default are the same in every release read of that major version (4.x, 0.x), taken as they were
     then (per_device_train_batch_size, gradient_checkpointing, ...); any other flag stays unknown."""
     from dataclasses import replace as _replace

@@ -45,6 +45,13 @@ def computes_in_16_bit(ctx: FileContext, args: ArgsObject | None) -> str | None:
 def loaded_in_fp32(ctx: FileContext, model: ModelLoad) -> str | None:
     """Why the weights are fp32 (for the message), or None when they are not, or it is not known."""
     dtype = model.dtype
+    # `torch_dtype=None` / `dtype=None` is the same as none given (transformers 4.40.2 modeling_utils.py:2970
+    # `torch_dtype = kwargs.pop("torch_dtype", None)`, :3490 `if torch_dtype is not None:`; 5.0.0 :3901-3935
+    # `if dtype is None: dtype = "auto"`): e.g. trl 0.8.6 examples/scripts/dpo.py passes
+    # `torch_dtype=model_config.torch_dtype`, whose ModelConfig default is None (model_config.py:21)
+    none = dtype.known and dtype.value is None
+    given = "" if not none else f"dtype None: the {dtype.via}" if (
+        dtype.via.endswith(" default") or " default (" in dtype.via) else "dtype=None"
     if dtype.known and isinstance(dtype.value, str):
         if dtype.value in FP32:
             if dtype.via.endswith(" default") or " default (" in dtype.via:  # `dtype=model_args.dtype`, unset
@@ -52,16 +59,19 @@ def loaded_in_fp32(ctx: FileContext, model: ModelLoad) -> str | None:
             return f"dtype={dtype.value} is explicit"
         if dtype.value != "auto":
             return None
-    elif not dtype.unset:
+    elif not (dtype.unset or none):
         return None
     if model.kind == "trainer_string":
         return None  # the trainer loads it: only a dtype its model_init_kwargs give is read here
     tv = ctx.versions.transformers
-    if dtype.unset and not tv.at_least(5):
+    if (dtype.unset or none) and not tv.at_least(5):
+        if none:
+            return f"{given}, and transformers {tv.version} loads in fp32 when it is None"
         return f"no dtype given, and transformers {tv.version} loads in fp32 by default"
     spec = ctx.spec(model)
     if spec is not None and spec.dtype in FP32:
-        how = 'dtype="auto"' if dtype.known else f"no dtype given: transformers {tv.version} loads \"auto\""
+        how = (f"{given}: transformers {tv.version} loads \"auto\"" if none else 'dtype="auto"' if dtype.known
+               else f"no dtype given: transformers {tv.version} loads \"auto\"")
         return f"{how} and the checkpoint's config.json says float32"
     return None
 
