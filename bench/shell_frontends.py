@@ -127,6 +127,8 @@ CASES = {
     "subshell_vs_arith": "echo $( (cd a; ls) )\n",
     "backquote_nested": "echo `echo \\`date\\``\n",
     "comment_in_word": "echo a#b # real comment\n",
+    "escaped_space": "python train.py a \\ b\n",
+    "non_ascii": "python train.py --run_name \u00e9t\u00e9 --lr ${LR:-1}\n",
     # bash refuses these (checked by `bash -n` below); a linter must say so
     "bad_unclosed_dq": 'echo "unclosed\npython train.py --lr 1\n',
     "bad_unclosed_sq": "echo 'unclosed\npython train.py --lr 1\n",
@@ -141,6 +143,7 @@ CASES = {
     "bad_unclosed_arith": "(( x = 1 + \npython train.py\n",
     "bad_close_paren": "echo )\npython train.py\n",
     "bad_func_no_body": "f()\npython train.py\n",
+    "bad_crlf_if": "if true; then\r\n  python train.py\r\nfi\r\n",
     # bash accepts with a warning: the heredoc eats the rest of the file
     "warn_heredoc_unclosed": "cat <<EOF\nno end\npython train.py --lr 1\n",
 }
@@ -208,19 +211,103 @@ def ts_walk(tree) -> int:
                 return k
 
 
-def median_time(fn, texts, repeat: int) -> float:
-    runs = []
+def words(node) -> list[str]:
+    """The argument nodes of every command in the tree, as written (what an evaluator would start from)."""
+    out = []
+    if node.type == "command":
+        out += [c.text.decode() for c in node.children_by_field_name("argument")]
+    for c in node.children:
+        out += words(c)
+    return out
+
+
+def structure_checks(parser) -> None:
+    """What the evaluator needs from the tree, on inputs where tree-sitter and bash could part ways."""
+    def tree(src: str):
+        return parser.parse(src.encode()).root_node
+
+    print()
+    print("structure checks (bash's reading -> tree-sitter's tree):")
+    r = tree(CASES["escaped_space"])
+    print(f"  `python train.py a \\ b`: bash passes ['train.py', 'a', ' b']; tree-sitter arguments {words(r)}")
+    r = tree(CASES["bs_space"])
+    print(f"  backslash-space then newline: bash runs 2 commands; tree-sitter "
+          f"{sum(1 for c in r.children if c.type == 'command')} commands, arguments {words(r)} (the `\\ ` word "
+          f"is {'kept' if any(w.strip() == '' or w == chr(92) + ' ' for w in words(r)) else 'not in the tree'})")
+    r = tree("echo ${1:-x}\n").children[0].children[1]
+    print(f"  `${{1:-x}}`: {r.type} children {[c.type for c in r.children]} (operator as an anonymous node)")
+    r = tree(CASES["heredoc_quoted"])
+    body = next(n for n in _nodes(r) if n.type == "heredoc_body")
+    start = next(n for n in _nodes(r) if n.type == "heredoc_start")
+    print(f"  quoted heredoc: heredoc_start {start.text.decode()!r}, body children {[c.type for c in body.children]} "
+          f"(no expansion parsed; the evaluator reads the quoting from heredoc_start)")
+    r = tree(CASES["two_heredocs_one_line"])
+    print(f"  `cat <<A <<B` (bash accepts): {sum(1 for n in _nodes(r) if n.is_error)} ERROR node(s); heredoc bodies "
+          f"{[n.text.decode() for n in _nodes(r) if n.type == 'heredoc_body']}")
+    r = tree(CASES["proc_subst_redir"])
+    red = next(n for n in _nodes(r) if n.type == "file_redirect")
+    print(f"  `done < <(ls)`: file_redirect destination {red.child_by_field_name('destination').type}")
+    r = tree(CASES["non_ascii"])
+    w = next(n for n in _nodes(r) if n.type == "expansion")
+    print(f"  offsets are UTF-8 bytes: `${{LR:-1}}` at byte {w.start_byte}, str index "
+          f"{CASES['non_ascii'].index('${LR')} (spans need a byte->character map)")
+    r = tree("python train.py --lr 1\n")
+    print(f"  `--lr 1`: argument node types {[c.type for c in r.children[0].children_by_field_name('argument')]}")
+    r = tree(CASES["bad_crlf_if"])
+    print(f"  CRLF `if ...; then\\r ... fi\\r` (bash: syntax error): {r}")
+    r = tree(CASES["bad_stray_fi"])
+    print(f"  stray `fi` (bash: syntax error): {r}")
+    r = tree(CASES["bad_empty_do"])
+    print(f"  `while true; do done` (bash: syntax error): {r}")
+    r = tree("cat <\npython train.py\n")
+    print(f"  `cat <` then `python train.py` (bash: syntax error near newline): {r}")
+    r = tree(CASES["bad_unclosed_dq"])
+    print(f"  unclosed `\"` (bash: unexpected EOF): {r}; has_error={r.has_error}; commands after the error: "
+          f"{sum(1 for n in _nodes(r) if n.type == 'command') - 1}")
+
+
+def _nodes(node):
+    yield node
+    for c in node.children:
+        yield from _nodes(c)
+
+
+def import_cost(repeat: int) -> tuple[float, float, float]:
+    """Seconds to import each front end in a fresh interpreter (median): trainlint loads its shell modules on the
+    first launcher read, so this is paid once per run that reads a launcher."""
+    def run(code: str) -> float:
+        r = subprocess.run([sys.executable, "-c", "import time; t = time.perf_counter(); " + code +
+                            "; print(time.perf_counter() - t)"], capture_output=True, text=True, check=True)
+        return float(r.stdout.split()[-1])
+
+    ts_code = ("import tree_sitter as ts, tree_sitter_bash as tsb; ts.Parser(ts.Language(tsb.language()))"
+               ".parse(b'echo\\n')")
+    tl_code = "import trainlint.launch.shell_run"
+    tl_front = "import trainlint.launch.shell_lex, trainlint.launch.shell_parse"
+    return (statistics.median(run(ts_code) for _ in range(repeat)),
+            statistics.median(run(tl_code) for _ in range(repeat)),
+            statistics.median(run(tl_front) for _ in range(repeat)))
+
+
+def interleaved(fns: dict, texts: dict, repeat: int, passes: int) -> dict[str, list[float]]:
+    """CPU seconds (process_time) for one pass over all inputs, per front end; `repeat` rounds, each timing every
+    front end in turn over `passes` passes, so a busy neighbour on a shared machine weighs on all of them alike."""
+    out: dict[str, list[float]] = {k: [] for k in fns}
     for _ in range(repeat):
-        t = time.perf_counter()
-        for x in texts:
-            fn(x)
-        runs.append(time.perf_counter() - t)
-    return statistics.median(runs)
+        for k, fn in fns.items():
+            xs = texts[k]
+            t = time.process_time()
+            for _ in range(passes):
+                for x in xs:
+                    fn(x)
+            out[k].append((time.process_time() - t) / passes)
+    return out
 
 
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--passes", type=int, default=10, help="passes over all inputs per timed round")
     ap.add_argument("--show", help="print tree-sitter's tree for this input name and stop")
     ns = ap.parse_args()
 
@@ -291,19 +378,32 @@ def main() -> int:
         problems: list = []
         Parser(Lexer(t, problems).tokens(), problems).parse()
 
-    t_ts = median_time(parser.parse, btexts, ns.repeat)
-    t_ts_walk = median_time(lambda b: ts_walk(parser.parse(b)), btexts, ns.repeat)
-    t_tl_front = median_time(tl_front, texts, ns.repeat)
-    t_tl_all = median_time(lambda t: read_shell(t, Path("run.sh")), texts, ns.repeat)
+    fns = {"ts": parser.parse, "ts_walk": lambda b: ts_walk(parser.parse(b)), "tl_front": tl_front,
+           "tl_all": lambda t: read_shell(t, Path("run.sh"))}
+    runs = interleaved(fns, {"ts": btexts, "ts_walk": btexts, "tl_front": texts, "tl_all": texts},
+                       ns.repeat, ns.passes)
+    med = {k: statistics.median(v) for k, v in runs.items()}
     print()
-    print(f"time, median of {ns.repeat} over {len(corpus)} inputs bash accepts ({total} bytes):")
-    for label, t in (("tree-sitter parse (C, tree not visited)", t_ts),
-                     ("tree-sitter parse + visit every node from Python", t_ts_walk),
-                     ("trainlint Lexer + Parser (what tree-sitter would replace)", t_tl_front),
-                     ("trainlint read_shell (lex, parse, evaluate, launches)", t_tl_all)):
-        print(f"  {label:60} {t * 1000:8.2f} ms  {total / t / 1e6:7.2f} MB/s")
-    print(f"  ratio trainlint Lexer+Parser / tree-sitter parse+visit: {t_tl_front / t_ts_walk:.1f}x; "
-          f"tree-sitter parse+visit / trainlint read_shell: {t_ts_walk / t_tl_all:.0%}")
+    print(f"CPU time of one pass over the {len(corpus)} inputs bash accepts ({total} bytes): median of {ns.repeat} "
+          f"rounds of {ns.passes} passes, interleaved [min-max of the rounds]:")
+    for k, label in (("ts", "tree-sitter parse (C, tree not visited)"),
+                     ("ts_walk", "tree-sitter parse + visit every node from Python"),
+                     ("tl_front", "trainlint Lexer + Parser (what tree-sitter would replace)"),
+                     ("tl_all", "trainlint read_shell (lex, parse, evaluate, launches)")):
+        print(f"  {label:60} {med[k] * 1000:7.2f} ms [{min(runs[k]) * 1000:.2f}-{max(runs[k]) * 1000:.2f}]"
+              f"  {total / med[k] / 1e6:6.2f} MB/s")
+
+    def ratio(a: str, b: str) -> float:  # median over rounds of the per-round ratio
+        return statistics.median(x / y for x, y in zip(runs[a], runs[b]))
+
+    print(f"  per-round ratios (median): trainlint Lexer+Parser / tree-sitter parse {ratio('tl_front', 'ts'):.1f}x, "
+          f"/ tree-sitter parse+visit {ratio('tl_front', 'ts_walk'):.1f}x; Lexer+Parser / read_shell "
+          f"{ratio('tl_front', 'tl_all'):.0%}")
+    ts_imp, tl_imp, tl_front_imp = import_cost(ns.repeat)
+    print(f"  import, fresh interpreter (median of {ns.repeat}): tree_sitter + tree_sitter_bash + one parse "
+          f"{ts_imp * 1000:.1f} ms; trainlint shell_lex + shell_parse {tl_front_imp * 1000:.1f} ms; "
+          f"trainlint.launch.shell_run (the whole reader) {tl_imp * 1000:.1f} ms")
+    structure_checks(parser)
     return 0
 
 
