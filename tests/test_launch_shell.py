@@ -653,3 +653,14 @@ def test_a_redirect_from_a_process_substitution_is_read():
     assert [inv.script.text for inv in reading.invocations] == ["train.py"]
     bad = read_shell("cat <\npython train.py\n", Path("run.sh"))
     assert [p.message for p in bad.problems] == ["`<` has no target"]
+
+
+def test_a_case_statement_inside_a_command_substitution():
+    # `$(case ... esac)`: the patterns' `)` do not close the substitution (bash -n accepts this; it used to give
+    # three false problems), and what the substitution prints stays unknown
+    text = ('MODEL=$(case "$1" in\n  small) echo org/m-1b ;;\n  *) echo org/m-8b ;;\nesac)\n'
+            'python train.py --model_name_or_path "$MODEL" --y "$(case $z in a) echo 1;; esac)" --lr 1e-4\n')
+    reading = read_shell(text, Path("run.sh"))
+    assert reading.problems == ()
+    (inv,) = reading.invocations
+    assert [a.text for a in inv.args] == ["--model_name_or_path", None, "--y", None, "--lr", "1e-4"]

@@ -173,7 +173,7 @@ class Lexer:
     # ---- token stream ---------------------------------------------------------------------------------------
     def tokens(self, nested: bool = False) -> list:
         """All tokens up to the end (or, nested inside `$(`, up to its unmatched `)`, left unconsumed)."""
-        text, out, depth = self.text, [], 0
+        text, out, depth, cases = self.text, [], 0, 0  # (`case ... esac` open inside `$(`: its `)` end patterns)
         while True:
             m = _BLANKS.match(text, self.pos)
             if m:
@@ -204,11 +204,11 @@ class Lexer:
                     c = text[pos]
             if c in "|&;()<>":
                 op = next(o for o in _OPS_BY_CHAR[c] if text.startswith(o, pos))
-                if nested and op == ")" and depth == 0:
+                if nested and op == ")" and depth == 0 and not cases:
                     self.pos = pos
                     return out
                 depth += op == "("
-                depth -= op == ")" and depth > 0
+                depth -= op == ")" and depth > 0 and not (cases and depth == 0)
                 self.pos = pos + len(op)
                 if op in _REDIRECTS:
                     out.append(self.redirect(op, fd, self.pos - len(op) - len(fd)))
@@ -219,6 +219,8 @@ class Lexer:
             end = m.end() if m else pos
             if m and c != "~" and (end >= self.n or text[end] in _ENDS):  # the common case: a plain word
                 self.pos = end
+                if nested and m.group() in ("case", "esac") and (not out or isinstance(out[-1], Op)):
+                    cases += 1 if m.group() == "case" else -1 if cases else 0
                 out.append(W(pos, end, [Lit(m.group(), pos, False)]))
                 if end < self.n and text[end] == "(" and m.group().endswith("="):
                     head = m.group()
