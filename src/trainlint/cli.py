@@ -109,8 +109,9 @@ def main() -> None:
 @click.option("--no-cache", is_flag=True, help="Do not read or write .trainlint_cache/.")
 @click.option("--no-launches", is_flag=True, help="Check scripts under their defaults only; do not look for launchers.")
 @click.option("--certain-only", is_flag=True,
-              help="Hide findings that rest on a launcher's default the caller could override (an option parser's "
-                   "MODEL=..., ${VAR:-x}); such findings otherwise say \"assuming ...\". Config: certain-only = true.")
+              help="Hide findings that rest on an assumption: a launcher's default the caller could override (an "
+                   "option parser's MODEL=..., ${VAR:-x}; such findings otherwise say \"assuming ...\") or a model "
+                   "geometry taken from another checkpoint's name. Config: certain-only = true.")
 @click.option("--gpu", default=None, help="GPU the runs must fit (TL202, TL701): 24GB, T4, A100-80GB, H100...; "
                                           "overrides `gpu` and `gpus` in the config.")
 @click.pass_context

@@ -494,7 +494,8 @@ def _name_assumptions(diagnostics: list[Diagnostic], launch: Launch, findings) -
             out.append(d)
             continue
         named = tuple(a for a, held in alone.items() if key not in held) or assumed
-        out.append(replace(d, message=f"{d.message} (assuming {'; '.join(named)})", assumptions=named))
+        out.append(replace(d, message=f"{d.message} (assuming {'; '.join(named)})",
+                           assumptions=tuple(dict.fromkeys(d.assumptions + named))))
     return out
 
 

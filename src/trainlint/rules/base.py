@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import re
+from dataclasses import dataclass, replace
 from typing import Callable, Iterable, Iterator
 
 from trainlint.codes import RuleInfo
@@ -24,7 +25,16 @@ class Rule(RuleInfo):
     def diagnostic(self, ctx: FileContext, span: Span, message: str, *deciding) -> Diagnostic:
         """A finding at `span` in the script; when a deciding Value (or the span itself) is written in a
         launch (a launcher line, an args-file key), the finding is reported there, names the script, and
-        relates to the script's location."""
+        relates to the script's location. A finding whose figures come from a geometry taken from another
+        checkpoint's name says so and carries it as an assumption (`certain-only` hides it)."""
+        diag = self._placed(ctx, span, message, *deciding)
+        assumed = _geometry_assumptions(ctx, diag.message)
+        if not assumed:
+            return diag
+        return replace(diag, message=f"{diag.message} ({'; '.join(assumed)})",
+                       assumptions=tuple(dict.fromkeys(diag.assumptions + assumed)))
+
+    def _placed(self, ctx: FileContext, span: Span, message: str, *deciding) -> Diagnostic:
         url = DOCS_URL.format(code=self.code)
         where = next((v.origin for v in deciding if v is not None and v.origin is not None and v.origin.file), None)
         if where is None and span.file:
@@ -47,6 +57,22 @@ class Rule(RuleInfo):
             return Diagnostic(self.code, self.name, f"{ctx.display}: {message}", where.file, where.local(), url,
                               related=tuple(r for r in related if r[0] != where.file or r[1] != where.local()))
         return Diagnostic(self.code, self.name, message, ctx.display, span.local(), url, related=hops + launched)
+
+
+_SIZED = re.compile(r"\d (?:GiB|MiB|KiB)\b|-token vocabulary")
+
+
+def _geometry_assumptions(ctx: FileContext, message: str) -> tuple[str, ...]:
+    """"assumed the geometry of X from the name" for each model of the run whose geometry was taken from another
+    checkpoint, when the message gives figures (sizes, a vocabulary) and does not say it already."""
+    if not _SIZED.search(message) or "assumed the geometry" in message:
+        return ()
+    found = []
+    for model in ctx.facts.models:
+        spec = ctx.spec(model)
+        if spec is not None and spec.assumed_from and spec.assumed_from not in found:
+            found.append(spec.assumed_from)
+    return tuple(found)
 
 
 REGISTRY: dict[str, Rule] = {}
