@@ -170,3 +170,29 @@ def test_noqa_and_trainlint_ignore_suppress(lint):
         assert lint(LLAMA_EAGER_8K.replace(line, line + comment)) == [], comment
     assert codes(lint(LLAMA_EAGER_8K.replace(line, line + "  # noqa: TL301"))) == ["TL101"]
     assert codes(lint(LLAMA_EAGER_8K.replace(line, line + "  # noqa: E501"))) == ["TL101"]
+
+
+MPT_REMOTE = '''
+from transformers import AutoModelForCausalLM, Trainer, TrainingArguments
+
+model = AutoModelForCausalLM.from_pretrained("mosaicml/mpt-7b", trust_remote_code=True)
+args = TrainingArguments(output_dir="out", per_device_train_batch_size=1, bf16=True)
+enc = tokenizer(texts, max_length=2048, truncation=True)
+Trainer(model=model, args=args, train_dataset=ds).train()
+'''
+
+
+def test_remote_code_whose_config_names_its_torch_attention_is_eager(lint):
+    """MPT's own code (trust_remote_code) runs attn_config.attn_impl "torch" from its config.json: q.matmul(k) and
+    a softmax over the whole score matrix (knowledge/models.py _remote_attention)."""
+    found = lint(MPT_REMOTE)
+    assert [(c, line) for c, line, _ in found] == [("TL101", 4)]
+    assert 'attn_config.attn_impl "torch"' in found[0][2]
+    assert 'attn_config={"attn_impl": "flash"}' in found[0][2]  # the checkpoint's own switch, not attn_implementation
+    assert "no fix offered" in found[0][2]
+
+
+def test_remote_code_without_a_known_attention_says_nothing(lint):
+    # a remote-code checkpoint the catalog knows only by geometry: its code may do anything
+    src = MPT_REMOTE.replace("mosaicml/mpt-7b", "Qwen/Qwen-7B")
+    assert "TL101" not in codes(lint(src))

@@ -207,3 +207,26 @@ def test_liger_quiet_when_eval_builds_no_logits_or_training_does_too(lint, chang
     src = LIGER.replace("compute_metrics=compute_metrics)", "compute_metrics=compute_metrics,\n"
                         "                  preprocess_logits_for_metrics=keep)")
     assert tl302(lint(src.replace(*change))) == []
+
+
+def test_an_image_captioning_model_trained_with_compute_metrics_keeps_its_logits(lint):
+    """GIT (microsoft/git-base, AutoModelForCausalLM) in the transformers task-guide shape: compute_metrics takes the
+    argmax itself, after the evaluation loop kept every batch's logits."""
+    src = '''
+    from transformers import AutoModelForCausalLM, Trainer, TrainingArguments
+
+    model = AutoModelForCausalLM.from_pretrained("microsoft/git-base")
+
+    def compute_metrics(eval_pred):
+        logits, labels = eval_pred
+        return {"wer": score(logits.argmax(-1), labels)}
+
+    args = TrainingArguments(output_dir="git-captions", fp16=True, per_device_train_batch_size=32,
+                             eval_strategy="steps", eval_steps=50)
+    trainer = Trainer(model=model, args=args, train_dataset=train_ds, eval_dataset=test_ds,
+                      compute_metrics=compute_metrics)
+    trainer.train()
+    '''
+    found = lint(src)
+    assert codes(found) == ["TL302"]
+    assert "30,522-token vocabulary" in found[0][2] and "fp32" in found[0][2]

@@ -51,6 +51,9 @@ class ModelSpec:
     architecture: str | None = None  # config.json `architectures[0]` (the class the checkpoint was saved from)
     num_labels: int | None = None  # from config.json's id2label / num_labels, when it states them
     assumed_from: str | None = None  # why this geometry was taken from another checkpoint (--verbose says it)
+    # the attention the checkpoint's own code runs under trust_remote_code, when its config.json says
+    # ("eager": the full score matrix; "fused": a kernel that never holds it), and why
+    remote_attention: tuple[str, str] | None = None
 
     def describe(self) -> str:
         def n(v: Any) -> str:
@@ -123,7 +126,25 @@ def spec_from_config(config: dict, model_id: str, source: str, class_name: str |
         dtype=_first(config, "dtype", "torch_dtype") if isinstance(_first(config, "dtype", "torch_dtype"), str) else None,
         architecture=arch if isinstance(arch, str) else None,
         num_labels=labels if isinstance(labels, int) and not isinstance(labels, bool) else None,
+        remote_attention=_remote_attention(config, outer_type),
     )
+
+
+def _remote_attention(config: dict, model_type: str | None) -> tuple[str, str] | None:
+    """MPT checkpoints' own code (auto_map to modeling_mpt / attention.py) picks its kernel from
+    config.json `attn_config.attn_impl`: "torch" runs `scaled_multihead_dot_product_attention`, which computes
+    `q.matmul(k) * softmax_scale` and its softmax (the full score matrix, as eager); "flash" / "triton" run kernels
+    that do not hold it (mosaicml/mpt-7b's attention.py; a copy is file id 40655880607 of the search corpus)."""
+    attn = config.get("attn_config")
+    if model_type != "mpt" or not isinstance(attn, dict) or not isinstance(attn.get("attn_impl"), str):
+        return None
+    impl = attn["attn_impl"]
+    if impl == "torch":
+        return "eager", ('the checkpoint\'s own MPT code with attn_config.attn_impl "torch" (its config.json): '
+                         'q.matmul(k) and a softmax over the full score matrix')
+    if impl in ("flash", "triton"):
+        return "flash_attention_2", f'the checkpoint\'s own MPT code with attn_config.attn_impl "{impl}"'
+    return None
 
 
 @lru_cache(maxsize=1)

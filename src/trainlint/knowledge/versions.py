@@ -339,6 +339,87 @@ def _fitting(library: str, spec: str, installed: str | None, bound) -> str | Non
         next((v for v in in_range if bound.allows(v, strict_only=True)), None)
 
 
+# A release of one library that cannot run on some releases of another, though its metadata allows them
+# (library, its releases [since, until), the other library, the other's releases it needs [since, until), why).
+# Read in the wheels: every trl release up to 0.11.4 has Trainer subclasses that pass `tokenizer=` to
+# `transformers.Trainer.__init__` (trl 0.8.6 dpo_trainer.py:389, sft_trainer.py:329; 0.11.4 dpo_trainer.py:828,
+# sft_trainer.py:407); 0.12.0 passes `processing_class=` (dpo_trainer.py:646). transformers 4.57.6 trainer.py:409
+# keeps `tokenizer` as `@deprecate_kwarg(..., version="5.0.0")`; 5.0.0's Trainer.__init__ has no such parameter, so
+# those trainers raise TypeError there. trl's setup.py asks only `transformers>=4.31.0` (0.8.6).
+RELEASE_REQUIRES: tuple[tuple[str, tuple[int, ...] | None, tuple[int, ...] | None, str, tuple[int, ...] | None,
+                              tuple[int, ...] | None, str], ...] = (
+    ("trl", None, (0, 12), "transformers", None, (5,),
+     "trl < 0.12's trainers pass Trainer(tokenizer=) (trl 0.11.4 dpo_trainer.py:828), which transformers 5.0.0 "
+     "removed (4.57.6 trainer.py:409 deprecate_kwarg version=\"5.0.0\")"),
+)
+# trl first: its release bounds transformers (RELEASE_REQUIRES)
+_DECISION_ORDER = ("trl", "transformers", "peft")
+
+
+@dataclass(frozen=True)
+class ReleaseRequirement:
+    """A bound on one library implied by the release chosen for another (shaped like api_versions.Evidence)."""
+
+    library: str
+    what: str
+    since: tuple[int, ...] | None
+    until: tuple[int, ...] | None
+    source: str
+    line: int = 1
+    strict: bool = True
+
+    def allows(self, version: str) -> bool:
+        v = parse_version(version)
+        return (self.since is None or _cmp(v, self.since) >= 0) and (self.until is None or _cmp(v, self.until) < 0)
+
+    def _range(self) -> str:
+        show = (lambda v: ".".join(map(str, v + (0,) * (3 - len(v)))))
+        return " and ".join(p for p in (f"from {show(self.since)}" if self.since else "",
+                                        f"before {show(self.until)}" if self.until else "") if p)
+
+    def brief(self) -> str:
+        return f"{self.what}: needs {self.library} {self._range()}"
+
+    def describe(self) -> str:
+        return f"{self.what}: needs {self.library} {self._range()} ({self.source})"
+
+
+@dataclass(frozen=True)
+class _JoinedBound:
+    """A file's own bound (api_versions.Bound, or none) plus the bounds other libraries' releases imply."""
+
+    library: str
+    evidence: tuple
+
+    def allows(self, version: str, strict_only: bool = False) -> bool:
+        return all(e.allows(version) for e in self.evidence if e.strict or not strict_only)
+
+    def against(self, version: str) -> tuple:
+        return tuple(e for e in self.evidence if e.strict and not e.allows(version))
+
+    def describe(self) -> str:
+        show = (lambda v: ".".join(map(str, v + (0,) * (3 - len(v)))))
+        lo = max((e.since for e in self.evidence if e.since), default=None, key=lambda v: v + (0,) * 4)
+        hi = min((e.until for e in self.evidence if e.until), default=None, key=lambda v: v + (0,) * 4)
+        parts = ([f">= {show(lo)}"] if lo else []) + ([f"< {show(hi)}"] if hi else [])
+        return f"{self.library} {', '.join(parts) or 'any'}"
+
+
+def _with_release_requirements(library: str, bound, decided: dict):
+    """`bound` plus what the releases already decided for other libraries require of `library`."""
+    extra = []
+    for lib, since, until, other, o_since, o_until, why in RELEASE_REQUIRES:
+        chosen = decided.get(lib)
+        if other != library or chosen is None:
+            continue
+        v = parse_version(chosen.version)
+        if (since is None or _cmp(v, since) >= 0) and (until is None or _cmp(v, until) < 0):
+            extra.append(ReleaseRequirement(library, f"{lib} {chosen.version}", o_since, o_until, why))
+    if not extra:
+        return bound
+    return _JoinedBound(library, tuple(bound.evidence if bound is not None else ()) + tuple(extra))
+
+
 def decide_versions(path: Path, script_pins: tuple[tuple[str, str], ...], overrides: dict[str, str],
                     bounds: dict | None = None, observed: tuple[tuple[str, str, str], ...] = ()) -> Versions:
     """`bounds`: api_versions.bounds() of the file; `observed`: (library, "==X", where) read from what the file
@@ -346,13 +427,17 @@ def decide_versions(path: Path, script_pins: tuple[tuple[str, str], ...], overri
     pins = {name: (spec, where) for name, spec, where in project_pins(path.resolve().parent)}
     script = {name: spec for name, spec in script_pins}
     seen = {name: (spec, where) for name, spec, where in observed}
-    bounds = bounds or {}
+    bounds = dict(bounds or {})
     out, notes, conflicts = {}, [], []
-    for library in LIBRARIES:
+    for library in _DECISION_ORDER:
         installed = installed_version(library)
-        bound = bounds.get(library)
+        bound = _with_release_requirements(library, bounds.get(library), out)
         if bound is not None:
-            notes.append(f"{library}: this file's calls bound it to {bound.describe().split(' ', 1)[1]}")
+            by = " and ".join(w for w, has in (
+                ("this file's calls", any(not isinstance(e, ReleaseRequirement) for e in bound.evidence)),
+                ("the releases chosen for the other libraries",
+                 any(isinstance(e, ReleaseRequirement) for e in bound.evidence))) if has)
+            notes.append(f"{library}: {by} bound it to {bound.describe().split(' ', 1)[1]}")
             notes.extend(f"  {e.describe()}" for e in bound.evidence)
         if library in overrides:
             out[library] = LibraryVersion(library, overrides[library], "trainlint settings")

@@ -39,7 +39,13 @@ def check(self: Rule, ctx: FileContext):
         if impl is None or not _is_eager(impl):
             continue
         softcapped = spec is not None and spec.model_type in libraries.SOFTCAPPED
-        plan = plan_fix(ctx, spec.model_type if spec else None, softcapped)
+        if spec is not None and spec.remote_attention is not None and why.startswith("trust_remote_code=True"):
+            # the checkpoint's own code chooses from its config, not from attn_implementation
+            plan = Plan(None, False, 'the checkpoint\'s own code chooses its attention: pass attn_config={"attn_impl": '
+                                     '"flash"} in the model\'s config (its flash-attn path; needs the flash-attn '
+                                     'package and a CUDA GPU) or shorten the sequence; no fix offered')
+        else:
+            plan = plan_fix(ctx, spec.model_type if spec else None, softcapped)
         batch = ctx.batch
         heads = spec.num_heads if spec else None
         size = dtype_bytes(model.dtype.value if model.dtype.known and isinstance(model.dtype.value, str) else None)

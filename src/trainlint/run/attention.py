@@ -24,7 +24,10 @@ def attention_in_effect(ctx: FileContext, model: ModelLoad, spec: ModelSpec | No
     if impl.unknown:
         return None, "attn_implementation is not statically known"
     if model.call.kw("trust_remote_code").is_(True) and impl.unset:
-        # the checkpoint's own modeling code picks its attention (Qwen-7B reads config.use_flash_attn)
+        # the checkpoint's own modeling code picks its attention (Qwen-7B reads config.use_flash_attn); known only
+        # where its config.json says (knowledge/models.py _remote_attention)
+        if spec is not None and spec.remote_attention is not None:
+            return spec.remote_attention[0], f"trust_remote_code=True: {spec.remote_attention[1]}"
         return None, "trust_remote_code=True: the model's own code chooses its attention"
     if model.use_flash_attention_2.is_(True):
         return "flash_attention_2", "use_flash_attention_2=True"
