@@ -37,11 +37,12 @@ def test_nearest_project_pins_win_and_poetry_carets_are_understood(tmp_path: Pat
     assert v.transformers.version == "4.57.6" and v.transformers.source == "trainlint settings"
 
 
-def test_script_pins_then_installed_then_newest(tmp_path: Path):
+def test_script_pins_then_newest_never_what_is_installed_here(tmp_path: Path):
     project_pins.cache_clear()
     (tmp_path / ".git").mkdir()
     script = tmp_path / "nb.py"
     script.write_text("")
     v = decide_versions(script, (("peft", "==0.10.0"),), {})
     assert v.peft.version == "0.10.0" and "in the script" in v.peft.source
-    assert v.transformers.source == "installed in this environment"
+    # what is installed next to trainlint is trainlint's environment, not the run's: unpinned is the newest read
+    assert v.transformers.source == "not pinned: the newest release known"

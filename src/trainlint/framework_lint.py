@@ -19,7 +19,7 @@ from trainlint.frameworks import knowledge as K
 from trainlint.frameworks.detect import framework_of, looks_like
 from trainlint.frameworks.sniff import looks_like_config
 from trainlint.frameworks.synth import Keys, Mapped
-from trainlint.knowledge.versions import PIN_FILES, Versions, decide_versions, installed_version, parse_version
+from trainlint.knowledge.versions import PIN_FILES, Versions, decide_versions, parse_version
 from trainlint.launch.configs import read_config
 from trainlint.launch.model import ConfigReading, Launch
 from trainlint.results import FileResult, finish
@@ -51,11 +51,8 @@ def framework_release(path: Path, framework: str) -> tuple[str, str]:
         if (directory / ".git").exists() or directory.parent == directory:
             break
         directory = directory.parent
-    installed = installed_version(framework)
-    if installed:
-        release = K.read_release(framework, installed)
-        return release, f"{framework} {installed} installed" + ("" if release == installed else f" (as {release})")
-    return K.NEWEST[framework], "not pinned or installed: newest release read"
+    # what is installed next to trainlint is not the run's environment (knowledge/versions.py decide_versions)
+    return K.NEWEST[framework], "not pinned: the newest release read"
 
 
 _SETUP_NAME = re.compile(r"""\bname\s*=\s*['"](axolotl|llamafactory)['"]""")

@@ -1,8 +1,9 @@
 """Decide which transformers / trl / peft versions a script runs against, without importing them.
 
 Per file, first match wins: trainlint settings; pins in the project nearest the file; `pip install`
-lines inside the script; the installed distributions (read with importlib.metadata); the newest
-version trainlint knows.
+lines inside the script; a notebook's recorded installs; the newest release trainlint knows that the file's calls and
+the other libraries' releases admit. What is installed next to trainlint is not consulted: it is trainlint's
+environment (pre-commit, CI), not the run's.
 """
 
 from __future__ import annotations
@@ -430,7 +431,9 @@ def decide_versions(path: Path, script_pins: tuple[tuple[str, str], ...], overri
     bounds = dict(bounds or {})
     out, notes, conflicts = {}, [], []
     for library in _DECISION_ORDER:
-        installed = installed_version(library)
+        # what happens to be installed next to trainlint (a pre-commit or CI environment) is not what the run will
+        # use: a range, or no pin, resolves to the newest release read that the rest admits
+        installed = None
         bound = _with_release_requirements(library, bounds.get(library), out)
         if bound is not None:
             by = " and ".join(w for w, has in (
@@ -465,11 +468,6 @@ def decide_versions(path: Path, script_pins: tuple[tuple[str, str], ...], overri
                 conflicts.append(Conflict(library, chosen.version, chosen.source, tuple(e.brief() for e in against),
                                           min(e.line for e in against)))
                 notes.append(f"{library} {chosen.version} ({chosen.source}) conflicts with the calls above: kept")
-        if chosen is None and installed:
-            if bound is None or bound.allows(installed, strict_only=True):
-                chosen = LibraryVersion(library, installed, "installed in this environment")
-            else:
-                notes.append(f"{library} {installed} is installed here, but this file's calls cannot run on it")
         if chosen is None and bound is not None:
             fits = next((v for v in _candidates(library) if bound.allows(v)), None) or \
                 next((v for v in _candidates(library) if bound.allows(v, strict_only=True)), None)
@@ -477,7 +475,7 @@ def decide_versions(path: Path, script_pins: tuple[tuple[str, str], ...], overri
                 chosen = LibraryVersion(library, fits, f"not pinned: the newest release known that accepts this file's "
                                                        f"calls ({bound.describe()})")
         if chosen is None:
-            chosen = LibraryVersion(library, NEWEST_KNOWN[library], "not pinned or installed: newest known")
+            chosen = LibraryVersion(library, NEWEST_KNOWN[library], "not pinned: the newest release known")
         if _cmp(chosen.tuple, parse_version(NEWEST_KNOWN[library])) > 0:
             # every rule's version test is "at least X", and the argument tables answer with the nearest release read
             # at or below: a newer release gets the newest behaviour known (scripts/refresh_knowledge.py reads it)
