@@ -82,6 +82,7 @@ class _Collector(cst.CSTVisitor):
         self.func_kwstar: dict[str, str] = {}  # function scope -> its **kwargs name
         self.returns: dict[str, list[str]] = {}  # function scope -> names it returns
         self.hop_calls: list[_RawCall] = []  # calls to plain or imported names that are not library calls
+        self.fire_entries: list[tuple[str, Span, str]] = []  # `fire.Fire(fn)`: (fn through imports, span, scope)
         self.marks: dict[str, set[str]] = {}  # scope -> "logits" read / loss calls made there (facts/trainers.py)
         self.loops = LoopWatcher(self._span)  # loss accumulated in loops (facts/loops.py, TL203)
 
@@ -409,6 +410,13 @@ class _Collector(cst.CSTVisitor):
             self._record_argparse(node)
         if short == "endswith" and P.is_argv_suffix_test(node):
             self.params.json_argv_branch = True
+        if short == "Fire" and self.qualname(func) == "fire.Fire" and node.args and node.args[0].keyword is None \
+                and isinstance(node.args[0].value, (cst.Name, cst.Attribute)):
+            # `fire.Fire(main)`: main's parameters are the command line (`--model_name x`), its defaults the run's
+            target = node.args[0].value
+            name = self.qualname(self._alias(target) if isinstance(target, cst.Name) else target)
+            if name:
+                self.fire_entries.append((name, self._span(node), self.scope))
         interesting = (
             short in INTERESTING_SHORTS
             or MODEL_CLASS_RE.match(short) is not None

@@ -86,7 +86,7 @@ def extract_facts(module: cst.Module, path: str, text: str,
     seq_evidence, batch_evidence, accum_evidence = _evidence(calls, args_objects, trainers, collector, resolver)
     pins = tuple(_pip_pins(text))
     functions = tuple(_functions(collector, resolver, tree, text))
-    hops = tuple(_hops(collector, resolver, calls, {f.scope for f in functions}))
+    hops = tuple(_hops(collector, resolver, calls, {f.scope for f in functions})) + tuple(_fire_hops(collector))
     return with_local_trainers(ScriptFacts(
         path=path,
         imports=tuple(sorted(collector.imports.items())),
@@ -460,4 +460,16 @@ def _hops(c: _Collector, resolver: _Resolver, calls: list[Call], defined: set[st
                 break
         else:
             yield _build_call(raw, resolver, c)
+
+
+def _fire_hops(c: _Collector):
+    """`fire.Fire(main)` (python-fire): a call of `main` (defined here or imported from the repository) whose
+    parameters the command line sets by name (`--model_name x`, `--model-name=x`); facts/inline.py binds each to
+    Param("argparse", name) and declares it with main's default. fire.Fire of a class or a dict is not read."""
+    for name, span, scope in c.fire_entries:
+        if name.split(".")[0] in NOT_REPOSITORY_MODULES:
+            continue
+        yield Call(qualname=name, short=name.split(".")[-1], receiver=None, target=None, args=(), arg_names=(),
+                   kwargs=(), kw_spans=(), kw_names=(), opaque_kwargs=False, span=span,
+                   index=len(c.raw_calls) + len(c.hop_calls), scope=scope, fire=True)
 

@@ -53,6 +53,7 @@ class Follower:
     chains: dict[int, tuple[Span, ...]] = field(default_factory=dict)  # id(instantiated Call) -> call sites
     _keep: list = field(default_factory=list)  # keeps instantiated calls alive while their ids are keys
     _surface: list[_Site] = field(default_factory=list)  # modules whose command-line parsing was inlined
+    _fire: list = field(default_factory=list)  # ArgparseParams of `fire.Fire(fn)` entries' parameters
 
     # -- the whole file -------------------------------------------------------------------------------
     def follow(self, facts: ScriptFacts, path: Path) -> ScriptFacts:
@@ -63,6 +64,8 @@ class Follower:
 
         # `.logits` read in a followed module (a repository's `concatenated_forward`) counts as the script's own
         accessed = facts.logits_accessed or any(getattr(module_facts(p), "logits_accessed", False) for p in self.paths)
+        if self._fire:
+            facts = replace(facts, argparse_params=facts.argparse_params + tuple(self._fire))
         out = replace(facts, calls=tuple(calls), models=tuple(models), args_objects=tuple(args), logits_accessed=accessed,
                       trainers=tuple(trainers), seq_evidence=evidence[0], batch_evidence=evidence[1],
                       accum_evidence=evidence[2], modules=tuple(self.modules),
@@ -105,6 +108,8 @@ class Follower:
                 if trainer is not None:  # the repository's own Trainer subclass, called from here
                     calls.append(hop)
                     trainers.append(trainer)
+            if hop.fire and depth == self.hops:
+                self._fire.extend(_fire_params(fn, callee))
             bound = _Binder(hop, fn, site, callee, self).bind(sub)
             calls += bound[0]
             models += bound[1]
@@ -261,6 +266,9 @@ class _Binder:
         """What the call passes for parameter `arg.name` (or the parameter's default)."""
         hop, fn = self.hop, self.fn
         names = [name for name, _ in fn.params]
+        if hop.fire:  # `fire.Fire(fn)`: the command line sets each parameter by name (Follower._fire declares it)
+            return Value("param", Param("argparse", arg.name), None, "param") \
+                if arg.name in names and arg.attr is None else UNKNOWN
         if arg.name == fn.kwstar:
             return UNKNOWN if arg.attr is not None else Value("known", {k: v.value if v.known else UNKNOWN
                                                                         for k, v in self.extra}, hop.span)
@@ -310,6 +318,19 @@ class _Binder:
         # the splat was the function's own **kwargs, now what the caller passed (opaque if the caller's is)
         return replace(call, kwargs=call.kwargs + extra, kw_spans=call.kw_spans + spans, kw_splat=None,
                        opaque_kwargs=self.hop.opaque_kwargs)
+
+
+def _fire_params(fn: FunctionDef, callee: _Site):
+    """The command line python-fire builds from fn's signature (fire/core.py: `--name value`, `--name=value`,
+    hyphens read as underscores), each with fn's default (UNSET for a parameter without one: fire requires it)."""
+    from trainlint.facts.model import ArgparseParam
+
+    relocate = _Relocator(callee.display) if callee.display else None
+    for name, default in fn.params:
+        flags = (f"--{name}",) + ((f"--{name.replace('_', '-')}",) if "_" in name else ())
+        value = default.value if default.known else None
+        kind = {bool: "bool", int: "int", float: "float", str: "str"}.get(type(value), "other")
+        yield ArgparseParam(name, flags, None, kind, None, relocate.walk(default) if relocate else default)
 
 
 def _inner(item, binder: _Binder):

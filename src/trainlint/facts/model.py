@@ -39,6 +39,9 @@ class Call:
     # None when the import cannot be seen (then `local` says whether the file binds the name itself).
     qualified: str | None = None
     local: bool = False
+    # a `fire.Fire(fn)` entry (facts/extract.py _fire_hops): a call of fn whose every parameter is a command-line
+    # option (Param("argparse", name)) with fn's own default
+    fire: bool = False
 
     @property
     def library(self) -> str | None:
