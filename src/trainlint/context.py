@@ -186,7 +186,12 @@ class FileContext:
         """(whether an arguments object turns checkpointing on, the kwargs it passes), None when not readable.
 
         `gradient_checkpointing`, or its transformers 5.x name `activation_checkpointing` (None = not set);
-        neither given: TRL's configs default to True (trl base_config.py, since TRL 0.22)."""
+        neither given: TRL's configs default to True (trl base_config.py, since TRL 0.22). The launch's accelerate
+        FSDP plugin with `activation_checkpointing: true` checkpoints every layer itself, whatever the arguments say
+        (accelerator.py prepare; transformers refuses both at once, so the arguments then leave theirs off)."""
+        launched = self.launch.fsdp_checkpointing
+        if launched is not None and launched.is_(True):  # launch/discover.py _accelerate_offload
+            return True, Value("known", {"use_reentrant": False}, launched.origin, launched.via)
         for flag, kw in (("gradient_checkpointing", "gradient_checkpointing_kwargs"),
                          ("activation_checkpointing", "activation_checkpointing_kwargs")):
             value = args.get(flag)

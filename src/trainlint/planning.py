@@ -83,6 +83,8 @@ def plan_for(ctx: FileContext, overrides: Overrides) -> tuple[Plan, ModelLoad, l
     world = world or 1
     if sharding.value and not overrides.world_size and stated is None and (launched is None or not launched.known):
         notes.append(f"{sharding.value} sharding found: assumed 1 GPU; pass --world-size")
+    offloaded = run.offload
+    notes += offloaded.notes
     optim = run.optimizer
     notes += optim.notes
     evaluation = run.evaluation
@@ -104,6 +106,7 @@ def plan_for(ctx: FileContext, overrides: Overrides) -> tuple[Plan, ModelLoad, l
         optimizer=optim.value,
         world_size=world,
         sharding=sharding.value,
+        offload=offloaded.value,
         evaluation=evaluation.value,
         assumptions=tuple(notes),
     )

@@ -351,6 +351,9 @@ def launch_of(inv: Invocation, launcher: Path, root: Path, facts: ScriptFacts, v
     sharding = _accelerate_sharding(inv, read)
     if sharding is not None:
         launch = replace(launch, sharding=sharding)
+    offload, checkpointing = _accelerate_offload(inv, read)
+    if offload is not None or checkpointing is not None:
+        launch = replace(launch, offload=offload, fsdp_checkpointing=checkpointing)
     from trainlint.launch.gpu import requested_gpu
 
     gpu, note = requested_gpu(inv, where)
@@ -393,6 +396,38 @@ def _accelerate_sharding(inv: Invocation, read) -> Value | None:
                                                                                         "HYBRID_SHARD", "4")
         return Value("known", "zero3" if full else "zero2", span.in_file(where), "accelerate FSDP")
     return None
+
+
+def _accelerate_offload(inv: Invocation, read) -> tuple[Value | None, Value | None]:
+    """What `accelerate launch --config_file` moves to the CPU, and whether its FSDP plugin checkpoints activations.
+    DeepSpeed plugin: `offload_optimizer_device` / `offload_param_device` "cpu" | "nvme" (default "none";
+    accelerate utils/dataclasses.py DeepSpeedPlugin). FSDP: `offload_params` true is torch's
+    `CPUOffload(offload_params=True)`: parameters, their gradients and the optimizer step on the CPU;
+    `activation_checkpointing` true: accelerate wraps each transformer layer with non-reentrant checkpointing in
+    `prepare` (accelerator.py, `apply_activation_checkpointing` with `CheckpointImpl.NO_REENTRANT`)."""
+    settings, reading = _accelerate_settings(inv, read)
+    if settings is None or settings.distributed_type is None:
+        return None, None
+    kind, span = settings.distributed_type
+    where = display(reading.file)
+    moved, at = [], None
+    if kind == "DEEPSPEED" and settings.deepspeed is not None and settings.deepspeed.deepspeed_config_file is None:
+        for what, setting in (("optimizer", settings.deepspeed.offload_optimizer_device),
+                              ("params", settings.deepspeed.offload_param_device)):
+            if setting is not None and str(setting[0]).lower() in ("cpu", "nvme"):
+                moved.append(what)
+                at = at or setting[1]
+    checkpointing = None
+    if kind == "FSDP" and settings.fsdp is not None:
+        f = settings.fsdp
+        if f.offload_params is not None and f.offload_params[0] in (True, "true", "True"):
+            moved += ["params", "gradients", "optimizer"]
+            at = f.offload_params[1]
+        if f.activation_checkpointing is not None and f.activation_checkpointing[0] in (True, "true", "True"):
+            checkpointing = Value("known", True, f.activation_checkpointing[1].in_file(where),
+                                  "accelerate FSDP activation_checkpointing")
+    offload = Value("known", tuple(dict.fromkeys(moved)), at.in_file(where), f"accelerate {kind}") if moved else None
+    return offload, checkpointing
 
 
 # the words launch.shell.world_size counts processes from

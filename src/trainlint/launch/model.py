@@ -151,6 +151,10 @@ class Launch:
     sources: tuple[str, ...] = ()  # files the values were read from, in order (launcher, recipe, args file)
     notes: tuple[str, ...] = ()  # what could not be read, for --verbose
     sharding: Any = None  # facts.Value "zero2" | "zero3" from an accelerate config's DeepSpeed / FSDP, or None
+    # facts.Value: a tuple of what the accelerate config moves to the CPU ("optimizer", "params"), or None
+    offload: Any = None
+    # facts.Value True when the accelerate config's FSDP plugin checkpoints activations itself, or None
+    fsdp_checkpointing: Any = None
     launcher: str | None = None  # the launcher file's absolute path (TL401 reads its git base version)
     ordinal: int = 0  # which of that launcher's invocations of the script this is
     gpu: Any = None  # launch.gpu.LaunchGpu: the GPU the job requests (`#SBATCH --gres=gpu:l4:1`), or None

@@ -87,6 +87,7 @@ class Plan:
     master_weights: bool = False  # fp32 master copy kept by the optimizer wrapper (DeepSpeed, apex)
     world_size: int = 1
     sharding: str | None = None  # None | "zero1" | "zero2" | "zero3"
+    offload: tuple[str, ...] = ()  # kept on the CPU: "optimizer" | "params" | "gradients" (run/parallel.py offload)
     assumptions: tuple[str, ...] = ()
     evaluation: EvalPhase | None = None  # None: no evaluation phase (eval_strategy "no", no eval_dataset)
     device: str = "cuda"  # whose kernels run the step: "cuda" (what estimate is for) | "cpu" (bench/'s CPU ground truth)
@@ -318,6 +319,14 @@ def shard(p: Plan, weights: int, grads: int, optim: int) -> tuple[int, int, int]
         grads //= n
     if p.sharding == "zero3":
         weights //= n
+    # offloaded to the CPU (DeepSpeed offload_optimizer / offload_param, FSDP CPUOffload): the optimizer steps there;
+    # parameters are gathered to the GPU a layer at a time (the layer computing and the one prefetched)
+    if "optimizer" in p.offload:
+        optim = 0
+    if "gradients" in p.offload:
+        grads = 0
+    if "params" in p.offload and p.geometry.layers:
+        weights = min(weights, 2 * weights_bytes(p) // p.geometry.layers)
     return weights, grads, optim
 
 

@@ -92,6 +92,8 @@ def describe_plan(r: Report) -> str:
     parts.append(p.optimizer)
     if p.sharding:
         parts.append(f"{p.sharding} over {p.world_size} GPU(s)")
+    if p.offload:
+        parts.append(f"{', '.join(p.offload)} offloaded to the CPU")
     return ", ".join(parts)
 
 

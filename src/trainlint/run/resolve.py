@@ -24,7 +24,7 @@ from trainlint.run.eval import eval_phase
 from trainlint.run.loss import Loss, fused_loss_applied, resolve_loss
 from trainlint.run.model import Lora, ModelRun, lora, training_model
 from trainlint.run.optimizer import optimizer
-from trainlint.run.parallel import sharding
+from trainlint.run.parallel import offload, sharding
 
 _KEY = "_trainlint_run"  # where resolve() keeps a context's Run
 
@@ -92,6 +92,10 @@ class Run:
     @cached_property
     def sharding(self) -> Decided[str | None]:
         return sharding(self.ctx)
+
+    @cached_property
+    def offload(self) -> Decided[tuple[str, ...]]:
+        return offload(self.ctx)
 
 
 def resolve(ctx: FileContext) -> Run:
