@@ -106,3 +106,42 @@ def test_deprecated_cpu_offload_boolean(tmp_path):
     root = repo(tmp_path, recipe_extra="deepspeed: ds_old.json\n")
     (root / "ds_old.json").write_text(json.dumps({"zero_optimization": {"stage": 2, "cpu_offload": True}}))
     assert estimate(root)["consumers"]["optimizer"] == 0
+
+
+FSDP2 = """\
+distributed_type: FSDP
+fsdp_config:
+  fsdp_version: 2
+  fsdp_reshard_after_forward: true
+  fsdp_auto_wrap_policy: TRANSFORMER_BASED_WRAP
+mixed_precision: bf16
+num_processes: 8
+"""
+
+
+def test_fsdp2_with_mixed_precision_upcasts_a_lora_runs_base_before_accelerate_1_13(tmp_path):
+    """huggingface/accelerate#3844: accelerate 1.6-1.12 `model.to(torch.float32)` in fsdp2_prepare_model; 1.13 upcasts
+    only the parameters that train (the adapters, already fp32 under PEFT)."""
+    weights = {}
+    for pin in ("1.12.0", "1.13.0"):
+        root = repo(tmp_path / pin, FSDP2)
+        recipe = root / "recipes" / "llama3" / "sft_eager.yaml"
+        recipe.write_text(recipe.read_text().replace("use_peft: false", "use_peft: true"))
+        (root / "requirements.txt").write_text(f"accelerate=={pin}\ntrl\n")
+        data = estimate(root)
+        weights[pin] = data["consumers"]["weights"]
+        upcast = [a for a in data["assumptions"] if "upcasts" in a]
+        assert len(upcast) == 1, data["assumptions"]
+        assert ("the whole model, the frozen base included," in upcast[0]) == (pin == "1.12.0")
+    assert 1.9 < weights["1.12.0"] / weights["1.13.0"] < 2.0  # the frozen base in fp32 (adapters were already)
+
+
+def test_fsdp2_full_fine_tuning_trains_fp32_parameters_in_every_release(tmp_path):
+    data = estimate(repo(tmp_path, FSDP2))  # no accelerate pin: the newest known
+    assert "fp32 weights" in data["plan"]
+    assert any("upcasts the trained parameters to fp32" in a for a in data["assumptions"])
+
+
+def test_fsdp2_without_mixed_precision_keeps_the_loaded_dtype(tmp_path):
+    data = estimate(repo(tmp_path, FSDP2.replace("mixed_precision: bf16", "mixed_precision: 'no'")))
+    assert "16-bit weights" in data["plan"]

@@ -39,6 +39,7 @@ def plan_for(ctx: FileContext, overrides: Overrides) -> tuple[Plan, ModelLoad, l
     w, act = precision.value
     lora = run.lora
     notes += lora.notes
+    w = _fsdp2_upcast(ctx, model, w, lora.value is not None, notes)
     attention = trained.kernel
     notes += attention.notes
     gc = run.checkpointing.on
@@ -111,3 +112,32 @@ def plan_for(ctx: FileContext, overrides: Overrides) -> tuple[Plan, ModelLoad, l
         assumptions=tuple(notes),
     )
     return plan, model, notes, unknown
+
+
+def _fsdp2_upcast(ctx: FileContext, model, w: int, lora: bool, notes: list[str]) -> int:
+    """accelerate's FSDP2 path upcasts parameters to fp32 when mixed precision is on (the compute stays in the
+    16-bit `MixedPrecisionPolicy.param_dtype`): the whole model in accelerate 1.6.0-1.12.x (1.6.0
+    utils/fsdp_utils.py:562-565, 1.12.0 :709-712 `model = model.to(torch.float32)`; huggingface/accelerate#3844: a LoRA
+    run's frozen base doubles), only the trainable parameters from 1.13.0 (:733-740 `if param.requires_grad`),
+    and nothing for a 4-bit model (`model_has_params4bit`); 1.5.2 has no FSDP2 path. The weights' bytes for this
+    run, with the reason in `notes`."""
+    launched = ctx.launch.fsdp2_mixed
+    if launched is None or not launched.is_(True) or w >= 4:
+        return w
+    if model.quantization.known and model.quantization.value:
+        return w
+    from trainlint.knowledge.versions import accelerate_release, parse_version
+
+    release, why = accelerate_release(ctx.path.parent)
+    v = parse_version(release)
+    if v < (1, 6):
+        return w
+    if lora and v >= (1, 13):
+        notes.append(f"accelerate {release} ({why}) FSDP2 upcasts only the trainable parameters (the LoRA adapters) "
+                     f"to fp32")
+        return w
+    what = "the whole model, the frozen base included," if lora else "the trained parameters"
+    notes.append(f"{launched.via}: accelerate {release} ({why}) upcasts {what} to fp32 (fsdp2_prepare_model); the "
+                 f"compute stays 16-bit")
+    return 4
+

@@ -143,7 +143,7 @@ class Versions:
         return (self.transformers, self.trl, self.peft)
 
 
-_REQ_RE = re.compile(r"""^\s*['"]?(transformers|trl|peft)(?:\[[^\]]*\])?\s*((?:[=<>!~]=?=?\s*[\w.*]+\s*,?\s*)+)""",
+_REQ_RE = re.compile(r"""^\s*['"]?(transformers|trl|peft|accelerate)(?:\[[^\]]*\])?\s*((?:[=<>!~]=?=?\s*[\w.*]+\s*,?\s*)+)""",
                      re.M | re.I)
 
 
@@ -172,7 +172,7 @@ def _pins_in_file(path: Path) -> dict[str, str]:
         return {}
     if path.name == "pyproject.toml":
         pins = _pins_in_text("\n".join(re.findall(r"""["']([^"'\n]+)["']""", text)))
-        for name, spec in re.findall(r"""^\s*(transformers|trl|peft)\s*=\s*["']([^"']+)["']""", text, re.M):
+        for name, spec in re.findall(r"""^\s*(transformers|trl|peft|accelerate)\s*=\s*["']([^"']+)["']""", text, re.M):
             spec = spec.strip()
             if spec.startswith("^"):
                 spec = _caret(spec[1:])
@@ -208,7 +208,8 @@ def project_pins(directory: Path) -> tuple[tuple[str, str, str], ...]:
                     found[name] = (f"{found[name][0]},{spec}", f"{found[name][1]} and {candidate}")
                 else:
                     found.setdefault(name, (spec, str(candidate)))
-    if not ((directory / ".git").exists() or len(found) == len(LIBRARIES)) and directory.parent != directory:
+    if not ((directory / ".git").exists() or all(lib in found for lib in LIBRARIES)) and \
+            directory.parent != directory:
         for name, spec, where in project_pins(directory.parent):
             found.setdefault(name, (spec, where))
     return tuple((name, spec, where) for name, (spec, where) in found.items())
@@ -483,3 +484,25 @@ def decide_versions(path: Path, script_pins: tuple[tuple[str, str], ...], overri
                                                              f"{NEWEST_KNOWN[library]}): the newest known behaviour applies")
         out[library] = chosen
     return Versions(**out, notes=tuple(notes), conflicts=tuple(conflicts))
+
+
+# accelerate: only the release lines a fact depends on (memory of FSDP2's fp32 upcast, planning.py); the newest is the
+# test environment's pin
+ACCELERATE_NEWEST = "1.16.0"
+_ACCELERATE_MINORS = [f"0.{m}.0" for m in range(20, 35)] + [f"1.{m}.0" for m in range(0, 17)]
+
+
+def accelerate_release(directory: Path) -> tuple[str, str]:
+    """(accelerate release, why) for a file in `directory`: the project's pin (a range: its newest minor release),
+    else the newest known; what is installed next to trainlint is not the run's."""
+    for name, spec, where in project_pins(directory.resolve()):
+        if name != "accelerate":
+            continue
+        exact = re.fullmatch(r"\s*===?\s*([\w.]+)\s*", spec)
+        if exact:
+            return exact.group(1), f"pinned accelerate{spec} in {where}"
+        fits = [v for v in _ACCELERATE_MINORS if satisfies(v, spec)]
+        if fits:
+            return fits[-1], f"pinned accelerate{spec} in {where}: the newest release in that range"
+    return ACCELERATE_NEWEST, "not pinned: the newest release known"
+

@@ -351,9 +351,9 @@ def launch_of(inv: Invocation, launcher: Path, root: Path, facts: ScriptFacts, v
     sharding = _accelerate_sharding(inv, read)
     if sharding is not None:
         launch = replace(launch, sharding=sharding)
-    offload, checkpointing = _accelerate_offload(inv, read)
-    if offload is not None or checkpointing is not None:
-        launch = replace(launch, offload=offload, fsdp_checkpointing=checkpointing)
+    offload, checkpointing, mixed = _accelerate_offload(inv, read)
+    if offload is not None or checkpointing is not None or mixed is not None:
+        launch = replace(launch, offload=offload, fsdp_checkpointing=checkpointing, fsdp2_mixed=mixed)
     from trainlint.launch.gpu import requested_gpu
 
     gpu, note = requested_gpu(inv, where)
@@ -398,16 +398,17 @@ def _accelerate_sharding(inv: Invocation, read) -> Value | None:
     return None
 
 
-def _accelerate_offload(inv: Invocation, read) -> tuple[Value | None, Value | None]:
+def _accelerate_offload(inv: Invocation, read) -> tuple[Value | None, Value | None, Value | None]:
     """What `accelerate launch --config_file` moves to the CPU, and whether its FSDP plugin checkpoints activations.
     DeepSpeed plugin: `offload_optimizer_device` / `offload_param_device` "cpu" | "nvme" (default "none";
     accelerate utils/dataclasses.py DeepSpeedPlugin). FSDP: `offload_params` true is torch's
     `CPUOffload(offload_params=True)`: parameters, their gradients and the optimizer step on the CPU;
     `activation_checkpointing` true: accelerate wraps each transformer layer with non-reentrant checkpointing in
-    `prepare` (accelerator.py, `apply_activation_checkpointing` with `CheckpointImpl.NO_REENTRANT`)."""
+    `prepare` (accelerator.py, `apply_activation_checkpointing` with `CheckpointImpl.NO_REENTRANT`). Third: FSDP
+    version 2 with a mixed precision other than "no" (what makes accelerate upcast parameters to fp32)."""
     settings, reading = _accelerate_settings(inv, read)
     if settings is None or settings.distributed_type is None:
-        return None, None
+        return None, None, None
     kind, span = settings.distributed_type
     where = display(reading.file)
     moved, at = [], None
@@ -417,9 +418,13 @@ def _accelerate_offload(inv: Invocation, read) -> tuple[Value | None, Value | No
             if setting is not None and str(setting[0]).lower() in ("cpu", "nvme"):
                 moved.append(what)
                 at = at or setting[1]
-    checkpointing = None
+    checkpointing, mixed = None, None
     if kind == "FSDP" and settings.fsdp is not None:
         f = settings.fsdp
+        precision = settings.mixed_precision
+        if f.version is not None and str(f.version[0]) == "2" and precision is not None and \
+                str(precision[0]).lower() not in ("no", "none", "false"):
+            mixed = Value("known", True, f.version[1].in_file(where), f"accelerate FSDP2 with mixed_precision {precision[0]}")
         if f.offload_params is not None and f.offload_params[0] in (True, "true", "True"):
             moved += ["params", "gradients", "optimizer"]
             at = f.offload_params[1]
@@ -427,7 +432,7 @@ def _accelerate_offload(inv: Invocation, read) -> tuple[Value | None, Value | No
             checkpointing = Value("known", True, f.activation_checkpointing[1].in_file(where),
                                   "accelerate FSDP activation_checkpointing")
     offload = Value("known", tuple(dict.fromkeys(moved)), at.in_file(where), f"accelerate {kind}") if moved else None
-    return offload, checkpointing
+    return offload, checkpointing, mixed
 
 
 # the words launch.shell.world_size counts processes from

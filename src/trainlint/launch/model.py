@@ -155,6 +155,9 @@ class Launch:
     offload: Any = None
     # facts.Value True when the accelerate config's FSDP plugin checkpoints activations itself, or None
     fsdp_checkpointing: Any = None
+    # facts.Value True when the accelerate config runs FSDP2 with mixed precision (accelerate's fsdp2_prepare_model
+    # upcasts parameters to fp32 then: planning.py), or None
+    fsdp2_mixed: Any = None
     launcher: str | None = None  # the launcher file's absolute path (TL401 reads its git base version)
     ordinal: int = 0  # which of that launcher's invocations of the script this is
     gpu: Any = None  # launch.gpu.LaunchGpu: the GPU the job requests (`#SBATCH --gres=gpu:l4:1`), or None
