@@ -145,3 +145,15 @@ def test_fsdp2_full_fine_tuning_trains_fp32_parameters_in_every_release(tmp_path
 def test_fsdp2_without_mixed_precision_keeps_the_loaded_dtype(tmp_path):
     data = estimate(repo(tmp_path, FSDP2.replace("mixed_precision: bf16", "mixed_precision: 'no'")))
     assert "16-bit weights" in data["plan"]
+
+
+def test_fsdp_no_wrap_gathers_the_whole_model(tmp_path):
+    """One FSDP unit (auto_wrap_policy NO_WRAP): all parameters gathered on every GPU while it computes, the full
+    gradient before the reduce-scatter; only the optimizer state stays sharded."""
+    wrapped = estimate(repo(tmp_path / "a", FSDP.format(offload="false", checkpointing="false")))
+    whole = estimate(repo(tmp_path / "b", FSDP.format(offload="false", checkpointing="false").replace(
+        "TRANSFORMER_BASED_WRAP", "NO_WRAP")))
+    assert whole["consumers"]["weights"] == 8 * wrapped["consumers"]["weights"]
+    assert whole["consumers"]["gradients"] == 8 * wrapped["consumers"]["gradients"]
+    assert whole["consumers"]["optimizer"] == wrapped["consumers"]["optimizer"]
+    assert "zero1 over 8 GPU(s)" in whole["plan"]

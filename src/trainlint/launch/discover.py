@@ -394,6 +394,14 @@ def _accelerate_sharding(inv: Invocation, read) -> Value | None:
         else:
             full = f.sharding_strategy is None or str(f.sharding_strategy[0]).upper() in ("FULL_SHARD", "1",
                                                                                         "HYBRID_SHARD", "4")
+        wrap = f.auto_wrap_policy
+        if full and wrap is not None and str(wrap[0]).upper() == "NO_WRAP":
+            # one FSDP unit for the whole model: its parameters are all-gathered whole for the forward and again
+            # for the backward, and its full gradient exists before the reduce-scatter (PyTorch's FSDP tutorial:
+            # without an auto-wrap policy all layers are one unit and every GPU holds all of its parameters while
+            # it runs); only the optimizer state of the flat shard stays sharded, as ZeRO-1
+            return Value("known", "zero1", wrap[1].in_file(where), "accelerate FSDP with NO_WRAP (one unit, gathered "
+                                                                   "whole)")
         return Value("known", "zero3" if full else "zero2", span.in_file(where), "accelerate FSDP")
     return None
 
