@@ -143,14 +143,14 @@ class Versions:
         return (self.transformers, self.trl, self.peft)
 
 
-_REQ_RE = re.compile(r"""^\s*['"]?(transformers|trl|peft|accelerate)(?:\[[^\]]*\])?\s*((?:[=<>!~]=?=?\s*[\w.*]+\s*,?\s*)+)""",
+_REQ_RE = re.compile(r"""^\s*['"]?(transformers|trl|peft|accelerate|liger[-_]kernel)(?:\[[^\]]*\])?\s*((?:[=<>!~]=?=?\s*[\w.*]+\s*,?\s*)+)""",
                      re.M | re.I)
 
 
 def _pins_in_text(text: str) -> dict[str, str]:
     pins: dict[str, str] = {}
     for name, spec in _REQ_RE.findall(text):
-        pins.setdefault(name.lower(), re.sub(r"\s+", "", spec).rstrip(","))
+        pins.setdefault(name.lower().replace("_", "-"), re.sub(r"\s+", "", spec).rstrip(","))
     return pins
 
 

@@ -32,6 +32,13 @@ def _liger_fix(ctx: FileContext) -> str:
             f"upgrade it, or patch the model with liger-kernel's apply_liger_kernel_to_*() (needs a CUDA GPU)")
 
 
+def _void_liger_fix(why: str) -> str:
+    if "patches it" in why:
+        return "upgrade liger-kernel (" + why.rsplit("; ", 1)[1] + ")"
+    return ("patch the loss yourself: liger-kernel's LigerFusedLinearCrossEntropyLoss (or cut-cross-entropy's "
+            "linear_cross_entropy) on the hidden states and the LM head's weight")
+
+
 def _cost(ctx: FileContext, model: ModelLoad, vocab: int, shape: TrainerShape | None = None) -> str:
     size = 4 if model.dtype.known and dtype_bytes(str(model.dtype.value), 2) == 4 else 2
     label = "fp32" if size == 4 else "bf16"
@@ -189,6 +196,12 @@ def _trainer_diagnostic(self: Rule, ctx: FileContext, trainer: TrainerCall):
         # (knowledge/trl_trainers.py), decided below.
         if (liger.is_(True) or liger.unknown) and (trainer.library != "trl" or trainer.class_name == "SFTTrainer"
                                                     or "use_liger_kernel" in row_flags(ctx, trainer)):
+            path = resolve(ctx).loss.path
+            if liger.is_(True) and path.value == "full" and path.why.startswith("use_liger_kernel=True does nothing"):
+                # a lever that does nothing: the saving the user believes they have is not there
+                return _diagnose(self, ctx, ctx.model_for(trainer.model_variable), trainer.call.span,
+                                 f"{trainer.class_name} computes an unfused cross-entropy ({path.why})",
+                                 _void_liger_fix(path.why))
             return None
     model = ctx.model_for(trainer.model_variable)
     if trainer.class_name in ("Trainer", "Seq2SeqTrainer"):

@@ -63,6 +63,27 @@ def row_flags(ctx: FileContext, trainer: TrainerCall) -> tuple[str, ...]:
     return row.flags if row is not None else ()
 
 
+def liger_does_nothing(ctx: FileContext, trainer: TrainerCall) -> str | None:
+    """Why `use_liger_kernel=True` patches nothing for this trainer's model, or None (it does, or it is not known):
+    transformers' Trainer hands the model to liger's `_apply_liger_kernel_to_instance`, which returns without a
+    patch for a model type the targeted liger-kernel release has no kernels for (knowledge/liger.py)."""
+    if trainer.class_name not in ("Trainer", "Seq2SeqTrainer", "SFTTrainer"):
+        return None
+    model = ctx.model_for(trainer.model_variable)
+    spec = ctx.spec(model) if model is not None else None
+    model_type = spec.model_type if spec is not None else None
+    from trainlint.knowledge import liger
+
+    version, why = liger.release(ctx.path.parent)
+    if liger.patches(model_type, version) is not False:
+        return None
+    first = liger.first_release(model_type)
+    later = f"; liger-kernel >= {first} patches it" if first else ""
+    return (f"use_liger_kernel=True does nothing for model type {model_type}: liger-kernel {version} ({why}) has no "
+            f"kernels for it (monkey_patch.py MODEL_TYPE_TO_APPLY_LIGER_FN), so the model's own loss runs on the full "
+            f"logits{later}")
+
+
 def loss_path(ctx: FileContext) -> Decided[str]:
     """How the training loss treats the logits: "liger" (fused), "chunked" (TRL) or "full"; `span` is where the
     deciding setting is written (None for a library default); `certain` False when the path is the targeted
@@ -74,9 +95,12 @@ def loss_path(ctx: FileContext) -> Decided[str]:
         return Decided("liger", None, True, "cut-cross-entropy imported")
     for trainer in ctx.facts.trainers:
         args = ctx.trainer_args(trainer)
+        void = None
         if args is not None and args.get("use_liger_kernel").is_(True):
             flag = args.get("use_liger_kernel")
-            return Decided("liger", flag.origin, not flag.assumed, "use_liger_kernel=True")
+            void = liger_does_nothing(ctx, trainer)
+            if void is None:
+                return Decided("liger", flag.origin, not flag.assumed, "use_liger_kernel=True")
         if trainer.class_name == "SFTTrainer":
             chunked, forced_by = sft_loss(ctx, trainer, args)
             if chunked and forced_by is None:
@@ -84,6 +108,8 @@ def loss_path(ctx: FileContext) -> Decided[str]:
                 return Decided("chunked", loss_type.origin if loss_type.known else None,
                                loss_type.known and not loss_type.assumed,
                                f"SFTTrainer in TRL {ctx.versions.trl.version} computes a chunked loss")
+        if void is not None:
+            return Decided("full", flag.origin, not flag.assumed, void)
         elif trainer.library == "trl":
             row = trl_trainers.loss_row(trainer.class_name, ctx.versions.trl)
             if row is not None and not row.full_logits:
