@@ -150,3 +150,19 @@ def test_a_config_is_looked_up_after_the_cd_from_the_root(tmp_path):
     found = check(repo, ".")
     # found from the root after `cd exp` (run as `bash scripts/run.sh` there), so it is read: a JSON error, not missing
     assert [(f[0], f[1]) for f in found if f[0] == "TL005"] == [("TL005", "exp/cfg/ds.json")]
+
+
+def test_a_vendored_projects_scripts_folder_runs_from_the_project(tmp_path):
+    """`vendor/proj/scripts/finetune.sh` runs `torchrun finetune.py ...` and the script is `vendor/proj/finetune.py`:
+    the project's convention is to run its launchers from its own folder (neither the launcher's folder nor the
+    repository's root holds it). Not a missing script, and the launch reaches the script."""
+    (tmp_path / "vendor" / "proj" / "scripts").mkdir(parents=True)
+    repo = repo_with(tmp_path, {
+        "vendor/proj/scripts/finetune.sh": "torchrun --nproc_per_node 2 finetune.py --use_liger_kernel False "
+                                           "--output_dir out --ds cfg/ds.json\n",
+        "vendor/proj/finetune.py": SCRIPT})
+    found = check(repo, ".")
+    assert not any(f[0] == "TL006" for f in found), found
+    r = subprocess.run([sys.executable, "-m", "trainlint", "check", "--no-cache", "-v", "vendor/proj/finetune.py"],
+                       cwd=repo, capture_output=True, text=True, timeout=120)
+    assert "launch: vendor/proj/scripts/finetune.sh:1" in r.stderr, r.stderr

@@ -275,12 +275,29 @@ def config_stamp(path: Path, settings: Settings) -> str:
     return h.hexdigest()
 
 
+def _ancestors(launcher: Path, root: Path, cwd: str) -> list[Path]:
+    """The folders between the launcher's and the root, nearest first (after `cwd`): a launcher kept in
+    `project/scripts/` that names `train.py` is run from `project/` (the convention of a project vendored below the
+    repository's root), where the root itself does not hold the script."""
+    root = root.resolve()
+    out, folder = [], launcher.resolve().parent.parent
+    try:
+        folder.relative_to(root)
+    except ValueError:
+        return []
+    while folder != root and root in folder.parents:
+        out.append(folder / cwd)
+        folder = folder.parent
+    return out
+
+
 def target_of(inv: Invocation, launcher: Path, root: Path) -> Path | None:
-    """The script an invocation runs: relative to the launcher's folder (after its `cd`), then the root."""
+    """The script an invocation runs: relative to the launcher's folder (after its `cd`), then the root, then the
+    folders between them (nearest first)."""
     if inv.cwd is None:
         bases = [root]
     else:
-        bases = [launcher.parent / inv.cwd, root / inv.cwd, root]
+        bases = [launcher.parent / inv.cwd, root / inv.cwd, root] + _ancestors(launcher, root, inv.cwd)
     candidates: list[Path] = []
     if inv.script is not None and inv.script.text:
         rel = Path(inv.script.text)
@@ -339,6 +356,7 @@ def launch_of(inv: Invocation, launcher: Path, root: Path, facts: ScriptFacts, v
     where = display(launcher)
     bases = [launcher.parent / inv.cwd] if inv.cwd else [launcher.parent]
     bases += [root]
+    bases += _ancestors(launcher, root, inv.cwd or "") if inv.cwd is not None else []
     notebook = None
     if launcher.suffix == NOTEBOOK_SUFFIX:  # the configs its `%%writefile` cells write
         from trainlint.launch.notebook import written_configs
