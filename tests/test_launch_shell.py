@@ -327,6 +327,24 @@ def test_a_shell_option_parser_keeps_its_defaults_as_assumptions_and_leaves_the_
     assert plain.text is None and plain.note.endswith("$2 is set by the caller") and plain.assumed == ()
 
 
+def test_an_empty_default_before_an_option_parser_is_a_required_option_not_a_value():
+    # open-r1's slurm/train.slurm shape: MODEL="" then the parser, then `-z "$MODEL"` exits; the documented run
+    # passes --model, so the path the command builds is unknown (no "recipes//config_.yaml" to report missing)
+    inv = only(shell("""\
+        MODEL=""
+        TASK=sft
+        while [[ $# -gt 0 ]]; do
+          case "$1" in
+            --model) MODEL="$2"; shift 2 ;;
+            --task) TASK="$2"; shift 2 ;;
+          esac
+        done
+        python src/$TASK.py --config recipes/$MODEL/config.yaml
+        """))
+    assert inv.script.text == "src/sft.py"  # TASK keeps its default, as an assumption
+    assert inv.args[1].text is None  # MODEL: unknown, never ""
+
+
 def said(word: Word) -> list[str]:
     return [a.said() for a in word.assumed]
 

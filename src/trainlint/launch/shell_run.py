@@ -659,10 +659,12 @@ def _passes_callers_args(f: Field) -> bool:
 def keep_defaults(st: State, before: dict[str, Var], names: set[str], at: int) -> None:
     """The run as documented passes no options, so an option parser's body never runs: a variable it sets keeps
     the value it had before the loop, an assumption (the caller could override it). A variable without one stays
-    unknown."""
+    unknown, and so does one whose value before the loop is the empty string (`MODEL=""`): that is a required
+    option the caller must pass (open-r1's slurm/train.slurm checks `-z "$MODEL"` and exits), not a usable default."""
     for name in names:
         old = before.get(name)
-        if old is None or old.items is not None or old.value is None or old.value.text is None:
+        if old is None or old.items is not None or old.value is None or old.value.text is None or \
+                old.value.text == "":
             continue
         value = old.value
         assumed = st.assumption(name, value.text, value.at[0] if value.at else at)
