@@ -104,7 +104,7 @@ def test_sample_tl301_lands_on_the_model_key_and_says_the_plugin():
     assert text[d.span.line - 1].startswith("base_model:")
     assert "262,208-token vocabulary" in d.message and "CutCrossEntropyPlugin in plugins:" in d.message
     assert d.message.startswith("axolotl's trainer (a transformers Trainer) computes an unfused cross-entropy")
-    assert d.fix["applicability"] == "unsafe"
+    assert d.fix.applicability == "unsafe"
 
 
 def _write(tmp_path: Path, name: str, text: str) -> Path:
@@ -134,7 +134,7 @@ def test_axolotl_eager_at_8k_is_tl101_on_the_key_line_and_lora_reentrant_is_neve
     assert [(d.code, d.span.line, d.span.col) for d in diags] == [("TL101", 9, 1)]
     assert "attn_implementation: eager" in diags[0].message and "set attn_implementation: sdpa" in diags[0].message
     assert "batch 2 x 32 heads x 8,192^2" in diags[0].message
-    assert diags[0].fix["applicability"] == "safe"
+    assert diags[0].fix.applicability == "safe"
 
 
 def test_axolotl_eager_below_the_long_context_threshold_is_quiet(tmp_path):
@@ -149,7 +149,7 @@ def test_axolotl_legacy_attention_flags(tmp_path, flag, fires):
     assert [d.code for d in diags] == (["TL101"] if fires else [])
     if fires:
         assert f"{flag}: true" in diags[0].message
-        assert diags[0].fix["edits"][0]["content"] == "attn_implementation: sdpa"
+        assert diags[0].fix.edits[0].content == "attn_implementation: sdpa"
 
 
 def test_axolotl_attn_implementation_with_a_legacy_flag_is_refused(tmp_path):
@@ -233,7 +233,7 @@ def test_llamafactory_disabled_attention_is_eager(tmp_path):
     diags = _lint(_write(tmp_path, "lf.yaml", LF))
     assert [(d.code, d.span.line) for d in diags] == [("TL101", 8)]
     assert "(flash_attn: disabled)" in diags[0].message and "set flash_attn: sdpa" in diags[0].message
-    assert diags[0].fix["edits"][0]["content"] == "sdpa"
+    assert diags[0].fix.edits[0].content == "sdpa"
 
 
 def test_llamafactory_default_cutoff_is_2048_so_the_default_length_counts(tmp_path):
@@ -249,7 +249,7 @@ def test_llamafactory_liger_fuses_only_pt_and_sft(tmp_path):
     diags = _lint(_write(tmp_path, "lf.yaml", without))
     assert [d.code for d in diags] == ["TL301"] and "set enable_liger_kernel: true" in diags[0].message
     assert diags[0].message.startswith("LLaMA-Factory's trainer (a Seq2SeqTrainer) computes an unfused")
-    assert diags[0].fix["edits"][0]["content"] == "true"
+    assert diags[0].fix.edits[0].content == "true"
     assert _lint(_write(tmp_path, "lf.yaml", without.replace("stage: sft", "stage: rm"))) == []
 
 
@@ -426,8 +426,8 @@ def test_axolotl_gemma2_with_no_attention_key_follows_the_pinned_transformers(tm
     diags = _lint(path)
     assert [(d.code, d.span.line) for d in diags] == [("TL101", 1)]
     assert "gemma2 falls back to eager in transformers 5.21.0" in diags[0].message
-    assert diags[0].fix["applicability"] == "unsafe" and "attn_implementation: flex_attention" in \
-        diags[0].fix["edits"][0]["content"]
+    assert diags[0].fix.applicability == "unsafe" and "attn_implementation: flex_attention" in \
+        diags[0].fix.edits[0].content
 
 
 def test_the_cache_follows_a_changed_framework_pin(tmp_path):

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 import trainlint
-from trainlint.diagnostics import Diagnostic, Span
+from trainlint.diagnostics import Diagnostic, Fix, Span
 from trainlint.report import FORMATS, render
 from trainlint.report.names import FORMAT_NAMES
 
@@ -86,6 +86,7 @@ def assert_valid_sarif(log: dict) -> None:
 def diag(code="TL101", message="eager attention", filename="train.py", span=(2, COL, 2, END_COL), fix=None,
          name="eager-attention-at-long-context") -> Diagnostic:
     url = None if code.startswith("TL0") else URL.format(code=code)
+    fix = Fix.from_json(fix) if isinstance(fix, dict) else fix  # written in the JSON shape the reports print
     return Diagnostic(code, name, message, filename, Span(*span), url, fix)
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from trainlint.diagnostics import Diagnostic, Span
+from trainlint.diagnostics import Diagnostic, Fix, Span
 from trainlint.report import lsp
 
 LINE = "s = 'a\U00010400b'  # é"  # reviewdog's example character: 1 code point, 2 UTF-16 units, 4 UTF-8 bytes
@@ -24,7 +24,7 @@ def test_character_counts_in_the_negotiated_encoding():
 
 def test_diagnostic_range_code_and_related_location():
     d = Diagnostic("TL101", "eager-attention-at-long-context", "eager", "t.py", Span(2, 8, 2, 9),
-                   "https://example.org/TL101", {"applicability": "safe", "message": "m", "edits": []},
+                   "https://example.org/TL101", Fix("safe", "m", ()),
                    related=(("run.sh", Span(1, 1, 1, 4), "launched here"),))
     out = lsp.diagnostic(d, ["x = 1", LINE], "utf-16", lambda f: (f"file:///w/{f}", ["abc"]))
     assert out["range"] == {"start": {"line": 1, "character": 8}, "end": {"line": 1, "character": 9}}

@@ -130,7 +130,7 @@ def test_rule_page_examples_run(lint_block, code, item, fires, settings):
     assert bool(mine) is fires, f"{code} {'should' if fires else 'should not'} fire on:\n{block}\nfound {found}"
     if item["expect"]:
         assert sorted((d.code, d.span.line, d.span.col) for d in mine) == sorted(item["expect"])
-    kinds = {d.fix["applicability"] for d in mine if d.fix}
+    kinds = {d.fix.applicability for d in mine if d.fix}
     assert kinds <= _APPLICABLE[DECLARED[code].fix], f"{code} declares fix={DECLARED[code].fix!r}, offered {kinds}"
     if item["fixed"] is not None:
         assert fixed == item["fixed"]

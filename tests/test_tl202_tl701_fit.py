@@ -69,8 +69,8 @@ def test_fix_turns_checkpointing_on_and_lora_gets_non_reentrant_kwargs(tmp_path)
     diags = [d for d in lint_file(script, settings, enabled_codes(settings)).diagnostics if d.code == "TL202"]
     assert len(diags) == 1
     fix = diags[0].fix
-    assert fix["applicability"] == "safe"
-    assert [e["content"] for e in fix["edits"]] == [
+    assert fix.applicability == "safe"
+    assert [e.content for e in fix.edits] == [
         ', gradient_checkpointing=True, gradient_checkpointing_kwargs={"use_reentrant": False}']
     assert "TL201" in diags[0].message and "use_reentrant" in diags[0].message
 

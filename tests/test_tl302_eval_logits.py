@@ -120,8 +120,8 @@ def test_unsafe_fix_adds_an_argmax_preprocessor(tmp_path):
     script.write_text(TRAINER)
     settings = Settings(root=tmp_path)
     [diag] = [d for d in lint_file(script, settings, enabled_codes(settings)).diagnostics if d.code == "TL302"]
-    assert diag.fix["applicability"] == "unsafe"
-    assert diag.fix["edits"][0]["content"].startswith(", preprocess_logits_for_metrics=lambda logits, labels:")
+    assert diag.fix.applicability == "unsafe"
+    assert diag.fix.edits[0].content.startswith(", preprocess_logits_for_metrics=lambda logits, labels:")
 
 
 MEASURE = r'''

@@ -48,8 +48,8 @@ def test_explicit_float32_fires_on_every_version_and_the_fix_says_dtype_on_5(tmp
     script.write_text(src)
     settings = from_table(V5, tmp_path, "test")
     [diag] = [d for d in lint_file(script, settings, enabled_codes(settings)).diagnostics if d.code == "TL501"]
-    assert diag.fix["applicability"] == "unsafe"
-    assert [e["content"] for e in diag.fix["edits"]] == ["dtype=torch.bfloat16"]
+    assert diag.fix.applicability == "unsafe"
+    assert [e.content for e in diag.fix.edits] == ["dtype=torch.bfloat16"]
 
 
 def test_fp16_runs_are_told_float16(lint):

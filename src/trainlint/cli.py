@@ -163,14 +163,14 @@ def check(click_ctx, paths, select, ignore, extend_select, output_format, exit_z
     launch_fixes: dict[str, tuple[list, list[Path]]] = {}  # file -> (diagnostics, the scripts they are about)
     for result in run_files(files, settings, codes, jobs=jobs, cache=not no_cache, verbose=verbose):
         file = result.path
-        fixable = [d for d in result.diagnostics if d.fix and (unsafe_fixes or d.fix["applicability"] == "safe")]
+        fixable = [d for d in result.diagnostics if d.fix and (unsafe_fixes or d.fix.safe)]
         for d in fixable:
-            target = d.fix.get("file", d.filename)
+            target = (d.fix.file or d.filename)
             if target != result.display:  # a value written in a launcher or a config
                 entry = launch_fixes.setdefault(target, ([], []))
                 entry[0].append(d)
                 entry[1].append(file)
-        fixable = [d for d in fixable if d.fix.get("file", d.filename) == result.display]
+        fixable = [d for d in fixable if (d.fix.file or d.filename) == result.display]
         if (fix or show_diff) and fixable:
             from trainlint.fix import plan_fixes, unified_diff, write_atomic
 
@@ -223,7 +223,7 @@ def check(click_ctx, paths, select, ignore, extend_select, output_format, exit_z
         click.echo(f"Fixed {len(fixed)} error{'s' if len(fixed) != 1 else ''}:", err=to_err)
         if show_fixes:
             for d in sorted(fixed, key=lambda d: d.sort_key):
-                click.echo(f"- {d.location}: {d.code} {d.fix['message']}", err=to_err)
+                click.echo(f"- {d.location}: {d.code} {d.fix.message}", err=to_err)
     if statistics:
         if diagnostics:
             click.echo(stats_text(diagnostics))
@@ -232,8 +232,8 @@ def check(click_ctx, paths, select, ignore, extend_select, output_format, exit_z
         if out:
             click.echo(out)
         if output_format in ("text", "concise", "full") and not quiet and not fix:
-            safe = sum(1 for d in diagnostics if d.fix and d.fix["applicability"] == "safe")
-            hidden = sum(1 for d in diagnostics if d.fix and d.fix["applicability"] == "unsafe")
+            safe = sum(1 for d in diagnostics if d.fix and d.fix.safe)
+            hidden = sum(1 for d in diagnostics if d.fix and not d.fix.safe)
             if safe or hidden:
                 line = f"[*] {safe} fixable with the `--fix` option" if safe else "No fixes available"
                 if hidden:

@@ -30,6 +30,53 @@ class Span:
 
 
 @dataclass(frozen=True)
+class Edit:
+    """One text edit of a fix: replace [start, end) with `content`; rows and columns 1-based (Ruff's convention,
+    character columns, exclusive end)."""
+
+    start: tuple[int, int]
+    end: tuple[int, int]
+    content: str
+
+    def to_json(self) -> dict:
+        """Ruff's JSON shape (`content`, `location`, `end_location`), what every report format starts from."""
+        return {"content": self.content, "location": {"row": self.start[0], "column": self.start[1]},
+                "end_location": {"row": self.end[0], "column": self.end[1]}}
+
+    @staticmethod
+    def from_json(data: dict) -> "Edit":
+        return Edit((data["location"]["row"], data["location"]["column"]),
+                    (data["end_location"]["row"], data["end_location"]["column"]), data["content"])
+
+
+@dataclass(frozen=True)
+class Fix:
+    """A finding's fix: typed edits at the spans of the values that decided it. `file` is the file the edits
+    apply to when it is not the file the finding is reported in (a launcher's word, a recipe's value)."""
+
+    applicability: str  # "safe" | "unsafe"
+    message: str
+    edits: tuple[Edit, ...]
+    file: str | None = None
+
+    @property
+    def safe(self) -> bool:
+        return self.applicability == "safe"
+
+    def to_json(self) -> dict:
+        out = {"applicability": self.applicability, "message": self.message,
+               "edits": [e.to_json() for e in self.edits]}
+        if self.file is not None:
+            out["file"] = self.file
+        return out
+
+    @staticmethod
+    def from_json(data: dict) -> "Fix":
+        return Fix(data["applicability"], data["message"], tuple(Edit.from_json(e) for e in data["edits"]),
+                   data.get("file"))
+
+
+@dataclass(frozen=True)
 class Diagnostic:
     code: str
     name: str
@@ -38,7 +85,7 @@ class Diagnostic:
     span: Span
     url: str | None = None
     # Filled by later layers (fixes); kept here so every reporter sees one type.
-    fix: dict | None = field(default=None, compare=False)
+    fix: Fix | None = field(default=None, compare=False)
     cell: int | None = None  # notebooks: the 1-based cell; span rows are then rows within that cell
     # Other places that bear on the finding: (display path, span, what it is), e.g. the script a launcher runs.
     related: tuple[tuple[str, Span, str], ...] = field(default=(), compare=False)
@@ -46,7 +93,7 @@ class Diagnostic:
     # not hold once they are unknown, and the caller could override them. Empty for a certain finding.
     assumptions: tuple[str, ...] = field(default=(), compare=False)
 
-    def with_fix(self, fix: dict | None) -> "Diagnostic":
+    def with_fix(self, fix: Fix | None) -> "Diagnostic":
         return replace(self, fix=fix)
 
     @property

@@ -5,22 +5,23 @@ from __future__ import annotations
 
 import re
 
-from trainlint.diagnostics import Span
+from dataclasses import replace as _replace
+
+from trainlint.diagnostics import Edit, Fix, Span
 from trainlint.facts import Call
 from trainlint.source import line_starts, newline_of, source_lines  # noqa: F401  (re-exported)
 
 
-def edit(start: tuple[int, int], end: tuple[int, int], content: str) -> dict:
-    return {"content": content, "location": {"row": start[0], "column": start[1]},
-            "end_location": {"row": end[0], "column": end[1]}}
+def edit(start: tuple[int, int], end: tuple[int, int], content: str) -> Edit:
+    return Edit(tuple(start), tuple(end), content)
 
 
-def make_fix(applicability: str, message: str, *edits: dict) -> dict:
+def make_fix(applicability: str, message: str, *edits: Edit) -> Fix:
     assert applicability in ("safe", "unsafe")
-    return {"applicability": applicability, "message": message, "edits": list(edits)}
+    return Fix(applicability, message, tuple(edits))
 
 
-def replace(span: Span, content: str) -> dict:
+def replace(span: Span, content: str) -> Edit:
     return edit((span.line, span.col), (span.end_line, span.end_col), content)
 
 
@@ -58,7 +59,7 @@ def literal_in(text: str, span: Span) -> Span | None:
     return Span(span.line, span.col + m.start(), span.line, span.col + m.end())
 
 
-def launch_value_fix(applicability: str, message: str, origin: Span, value: str) -> dict | None:
+def launch_value_fix(applicability: str, message: str, origin: Span, value: str) -> Fix | None:
     """A fix that rewrites a value where a launch writes it: a launcher's word, a YAML or JSON value (`origin`
     carries that file). The value keeps its quoting; a value in a notebook's launch line is not edited here."""
     from pathlib import Path
@@ -76,8 +77,7 @@ def launch_value_fix(applicability: str, message: str, origin: Span, value: str)
     if not old or (not quote and not re.fullmatch(r"[\w./:-]+", old)):
         return None  # an expansion, a flow mapping...: not a plain value to swap
     fix = make_fix(applicability, f"{message} in {origin.file}", replace(origin.local(), f"{quote}{value}{quote}"))
-    fix["file"] = origin.file  # the file the edits apply to, when it is not the file the finding is in
-    return fix
+    return _replace(fix, file=origin.file)  # the file the edits apply to, when it is not the finding's
 
 
 def _line(text: str, row: int) -> str:
@@ -89,7 +89,7 @@ def _indent(line: str) -> str:
     return line[: len(line) - len(line.lstrip())]
 
 
-def set_keyword(call: Call, name: str, value_src: str, text: str) -> list[dict]:
+def set_keyword(call: Call, name: str, value_src: str, text: str) -> list[Edit]:
     """Edits that set `name=value_src` in `call`: replace an existing keyword, or add it in the call's
     own style (one argument per line with or without a trailing comma, or inline). Comments stay put."""
     existing = call.kw_span(name)
@@ -114,7 +114,7 @@ def set_keyword(call: Call, name: str, value_src: str, text: str) -> list[dict]:
     return [edit((last.end_line, last.end_col), (last.end_line, last.end_col), f", {new}")]
 
 
-def insert_line_after(row: int, content: str, text: str) -> dict:
+def insert_line_after(row: int, content: str, text: str) -> Edit:
     """A new statement on the line after `row`, indented like that line."""
     indent = _indent(_line(text, row))
     nl = newline_of(text)

@@ -54,10 +54,10 @@ def apply_edits(text: str, diagnostics: list[Diagnostic]) -> tuple[str, list[Dia
     applied: list[Diagnostic] = []
     for diag in diagnostics:
         spans = []
-        for e in diag.fix["edits"]:
-            a = _offset(starts, e["location"]["row"], e["location"]["column"], len(text))
-            b = _offset(starts, e["end_location"]["row"], e["end_location"]["column"], len(text))
-            spans.append((a, b, e["content"]))
+        for e in diag.fix.edits:
+            a = _offset(starts, e.start[0], e.start[1], len(text))
+            b = _offset(starts, e.end[0], e.end[1], len(text))
+            spans.append((a, b, e.content))
         if any(_conflict(a, b, a2, b2) for a, b, _ in spans for a2, b2, _ in chosen):
             continue
         chosen.extend(spans)
@@ -93,7 +93,7 @@ def plan_fixes(path: Path, settings: Settings, codes: set[str], unsafe: bool, te
     text = nb.source if nb is not None else source.text
     first = lint_text(path, text, settings, codes, None if nb is not None else source.raw).diagnostics
     here = _display(path)
-    wanted = [d for d in first if d.fix and (d.fix["applicability"] == "safe" or unsafe) and edits_file(d) == here
+    wanted = [d for d in first if d.fix and (d.fix.safe or unsafe) and edits_file(d) == here
               and (only is None or only(to_cell(d, nb) if nb is not None else d))]
     outcome.remaining = outcome.found = first
     while wanted:
@@ -145,8 +145,8 @@ def plan_config_fixes(path: Path, settings: Settings, codes: set[str], unsafe: b
         return outcome
     here = _display(path)
     outcome.found = outcome.remaining = first.diagnostics
-    wanted = [d for d in first.diagnostics if d.fix and (d.fix["applicability"] == "safe" or unsafe)
-              and d.fix.get("file", d.filename) == here]
+    wanted = [d for d in first.diagnostics if d.fix and (d.fix.safe or unsafe)
+              and (d.fix.file or d.filename) == here]
     before = read_config(path, source.text)
     while wanted:
         new_text, applied = apply_edits(source.text, wanted)
@@ -167,7 +167,7 @@ def plan_config_fixes(path: Path, settings: Settings, codes: set[str], unsafe: b
 
 def edits_file(d: Diagnostic) -> str:
     """The file a diagnostic's fix edits: its own, or the one the fix names (a launch-decided finding)."""
-    return d.fix.get("file", d.filename) if d.fix else d.filename
+    return (d.fix.file or d.filename) if d.fix else d.filename
 
 
 @dataclass

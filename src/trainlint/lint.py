@@ -300,10 +300,8 @@ def to_cell(diag: Diagnostic, nb) -> Diagnostic:
     _, end_row = nb.locate(diag.span.end_line)
     fix = diag.fix
     if fix is not None:
-        fix = {**fix, "edits": [{**e, "location": {**e["location"], "row": nb.locate(e["location"]["row"])[1]},
-                                 "end_location": {**e["end_location"],
-                                                  "row": nb.locate(e["end_location"]["row"])[1]}}
-                                for e in fix["edits"]]}
+        fix = replace(fix, edits=tuple(replace(e, start=(nb.locate(e.start[0])[1], e.start[1]),
+                                               end=(nb.locate(e.end[0])[1], e.end[1])) for e in fix.edits))
     return replace(diag, span=Span(row, diag.span.col, end_row, diag.span.end_col), cell=cell, fix=fix)
 
 
@@ -503,11 +501,11 @@ _MAX_SINGLE = 6  # past this many assumptions in one launch, a finding resting o
 
 
 def _fix_file(diag: Diagnostic, display: str) -> Diagnostic:
-    """A finding reported in a launcher whose fix edits the script says so (fix["file"]); a fix made for the
+    """A finding reported in a launcher whose fix edits the script says so (Fix.file); a fix made for the
     launch file itself already names it."""
-    if diag.filename == display or diag.fix is None or "file" in diag.fix:
+    if diag.filename == display or diag.fix is None or diag.fix.file is not None:
         return diag
-    return diag.with_fix({**diag.fix, "file": display})
+    return diag.with_fix(replace(diag.fix, file=display))
 
 
 def _under_launches(display: str, diag: Diagnostic, launch: Launch, others: list[Launch]) -> Diagnostic:

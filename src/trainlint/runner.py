@@ -14,7 +14,7 @@ from trainlint import __version__
 from trainlint._hash import sha256
 from trainlint.atomic import write_bytes_atomic
 from trainlint.config import Settings
-from trainlint.diagnostics import Diagnostic, Span
+from trainlint.diagnostics import Diagnostic, Fix, Span
 from trainlint.discovery import file_stamp as _stamp
 
 CACHE_DIR = ".trainlint_cache"
@@ -121,7 +121,8 @@ def _resolve(path: Path) -> Path:
 
 
 def _to_record(o: Outcome) -> dict:
-    return {"diagnostics": [asdict(d) for d in o.diagnostics], "skipped": o.skipped}
+    return {"diagnostics": [{**asdict(d), "fix": d.fix.to_json() if d.fix is not None else None}
+                            for d in o.diagnostics], "skipped": o.skipped}
 
 
 def _from_record(path: Path, display: str, record: dict) -> Outcome:
@@ -131,6 +132,7 @@ def _from_record(path: Path, display: str, record: dict) -> Outcome:
         d["span"] = Span(**d["span"])
         d["related"] = tuple((f, Span(**s), what) for f, s, what in d.get("related", ()))
         d["assumptions"] = tuple(d.get("assumptions", ()))
+        d["fix"] = Fix.from_json(d["fix"]) if d.get("fix") else None
         diags.append(Diagnostic(**d))
     return Outcome(path, display, diags, record["skipped"], [], cached=True)
 

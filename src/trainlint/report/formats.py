@@ -40,7 +40,7 @@ def to_json(d: Diagnostic) -> dict:
         "filename": d.filename,
         "location": {"row": d.span.line, "column": d.span.col},
         "end_location": {"row": d.span.end_line, "column": d.span.end_col},
-        "fix": d.fix,
+        "fix": d.fix.to_json() if d.fix is not None else None,
         "url": d.url,
         "noqa_row": d.span.line,
         "cell": d.cell,

@@ -82,8 +82,8 @@ def render(diagnostics: list[Diagnostic], files: int, quiet: bool = False) -> st
     blocks = []
     for d in diagnostics:
         lines = [header(d), *excerpt(d, sources)]
-        if d.fix and d.fix.get("message"):
-            lines.append(f"{' ' * len(str(d.span.end_line))} = help: {d.fix['message']}")
+        if d.fix and d.fix.message:
+            lines.append(f"{' ' * len(str(d.span.end_line))} = help: {d.fix.message}")
         blocks.append("\n".join(lines))
     if not quiet:
         blocks.append(summary(len(diagnostics), files))

@@ -80,17 +80,15 @@ def diagnostic(d: Diagnostic, lines: list[str] | None, encoding: str = "utf-16",
     if related:
         out["relatedInformation"] = related
     if d.fix and not file_level:
-        out["data"] = {"fix": d.fix["applicability"]}  # what the code action request will find (see server)
+        out["data"] = {"fix": d.fix.applicability}  # what the code action request will find (see server)
     if d.assumptions:  # the launcher defaults the finding rests on
         out.setdefault("data", {})["assumptions"] = list(d.assumptions)
     return out
 
 
-def text_edits(edits: list[dict], lines: list[str] | None, encoding: str = "utf-16") -> list[dict]:
-    """A fix's edits (Ruff's shape: 1-based rows and columns, exclusive end) as LSP TextEdits."""
-    return [{"range": range_of(lines, (e["location"]["row"], e["location"]["column"]),
-                               (e["end_location"]["row"], e["end_location"]["column"]), encoding),
-             "newText": e["content"]} for e in edits]
+def text_edits(edits, lines: list[str] | None, encoding: str = "utf-16") -> list[dict]:
+    """A fix's edits (diagnostics.Edit: 1-based rows and columns, exclusive end) as LSP TextEdits."""
+    return [{"range": range_of(lines, e.start, e.end, encoding), "newText": e.content} for e in edits]
 
 
 def offset_position(text: str, offset: int, encoding: str = "utf-16") -> dict:

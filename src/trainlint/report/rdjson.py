@@ -77,7 +77,7 @@ def diagnostic(d: Diagnostic, sources: Sources) -> list[dict]:
     if not notebook:
         location["range"] = _range(sources, d.filename, (s.line, s.col), (s.end_line, s.end_col))
     message = in_cell(d) + d.message
-    fix = d.fix if d.fix and d.fix.get("edits") else None
+    fix = d.fix.to_json() if d.fix is not None and d.fix.edits else None
     target = fix.get("file", d.filename) if fix else d.filename
     extra: list[dict] = []
     if fix and notebook:

@@ -104,7 +104,7 @@ def rule_descriptors(extra: dict[str, str]) -> list[dict]:
 
 
 def _fix(d: Diagnostic) -> dict | None:
-    fix = d.fix
+    fix = d.fix.to_json() if d.fix is not None else None
     if not fix or not fix.get("edits"):
         return None
     replacements = [

@@ -199,21 +199,21 @@ def fix_action(finding: Finding, doc: Document | None, buffers: Buffers, encodin
     fix = d.fix
     codes = enabled_codes(finding.settings)
     target = edits_file(d)
-    unsafe = fix["applicability"] != "safe"
-    title = f"Fix {d.code}{' (unsafe fix)' if unsafe else ''}: {fix['message']}"
+    unsafe = not fix.safe
+    title = f"Fix {d.code}{' (unsafe fix)' if unsafe else ''}: {fix.message}"
     if _absolute(target) == finding.linted.resolve():
         if doc is not None and finding.text is not None and doc.text != finding.text:
             return None  # the text changed since: its analysis, due after the pause, brings the new fixes
         outcome = plan_fixes(finding.linted, finding.settings, codes, unsafe=True, text=finding.text,
-                             only=lambda c: c == d and c.fix is not None and c.fix["edits"] == fix["edits"])
+                             only=lambda c: c == d and c.fix is not None and c.fix.edits == fix.edits)
         if not outcome.applied or outcome.new_text is None:
             return None
         if doc is not None and doc.kind == "script":
-            edits = {doc.uri: lsp.text_edits(fix["edits"], lsp.lines_of(doc.text), encoding)}
+            edits = {doc.uri: lsp.text_edits(fix.edits, lsp.lines_of(doc.text), encoding)}
         elif doc is not None:
             edits = _whole(doc, outcome.new_text, encoding)
         else:  # a script linted from disk under a launcher's analysis
-            edits = {uri_for(finding.linted): lsp.text_edits(fix["edits"], _disk_lines(finding.linted), encoding)}
+            edits = {uri_for(finding.linted): lsp.text_edits(fix.edits, _disk_lines(finding.linted), encoding)}
     else:  # a value written in a launcher, a recipe or an args file
         outcome = plan_launch_fixes(target, [d], [finding.linted], finding.settings, codes, write=False)
         if outcome.error or outcome.new_text is None:
@@ -222,7 +222,7 @@ def fix_action(finding: Finding, doc: Document | None, buffers: Buffers, encodin
         text, lines = buffers(where), _disk_lines(where)
         if text is not None and lsp.lines_of(text) != lines:
             return None  # open with unsaved changes: the finding's place was read on disk (see `analyse`)
-        edits = {uri_for(where): lsp.text_edits(fix["edits"], lines, encoding)}
+        edits = {uri_for(where): lsp.text_edits(fix.edits, lines, encoding)}
     return Action(title, "quickfix", edits, preferred=not unsafe, finding=finding) if edits else None
 
 

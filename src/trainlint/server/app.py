@@ -216,7 +216,7 @@ class TrainlintServer(LanguageServer):
                                             is_preferred=action.preferred, edit=self.workspace_edit(action.edits)))
         doc = self.document(self.owner(uri))
         if wanted(FIX_ALL) and doc is not None and any(
-                f.diag.fix and f.diag.fix["applicability"] == "safe" for u in self.contributions.get(doc.uri, {})
+                f.diag.fix and f.diag.fix.safe for u in self.contributions.get(doc.uri, {})
                 for f in self.contributions[doc.uri][u]):
             action = self._safely(fix_all_action, doc, self.encoding)
             if action is not None:

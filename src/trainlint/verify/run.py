@@ -303,7 +303,7 @@ def _fix_line(d: Diagnostic, script: Path) -> str:
     from trainlint.discovery import display
 
     where = f"line {d.span.line}" if d.filename == display(script) else f"{d.filename}:{d.span.line}"
-    return f"{d.code} {where}: {d.fix['message']}"
+    return f"{d.code} {where}: {d.fix.message}"
 
 
 def _launch_json(target: Target, launch: LaunchFixes) -> dict:
