@@ -55,6 +55,11 @@ class Geometry:
     head_width: int | None = None  # logits per row when the head is not the LM head (num_labels; 0: no head)
     head_per_token: bool = True  # a row per token (False: one per example, e.g. sequence classification)
     rms_norm: bool = True  # RMSNorm that upcasts to fp32 (Llama, Mistral, Qwen, Gemma); False: LayerNorm (GPT-2)
+    # eager attention (memory.eager_bytes_per_score): the softmax upcast to fp32 (transformers' Llama-style
+    # eager_attention_forward; False: GPT-2's softmax in the model dtype), and attention dropout in training (GPT-2)
+    softmax_fp32: bool = True
+    attention_dropout: bool = False
+    sandwich_norms: bool = False  # four RMSNorms per block computing in fp32 (Gemma 2), not two (Llama)
 
 
 @dataclass(frozen=True)
@@ -254,7 +259,25 @@ def activation_bytes_per_layer(p: Plan, tokens: int) -> int:
         # fine-tuning and ~16 with LoRA (fitted on bench/estimate_measurements.json llama3-1b/qwen2.5 fp32 and
         # smollm2-360m LoRA-all fp32, bench/live_measurements.json deep-mini and smol-mini fp32; issue 14).
         per_token -= (16 if p.lora_r else 10) * g.hidden
+    if g.sandwich_norms:
+        per_token += sandwich_norm_bytes_per_token(g)
     return int(tokens * (per_token + lora))
+
+
+# Bytes per hidden element one Gemma-2 RMSNorm saves for backward, whatever the model's dtype: `x.float()` (read by
+# `x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)`, models/gemma2/modeling_gemma2.py:56,59) and the fp32
+# normalised output (read by `output * (1.0 + self.weight.float())`, l.62), 4 + 4 (saved_tensors_hooks count,
+# bench/README.md 'Eager attention, tensor by tensor'). Llama's RMSNorm (models/llama/modeling_llama.py:64-67) keeps
+# the fp32 input and the 16-bit normalised output (4 + 2), which the 16-bit block count above includes twice.
+GEMMA2_NORM_BYTES = 8
+LLAMA_NORM_BYTES = 6
+
+
+def sandwich_norm_bytes_per_token(g: Geometry) -> int:
+    """Gemma 2's block normalises four times (input_layernorm, post_attention_layernorm, pre_feedforward_layernorm,
+    post_feedforward_layernorm: modeling_gemma2.py:291-295) at GEMMA2_NORM_BYTES each, where the Llama count has two
+    at LLAMA_NORM_BYTES: the difference per token."""
+    return (4 * GEMMA2_NORM_BYTES - 2 * LLAMA_NORM_BYTES) * g.hidden
 
 
 def checkpoint_inputs_bytes(p: Plan) -> int:
@@ -284,7 +307,8 @@ def attention_bytes(p: Plan) -> int:
         return per_layer if p.checkpointing else per_layer * g.layers
     if p.attention != "eager":
         return 0
-    per_layer = attention_scores_per_layer(p.batch, g.heads, p.seq, p.act_bytes, g.softcap)
+    per_layer = attention_scores_per_layer(p.batch, g.heads, p.seq, p.act_bytes, g.softcap, g.softmax_fp32,
+                                           g.attention_dropout)
     mask = p.batch * p.seq * p.seq * p.act_bytes  # eager's dense float mask, one for all layers (R 1.4)
     return (per_layer if p.checkpointing else per_layer * g.layers) + mask
 
@@ -340,7 +364,8 @@ def recomputed_attention_bytes(p: Plan) -> int:
         return 2 * math_scores_per_layer(p.batch, g.heads, p.seq)
     if p.attention != "eager":
         return 0
-    scores = p.batch * g.heads * p.seq * p.seq * eager_backward_bytes_per_score(p.act_bytes, g.softcap, p.device)
+    scores = p.batch * g.heads * p.seq * p.seq * eager_backward_bytes_per_score(
+        p.act_bytes, g.softcap, p.device, g.softmax_fp32, g.attention_dropout)
     return scores + 2 * p.batch * p.seq * p.seq * p.act_bytes
 
 
