@@ -259,25 +259,37 @@ def activation_bytes_per_layer(p: Plan, tokens: int) -> int:
         # fine-tuning and ~16 with LoRA (fitted on bench/estimate_measurements.json llama3-1b/qwen2.5 fp32 and
         # smollm2-360m LoRA-all fp32, bench/live_measurements.json deep-mini and smol-mini fp32; issue 14).
         per_token -= (16 if p.lora_r else 10) * g.hidden
+    frozen_norms = bool(p.lora_r)  # PEFT freezes the norms' weights with the base model
+    if frozen_norms and g.rms_norm and p.act_bytes == 2:
+        # A frozen RMSNorm weight needs no gradient, so `self.weight * hidden_states.to(input_dtype)`
+        # (models/llama/modeling_llama.py:67) keeps no 16-bit normalised output: 2 norms x 2 bytes per hidden element
+        # less than the count above (saved_tensors_hooks, Llama-3.2-1B LoRA q/v bf16: 47.1 B per token x hidden
+        # counted, 51.1 billed before; bench/README.md 'Eager attention, tensor by tensor'). In fp32 the fitted
+        # correction above already covers it.
+        per_token -= 2 * NORM_OUTPUT_16BIT_BYTES * g.hidden
     if g.sandwich_norms:
-        per_token += sandwich_norm_bytes_per_token(g)
+        per_token += sandwich_norm_bytes_per_token(g, frozen_norms)
     return int(tokens * (per_token + lora))
 
 
-# Bytes per hidden element one Gemma-2 RMSNorm saves for backward, whatever the model's dtype: `x.float()` (read by
-# `x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)`, models/gemma2/modeling_gemma2.py:56,59) and the fp32
-# normalised output (read by `output * (1.0 + self.weight.float())`, l.62), 4 + 4 (saved_tensors_hooks count,
-# bench/README.md 'Eager attention, tensor by tensor'). Llama's RMSNorm (models/llama/modeling_llama.py:64-67) keeps
-# the fp32 input and the 16-bit normalised output (4 + 2), which the 16-bit block count above includes twice.
-GEMMA2_NORM_BYTES = 8
-LLAMA_NORM_BYTES = 6
+# What an RMSNorm saves for backward, per hidden element (saved_tensors_hooks count, bench/README.md 'Eager attention,
+# tensor by tensor'). Llama (models/llama/modeling_llama.py:64-67): its fp32 input (read by `pow` and the multiply by
+# `rsqrt`) and, for the weight's gradient, the 16-bit normalised output (read by `self.weight * ...`): 4 + 2, the count
+# activation_bytes_per_layer's 16-bit block formula includes twice. Gemma 2 (models/gemma2/modeling_gemma2.py:56-62):
+# `x.float()` and, for the weight's gradient, the fp32 normalised output (read by `output * (1.0 +
+# self.weight.float())`), whatever the model's dtype: 4 + 4.
+NORM_INPUT_FP32_BYTES = 4
+NORM_OUTPUT_16BIT_BYTES = 2
+GEMMA2_NORM_OUTPUT_BYTES = 4
 
 
-def sandwich_norm_bytes_per_token(g: Geometry) -> int:
+def sandwich_norm_bytes_per_token(g: Geometry, frozen: bool = False) -> int:
     """Gemma 2's block normalises four times (input_layernorm, post_attention_layernorm, pre_feedforward_layernorm,
-    post_feedforward_layernorm: modeling_gemma2.py:291-295) at GEMMA2_NORM_BYTES each, where the Llama count has two
-    at LLAMA_NORM_BYTES: the difference per token."""
-    return (4 * GEMMA2_NORM_BYTES - 2 * LLAMA_NORM_BYTES) * g.hidden
+    post_feedforward_layernorm: modeling_gemma2.py:291-295) where the Llama count has two: the difference per token.
+    A frozen weight (LoRA) keeps no normalised output in either (the Llama one is subtracted by the caller)."""
+    gemma = NORM_INPUT_FP32_BYTES + (0 if frozen else GEMMA2_NORM_OUTPUT_BYTES)
+    llama = NORM_INPUT_FP32_BYTES + (0 if frozen else NORM_OUTPUT_16BIT_BYTES)
+    return (4 * gemma - 2 * llama) * g.hidden
 
 
 def checkpoint_inputs_bytes(p: Plan) -> int:
