@@ -50,7 +50,8 @@ def saved(geometry: dict, layers: int, dtype, attn: str, batch: int, seq: int, l
         if ptr not in params and ptr not in seen:
             where = ""
             if listing:
-                frames = [f for f in traceback.extract_stack() if "/models/" in f.filename or "functional" in f.filename]
+                frames = [f for f in traceback.extract_stack()
+                          if "/models/" in f.filename or "functional" in f.filename]
                 where = f"{frames[-1].filename.split('/')[-1]}:{frames[-1].lineno} {frames[-1].line}" if frames else ""
             seen[ptr] = (storage.nbytes(), t.dtype, tuple(t.shape), where)
         return t

@@ -129,7 +129,7 @@ def measure_one(truth: Path, case: dict, tiny: bool, steps: int = 2) -> dict:
         loss.backward()
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
-        losses.append(float(loss))
+        losses.append(float(loss.detach()))
     peak = None if tiny else torch.cuda.max_memory_allocated()
     return {"measured_bytes": peak, "losses": losses, "batch": batch, "seq": seq, "device": device,
             "device_name": torch.cuda.get_device_name(0) if not tiny else "cpu"}
