@@ -36,7 +36,10 @@ def plan_of(c: dict) -> Plan:
                    head_dim=m.get("head_dim") or m["hidden_size"] // heads,
                    intermediate=m.get("intermediate_size") or 4 * m["hidden_size"],
                    params=m["num_parameters"], tied=bool(m.get("tie_word_embeddings")),
-                   softcap=m.get("model_type") == "gemma2", rms_norm=m.get("model_type") != "gpt2")
+                   softcap=m.get("model_type") == "gemma2", rms_norm=m.get("model_type") != "gpt2",
+                   softmax_fp32=m.get("model_type") != "gpt2",
+                   attention_dropout=bool((m.get("dropout") or {}).get("attn")),
+                   sandwich_norms=m.get("model_type") == "gemma2")
     size = 4 if c["dtype"] == "fp32" else 2
     lora = c.get("lora") or {}
     return Plan(geometry=geo, batch=c["batch"], seq=c["seq"], dtype_bytes=size, act_bytes=size,

@@ -143,8 +143,11 @@ def write_scripts(work: Path, cuda: bool) -> None:
         (work / name).write_text(text)
 
 
+GIB = 2**30  # trainlint.units.GIB: every memory figure in GiB, as nvidia-smi and torch.cuda count
+
+
 def gb(n) -> str:
-    return "-" if not n else f"{n / 1e9:.2f}"
+    return "-" if not n else f"{n / GIB:.2f}"
 
 
 def rows_of(name: str, report: dict) -> list[str]:
@@ -205,7 +208,7 @@ def main() -> int:
     header = (f"# verify on {'CUDA: ' + str(info.get('name')) if cuda else 'CPU (dry run, tiny models)'}\n\n"
               f"{time.strftime('%Y-%m-%d %H:%M')}; driver {info.get('driver')}, CUDA {info.get('torch_cuda')}, "
               f"{libs}; Python {info.get('python')}; {elapsed:.0f} s in all, {args.steps} steps per run.\n\n"
-              "| script | run | predicted peak (GB) | measured peak allocated (GB) | reserved at the peak (GB) | "
+              "| script | run | predicted peak (GiB) | measured peak allocated (GiB) | reserved at the peak (GiB) | "
               "allocator | measured | verdict |\n|---|---|---|---|---|---|---|---|\n")
     Path(args.out).write_text(header + "\n".join(rows) + "\n")
     print(Path(args.out).read_text())

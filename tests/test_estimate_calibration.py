@@ -41,4 +41,6 @@ def test_the_issue_14_configurations_are_measured():
 def test_loss_head_is_twelve_bytes_per_logit_at_its_peak():
     # MEASURE.md: TEMP is exactly 8 bytes per logit at the peak, the fp32 log-softmax output 4 more
     assert {loss_bytes_per_element(d, t) for d in (2, 4) for t in (False, True)} == {12}
-    assert loss_bytes_per_element(2, True, softcap=True) == 16 and loss_bytes_per_element(2, False, softcap=True) == 14
+    # Gemma 2's final softcap keeps tanh's 16-bit output, whether the head trains or not (MemTracker, gemma2-2b full
+    # + checkpointing: 14.1 B/logit at the peak, as with LoRA)
+    assert loss_bytes_per_element(2, True, softcap=True) == loss_bytes_per_element(2, False, softcap=True) == 14

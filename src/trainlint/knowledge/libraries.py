@@ -27,6 +27,15 @@ EAGER_BY_DEFAULT_SINCE = {"gemma2": (5, 21)}
 # t5gemma and vaultgemma: `attn_logit_softcapping` defaults to 50.0 in their configs, as gemma2's (5.24.0
 # models/t5gemma/configuration_t5gemma.py, models/vaultgemma/configuration_vaultgemma.py); gemma3's defaults to None.
 SOFTCAPPED = frozenset({"gemma2", "t5gemma", "vaultgemma"})
+# Eager attention that runs its softmax in the model dtype, not upcast to fp32 (transformers 5.25.0
+# models/gpt2/modeling_gpt2.py:64 `softmax(attn_weights, dim=-1)`; models/llama/modeling_llama.py:197 and the
+# architectures copied from it upcast: `softmax(..., dtype=torch.float32)`), with attention dropout in training
+# by default (GPT2Config.attn_pdrop = 0.1, models/gpt2/configuration_gpt2.py:86; modeling_gpt2.py:68).
+EAGER_SOFTMAX_MODEL_DTYPE = frozenset({"gpt2"})
+ATTENTION_DROPOUT_BY_DEFAULT = frozenset({"gpt2"})
+# Blocks with four RMSNorms computing in fp32 (models/gemma2/modeling_gemma2.py:291-295, 56-63):
+# memory.estimate.sandwich_norm_bytes_per_token.
+SANDWICH_NORMS = frozenset({"gemma2"})
 
 # SDPA became the default attention in transformers 4.36 (`_autoset_attn_implementation`); before it,
 # eager was used unless the script chose flash-attention (`use_flash_attention_2=True`).

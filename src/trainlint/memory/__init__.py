@@ -20,12 +20,30 @@ def dtype_bytes(dtype: str | None, default: int = 2) -> int:
     return DTYPE_BYTES.get(dtype.replace("torch.", "").lower(), default)
 
 
-def eager_bytes_per_score(dtype_size: int, softcap: bool = False) -> int:
-    """Bytes eager attention keeps per score element per layer: the scores in the model dtype plus the
-    fp32 softmax saved for backward. R 1.4: a Llama-3.2-1B geometry in bf16 measured 6.1 bytes per
-    element at seq 2,048 and 6.0 at 8,192 (eager peak minus SDPA peak / (layers x heads x seq^2)).
-    A logit softcap (Gemma 2: scores / cap -> tanh -> x cap) keeps two more score-sized tensors."""
-    return dtype_size + 4 + (2 * dtype_size if softcap else 0)
+def eager_bytes_per_score(dtype_size: int, softcap: bool = False, softmax_fp32: bool = True,
+                          dropout: bool = False) -> int:
+    """Bytes eager attention keeps for backward per score element per layer, tensor by tensor (transformers 5.25.0;
+    each counted with torch.autograd.graph.saved_tensors_hooks on a real model on CPU, bench/README.md
+    'Eager attention, tensor by tensor'). The scaling (`* scaling`), the mask addition and the softcap's division and
+    multiplication by a Python number save no score-sized tensor; what is saved:
+    - the softmax's output, which its backward reads: fp32 where the model's eager_attention_forward upcasts
+      (`softmax(attn_weights, dim=-1, dtype=torch.float32)`: models/llama/modeling_llama.py:197,
+      models/gemma2/modeling_gemma2.py:203), else in the model dtype (`softmax(attn_weights, dim=-1)`,
+      models/gpt2/modeling_gpt2.py:64: `softmax_fp32` False);
+    - the probabilities the matmul with V saves (`matmul(attn_weights, value)`): with attention dropout in training
+      (GPT2Config.attn_pdrop 0.1, modeling_gpt2.py:68) the dropout's output in the model dtype plus
+      native_dropout's bool mask (1 byte, what CUDA runs); without it the `.to(query.dtype)` copy of an fp32
+      softmax in a 16-bit model, or nothing more (the softmax's output itself: fp32 model, or GPT-2's softmax);
+    - with a logit softcap (Gemma 2, modeling_gemma2.py:197 `torch.tanh(attn_weights)`) tanh's output in the model
+      dtype, which tanh's backward reads.
+    Measured per score: Llama bf16 6, fp32 4; GPT-2 bf16 5, fp32 9; Gemma-2 bf16 8."""
+    softmax_out = 4 if softmax_fp32 else dtype_size
+    if dropout:
+        probabilities = dtype_size + 1  # native_dropout's output and bool mask
+    else:
+        probabilities = dtype_size if softmax_fp32 and dtype_size < 4 else 0  # the .to(query.dtype) copy
+    tanh_out = dtype_size if softcap else 0
+    return softmax_out + probabilities + tanh_out
 
 
 # transformers' eager_attention_forward computes `softmax(scores, dim=-1, dtype=torch.float32).to(query.dtype)`. In
@@ -38,18 +56,21 @@ def eager_bytes_per_score(dtype_size: int, softcap: bool = False) -> int:
 SOFTMAX_FP32_GRAD_BYTES = 4
 
 
-def eager_backward_bytes_per_score(dtype_size: int, softcap: bool = False, device: str = "cuda") -> int:
+def eager_backward_bytes_per_score(dtype_size: int, softcap: bool = False, device: str = "cuda",
+                                   softmax_fp32: bool = True, dropout: bool = False) -> int:
     """Bytes per score element while the recomputed layer's eager attention runs its backward (checkpointing):
-    twice what the layer keeps (eager_bytes_per_score) plus, for 16-bit weights on CUDA, the fp32 softmax's output
-    gradient. On CPU the same step measured 2 x eager_bytes_per_score (MemTracker, bench/estimate_measurements.json
-    llama3-1b eager 4k + checkpointing: 15,738 MB on CPU where the H200 measured 18,652 MB)."""
-    fp32_grad = SOFTMAX_FP32_GRAD_BYTES if dtype_size < 4 and device == "cuda" else 0
-    return 2 * eager_bytes_per_score(dtype_size, softcap) + fp32_grad
+    twice what the layer keeps (eager_bytes_per_score) plus, for 16-bit weights with an fp32 softmax on CUDA, the
+    fp32 softmax's output gradient. On CPU the same step measured 2 x eager_bytes_per_score (MemTracker,
+    bench/estimate_measurements.json llama3-1b eager 4k + checkpointing: 15,738 MB on CPU where the H200 measured
+    18,652 MB)."""
+    fp32_grad = SOFTMAX_FP32_GRAD_BYTES if dtype_size < 4 and softmax_fp32 and device == "cuda" else 0
+    return 2 * eager_bytes_per_score(dtype_size, softcap, softmax_fp32, dropout) + fp32_grad
 
 
-def attention_scores_per_layer(batch: int, heads: int, seq: int, dtype_size: int = 2, softcap: bool = False) -> int:
+def attention_scores_per_layer(batch: int, heads: int, seq: int, dtype_size: int = 2, softcap: bool = False,
+                               softmax_fp32: bool = True, dropout: bool = False) -> int:
     """L1 consumer 5: `batch x heads x seq^2` score elements per layer, at eager_bytes_per_score each."""
-    return batch * heads * seq * seq * eager_bytes_per_score(dtype_size, softcap)
+    return batch * heads * seq * seq * eager_bytes_per_score(dtype_size, softcap, softmax_fp32, dropout)
 
 
 # PyTorch's math SDPA kernel (aten/src/ATen/native/transformers/attention.cpp `_scaled_dot_product_attention_math`:
@@ -84,10 +105,13 @@ def loss_bytes_per_element(dtype_size: int = 2, trainable_head: bool = False, so
     trains (the 16-bit logits and their fp32 copy are no longer alive then). Measured: TEMP is exactly
     8 bytes per logit and the log-softmax output 4 (bench/MEASURE.md); 14 for a frozen 16-bit head and 11 for
     fp32 overshot LoRA by ~1/8 on tiny models and undershot fp32 full fine-tuning (issue 14,
-    bench/live_measurements.json). A final logit softcap (Gemma 2: logits / cap -> tanh -> x cap) keeps one
-    more logit-sized tensor in the model dtype, two when the head trains (bench, gemma2-2b: 15.2 full,
-    14.1 LoRA)."""
-    return 12 + ((2 if trainable_head else 1) * dtype_size if softcap else 0)
+    bench/live_measurements.json). A final logit softcap (Gemma 2: logits / cap -> tanh -> x cap,
+    models/gemma2/modeling_gemma2.py:520-523) keeps one more logit-sized tensor in the model dtype, tanh's output,
+    which its backward reads; the division and multiplication by the cap save nothing, and a trained head saves its
+    input, not its logits (saved_tensors_hooks count, bench/README.md 'Eager attention, tensor by tensor';
+    MemTracker, gemma2-2b full + checkpointing: 14.1 bytes per logit at the peak, as with LoRA). `trainable_head`
+    does not change the count; it is kept for the callers that state it."""
+    return 12 + (dtype_size if softcap else 0)
 
 
 def loss_peak_bytes(batch: int, seq: int, vocab: int, dtype_size: int = 2, trainable_head: bool = False,

@@ -55,6 +55,11 @@ class Geometry:
     head_width: int | None = None  # logits per row when the head is not the LM head (num_labels; 0: no head)
     head_per_token: bool = True  # a row per token (False: one per example, e.g. sequence classification)
     rms_norm: bool = True  # RMSNorm that upcasts to fp32 (Llama, Mistral, Qwen, Gemma); False: LayerNorm (GPT-2)
+    # eager attention (memory.eager_bytes_per_score): the softmax upcast to fp32 (transformers' Llama-style
+    # eager_attention_forward; False: GPT-2's softmax in the model dtype), and attention dropout in training (GPT-2)
+    softmax_fp32: bool = True
+    attention_dropout: bool = False
+    sandwich_norms: bool = False  # four RMSNorms per block computing in fp32 (Gemma 2), not two (Llama)
 
 
 @dataclass(frozen=True)
@@ -254,7 +259,37 @@ def activation_bytes_per_layer(p: Plan, tokens: int) -> int:
         # fine-tuning and ~16 with LoRA (fitted on bench/estimate_measurements.json llama3-1b/qwen2.5 fp32 and
         # smollm2-360m LoRA-all fp32, bench/live_measurements.json deep-mini and smol-mini fp32; issue 14).
         per_token -= (16 if p.lora_r else 10) * g.hidden
+    frozen_norms = bool(p.lora_r)  # PEFT freezes the norms' weights with the base model
+    if frozen_norms and g.rms_norm and p.act_bytes == 2:
+        # A frozen RMSNorm weight needs no gradient, so `self.weight * hidden_states.to(input_dtype)`
+        # (models/llama/modeling_llama.py:67) keeps no 16-bit normalised output: 2 norms x 2 bytes per hidden element
+        # less than the count above (saved_tensors_hooks, Llama-3.2-1B LoRA q/v bf16: 47.1 B per token x hidden
+        # counted, 51.1 billed before; bench/README.md 'Eager attention, tensor by tensor'). In fp32 the fitted
+        # correction above already covers it.
+        per_token -= 2 * NORM_OUTPUT_16BIT_BYTES * g.hidden
+    if g.sandwich_norms:
+        per_token += sandwich_norm_bytes_per_token(g, frozen_norms)
     return int(tokens * (per_token + lora))
+
+
+# What an RMSNorm saves for backward, per hidden element (saved_tensors_hooks count, bench/README.md 'Eager attention,
+# tensor by tensor'). Llama (models/llama/modeling_llama.py:64-67): its fp32 input (read by `pow` and the multiply by
+# `rsqrt`) and, for the weight's gradient, the 16-bit normalised output (read by `self.weight * ...`): 4 + 2, the count
+# activation_bytes_per_layer's 16-bit block formula includes twice. Gemma 2 (models/gemma2/modeling_gemma2.py:56-62):
+# `x.float()` and, for the weight's gradient, the fp32 normalised output (read by `output * (1.0 +
+# self.weight.float())`), whatever the model's dtype: 4 + 4.
+NORM_INPUT_FP32_BYTES = 4
+NORM_OUTPUT_16BIT_BYTES = 2
+GEMMA2_NORM_OUTPUT_BYTES = 4
+
+
+def sandwich_norm_bytes_per_token(g: Geometry, frozen: bool = False) -> int:
+    """Gemma 2's block normalises four times (input_layernorm, post_attention_layernorm, pre_feedforward_layernorm,
+    post_feedforward_layernorm: modeling_gemma2.py:291-295) where the Llama count has two: the difference per token.
+    A frozen weight (LoRA) keeps no normalised output in either (the Llama one is subtracted by the caller)."""
+    gemma = NORM_INPUT_FP32_BYTES + (0 if frozen else GEMMA2_NORM_OUTPUT_BYTES)
+    llama = NORM_INPUT_FP32_BYTES + (0 if frozen else NORM_OUTPUT_16BIT_BYTES)
+    return (4 * gemma - 2 * llama) * g.hidden
 
 
 def checkpoint_inputs_bytes(p: Plan) -> int:
@@ -284,7 +319,8 @@ def attention_bytes(p: Plan) -> int:
         return per_layer if p.checkpointing else per_layer * g.layers
     if p.attention != "eager":
         return 0
-    per_layer = attention_scores_per_layer(p.batch, g.heads, p.seq, p.act_bytes, g.softcap)
+    per_layer = attention_scores_per_layer(p.batch, g.heads, p.seq, p.act_bytes, g.softcap, g.softmax_fp32,
+                                           g.attention_dropout)
     mask = p.batch * p.seq * p.seq * p.act_bytes  # eager's dense float mask, one for all layers (R 1.4)
     return (per_layer if p.checkpointing else per_layer * g.layers) + mask
 
@@ -340,7 +376,8 @@ def recomputed_attention_bytes(p: Plan) -> int:
         return 2 * math_scores_per_layer(p.batch, g.heads, p.seq)
     if p.attention != "eager":
         return 0
-    scores = p.batch * g.heads * p.seq * p.seq * eager_backward_bytes_per_score(p.act_bytes, g.softcap, p.device)
+    scores = p.batch * g.heads * p.seq * p.seq * eager_backward_bytes_per_score(
+        p.act_bytes, g.softcap, p.device, g.softmax_fp32, g.attention_dropout)
     return scores + 2 * p.batch * p.seq * p.seq * p.act_bytes
 
 

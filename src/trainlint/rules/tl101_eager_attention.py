@@ -39,6 +39,9 @@ def check(self: Rule, ctx: FileContext):
         if impl is None or not _is_eager(impl):
             continue
         softcapped = spec is not None and spec.model_type in libraries.SOFTCAPPED
+        kind = spec.model_type if spec is not None else None
+        traits = dict(softmax_fp32=kind not in libraries.EAGER_SOFTMAX_MODEL_DTYPE,
+                      dropout=kind in libraries.ATTENTION_DROPOUT_BY_DEFAULT)
         if spec is not None and spec.remote_attention is not None and why.startswith("trust_remote_code=True"):
             # the checkpoint's own code chooses from its config, not from attn_implementation
             plan = Plan(None, False, 'the checkpoint\'s own code chooses its attention: pass attn_config={"attn_impl": '
@@ -50,14 +53,14 @@ def check(self: Rule, ctx: FileContext):
         heads = spec.num_heads if spec else None
         size = dtype_bytes(model.dtype.value if model.dtype.known and isinstance(model.dtype.value, str) else None)
         if heads and batch.known:
-            per_layer = attention_scores_per_layer(batch.value, heads, seq.value, size, softcapped)
+            per_layer = attention_scores_per_layer(batch.value, heads, seq.value, size, softcapped, **traits)
             cost = (f"the score matrix (batch {batch.value} x {heads} heads x {seq.value:,}^2) keeps "
                     f"~{fmt_bytes(per_layer)} per layer")
             if spec.num_layers and ctx.gradient_checkpointing is False:
                 cost += f", ~{fmt_bytes(per_layer * spec.num_layers)} over {spec.num_layers} layers"
             cost += peak_saving(ctx, model, "TL101", "SDPA")
         elif heads:
-            per_seq = attention_scores_per_layer(1, heads, seq.value, size, softcapped)
+            per_seq = attention_scores_per_layer(1, heads, seq.value, size, softcapped, **traits)
             cost = f"the score matrix ({heads} heads x {seq.value:,}^2) keeps ~{fmt_bytes(per_seq)} per layer per sequence"
         else:
             cost = f"the score matrix grows with batch x heads x {seq.value:,}^2 per layer (model size unknown)"

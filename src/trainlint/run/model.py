@@ -10,7 +10,8 @@ from trainlint.context import FileContext
 from trainlint.facts import ModelLoad, Value, known
 from trainlint.facts.values import UNSET
 from trainlint.knowledge.heads import DEFAULT_NUM_LABELS, head_for
-from trainlint.knowledge.libraries import SOFTCAPPED
+from trainlint.knowledge.libraries import (ATTENTION_DROPOUT_BY_DEFAULT, EAGER_SOFTMAX_MODEL_DTYPE, SANDWICH_NORMS,
+                                          SOFTCAPPED)
 from trainlint.knowledge.models import ModelSpec, tied_default
 from typing import TYPE_CHECKING
 
@@ -80,7 +81,10 @@ def geometry(ctx: FileContext, model: ModelLoad) -> Decided[Geometry]:
         raise PlanError(f"model {spec.id}: its {', '.join(missing)} are not known ({spec.source})")
     width, per_token = head_logits(model, spec, assumptions)
     geo = Geometry(**needed, tied=bool(tied), softcap=spec.model_type in SOFTCAPPED,
-                   head_width=width, head_per_token=per_token, rms_norm=spec.model_type not in LAYERNORM_TYPES)
+                   head_width=width, head_per_token=per_token, rms_norm=spec.model_type not in LAYERNORM_TYPES,
+                   softmax_fp32=spec.model_type not in EAGER_SOFTMAX_MODEL_DTYPE,
+                   attention_dropout=spec.model_type in ATTENTION_DROPOUT_BY_DEFAULT,
+                   sandwich_norms=spec.model_type in SANDWICH_NORMS)
     return Decided(geo, model.model_id.origin if model.model_id.known else None, not assumptions,
                    spec.source or "", tuple(assumptions))
 
