@@ -34,7 +34,8 @@ def moe_fields(m: dict, layers: int) -> dict:
     if moe is None:
         return {}
     return dict(moe_experts=moe.experts, moe_top_k=moe.top_k, moe_intermediate=moe.expert_intermediate,
-                moe_layers=moe.sparse_layers, moe_shared=moe.shared_intermediate)
+                moe_layers=moe.sparse_layers, moe_shared=moe.shared_intermediate,
+                router_logits=moe.output_router_logits)
 
 
 def plan_of(c: dict) -> Plan:

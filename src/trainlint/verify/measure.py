@@ -374,6 +374,10 @@ CONFIGS = [
       note="LoRA on the fused expert weights (peft target_parameters)"),
     C("tiny-olmoe_sdpa_s512_b2_lora16attn_adamw_fp32_real", TINY_OLMOE, seq=512, batch=2, dtype="fp32",
       training="lora", lora_targets=ATTN_PROJ, fake=False, note="small geometry, real CPU tensors"),
+    C("tiny-olmoe_sdpa_s1024_b2_lora16attn_adamw_bf16_routerlogits_real",
+      dict(TINY_OLMOE, num_experts=64, num_experts_per_tok=8, output_router_logits=True), seq=1024, batch=2,
+      training="lora", lora_targets=ATTN_PROJ, fake=False,
+      note="small geometry, real CPU tensors; output_router_logits=True (the aux loss in the loss)"),
     C("tiny-olmoe_sdpa_s512_b2_lora16experts_adamw_bf16_real", TINY_OLMOE, seq=512, batch=2, training="lora",
       lora_targets=ATTN_PROJ, lora_parameters=["mlp.experts.gate_up_proj", "mlp.experts.down_proj"], fake=False,
       note="small geometry, real CPU tensors; LoRA on the fused expert weights (peft target_parameters)"),
@@ -426,7 +430,8 @@ def _model_record(spec, model, layers_built):
         for k in ("attn_logit_softcapping", "final_logit_softcapping", "sliding_window"):
             if m.get(k) is not None:
                 rec[k] = m[k]
-        for k in ("num_experts", "num_experts_per_tok", "moe_intermediate_size", "norm_topk_prob"):
+        for k in ("num_experts", "num_experts_per_tok", "moe_intermediate_size", "norm_topk_prob",
+                  "output_router_logits", "router_aux_loss_coef"):
             if m.get(k) is not None:
                 rec[k] = m[k]
         if m["model_type"] == "qwen2":
