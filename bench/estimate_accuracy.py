@@ -21,7 +21,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from trainlint.knowledge.moe import moe_from_config  # noqa: E402
+from trainlint.knowledge.moe import PEFT_CONVERTS, moe_from_config  # noqa: E402
 from trainlint.memory.estimate import Geometry, Plan, estimate  # noqa: E402
 
 MIB = 2**20
@@ -35,7 +35,7 @@ def moe_fields(m: dict, layers: int) -> dict:
         return {}
     return dict(moe_experts=moe.experts, moe_top_k=moe.top_k, moe_intermediate=moe.expert_intermediate,
                 moe_layers=moe.sparse_layers, moe_shared=moe.shared_intermediate,
-                router_logits=moe.output_router_logits)
+                router_logits=moe.output_router_logits, peft_converts=m.get("model_type") in PEFT_CONVERTS)
 
 
 def plan_of(c: dict) -> Plan:

@@ -19,6 +19,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+# Families whose experts were nn.Linear modules in transformers 4.x and are fused 3D parameters in 5.x, so PEFT
+# rewrites 4.x-style targets for them (transformers 5.25.0 conversion_mapping.py:49 _MODEL_TO_CONVERSION_PATTERN,
+# the "mixtral" and "qwen2_moe" patterns; peft 0.21.2 utils/transformers_weight_conversion.py:331-351, 402-481):
+# target_modules gate_proj + up_proj (Mixtral: w1 + w3) become target_parameters gate_up_proj at twice the rank,
+# down_proj (w2) becomes down_proj, the router `gate` becomes gate.weight, and "all-linear" means all of them.
+# GPT-OSS was fused from its first release: "all-linear" reaches its attention only.
+PEFT_CONVERTS = frozenset({"mixtral", "minimax", "qwen2_moe", "qwen3_moe", "olmoe", "deepseek_v2", "deepseek_v3",
+                           "dots1", "ernie4_5_moe", "glm4_moe", "hunyuan_v1_moe", "flex_olmo", "qwen3_next"})
+
 # model_type -> how its routed layers are counted; families not listed are read from the keys alone
 _ALL_SPARSE = frozenset({"mixtral", "olmoe", "gpt_oss", "phimoe", "granitemoe", "jetmoe"})
 

@@ -67,6 +67,7 @@ class Geometry:
     # (4.57.1 models/olmoe/modeling_olmoe.py:583, :607), matched by target_modules like any Linear
     fused_experts: bool = True
     router_logits: bool = False  # output_router_logits: every sparse layer's router logits kept for the aux loss
+    peft_converts: bool = False  # PEFT maps 4.x expert/router module names onto the fused parameters (knowledge/moe.py)
 
     @property
     def dense_layers(self) -> int:
@@ -210,26 +211,53 @@ def _lora_module_params(g: Geometry, r: int, names: tuple[str, ...]) -> int:
     return total
 
 
-def expert_lora_params(g: Geometry, r: int, parameters: tuple[str, ...]) -> int:
-    """PEFT `target_parameters` on the fused 3D expert weights (peft 0.21.2 tuners/lora/layer.py ParamWrapper,
-    l.2455-2456: lora_A is in x (r * num_experts), lora_B (r * num_experts) x out): r x (d_in + d_out) per expert,
-    gate_up_proj (hidden, 2 x width) and down_proj (width, hidden), in every sparse layer."""
+V4_EXPERT_NAMES = {"gate_proj": "gate_up_proj", "up_proj": "gate_up_proj", "down_proj": "down_proj",
+                   "w1": "gate_up_proj", "w3": "gate_up_proj", "w2": "down_proj", "gate": "gate.weight"}
+
+
+def peft_targets(g: Geometry, targets: tuple[str, ...], parameters: tuple[str, ...]) -> tuple[
+        tuple[str, ...], dict[str, int]]:
+    """(the module names PEFT adapts, {fused parameter: rank multiple}) on this model. On transformers 5's fused
+    experts PEFT rewrites 4.x names for the families that had Linear experts (knowledge/moe.py PEFT_CONVERTS): gate +
+    up (w1 + w3) become gate_up_proj at twice the rank (both named: peft 0.21.2 transformers_weight_conversion.py:466-
+    476), down (w2) down_proj, the router `gate` its weight; "all-linear" is the attention plus all of these (l.362-
+    367). The names it maps leave target_modules, so a dense layer's or a shared expert's MLP keeps no adapter."""
+    names = ALL_LINEAR if targets == ("all-linear",) else targets
+    params = {name.rsplit(".", 1)[-1] if not name.endswith("gate.weight") else "gate.weight": 1 for name in parameters}
+    if not (g.moe_experts and g.fused_experts and g.peft_converts):
+        return names, params
+    mapped = set(V4_EXPERT_NAMES) if targets == ("all-linear",) else {n for n in names if n in V4_EXPERT_NAMES}
+    for name in mapped:
+        params.setdefault(V4_EXPERT_NAMES[name], 1)
+    if {"gate_proj", "up_proj"} <= mapped or {"w1", "w3"} <= mapped:
+        params["gate_up_proj"] = 2
+    modules = ATTENTION if targets == ("all-linear",) else tuple(n for n in names if n not in mapped)
+    return modules, params
+
+
+def expert_lora_params(g: Geometry, r: int, params: dict[str, int]) -> int:
+    """PEFT LoRA on the fused 3D expert weights (peft 0.21.2 tuners/lora/layer.py ParamWrapper, l.2455-2456: lora_A is
+    in x (r * num_experts), lora_B (r * num_experts) x out): r x (d_in + d_out) per expert, gate_up_proj (hidden,
+    2 x width) and down_proj (width, hidden), in every sparse layer; the router's 2D weight: r x (hidden + experts)."""
     if not g.moe_experts or not g.fused_experts:
         return 0
     total = 0
-    for name in parameters:
+    for name, mult in params.items():
         if name.endswith("gate_up_proj"):
-            total += r * (g.hidden + 2 * g.moe_intermediate)
+            total += mult * r * (g.hidden + 2 * g.moe_intermediate) * g.moe_experts
         elif name.endswith("down_proj"):
-            total += r * (g.moe_intermediate + g.hidden)
-    return total * g.moe_experts * g.moe_layers
+            total += mult * r * (g.moe_intermediate + g.hidden) * g.moe_experts
+        elif name.endswith("gate.weight"):
+            total += mult * r * (g.hidden + g.moe_experts)
+    return total * g.moe_layers
 
 
 def lora_params(g: Geometry, r: int, targets: tuple[str, ...], parameters: tuple[str, ...] = ()) -> int:
     """PEFT LoRA adds A (r x d_in) and B (d_out x r) per targeted module per layer: r x (d_in + d_out)."""
     names = ALL_LINEAR if targets == ("all-linear",) else targets
     if g.moe_experts:
-        return _lora_module_params(g, r, names) + expert_lora_params(g, r, parameters)
+        modules, params = peft_targets(g, targets, parameters)
+        return _lora_module_params(g, r, modules) + expert_lora_params(g, r, params)
     total = 0
     for name in names:
         dims = _lora_dims(g, name)
@@ -313,6 +341,8 @@ def activation_bytes_per_layer(p: Plan, tokens: int, sparse: bool | None = None)
         # activation dtype: scaling them made LoRA on all linear layers in fp32 ~34% too high (issue 14;
         # bench/estimate_measurements.json smollm2-360m, bench/live_measurements.json deep-mini).
         names = ALL_LINEAR if p.lora_targets == ("all-linear",) else p.lora_targets
+        if g.moe_experts:
+            names = peft_targets(g, p.lora_targets, p.lora_parameters)[0]
         for name in names:
             if g.moe_experts and name not in ATTENTION:
                 lora += _moe_lora_activations(g, p.lora_r, name, sparse)
@@ -369,13 +399,14 @@ def moe_layer_extra(p: Plan) -> tuple[int, int]:
     k = g.moe_top_k
     per_token = 2 * k * g.hidden * scale + 4 * g.moe_experts + 32 * k
     per_layer = 0
+    params = peft_targets(g, p.lora_targets, p.lora_parameters)[1] if p.lora_r else {}
+    experts = {n: m for n, m in params.items() if n.endswith(("gate_up_proj", "down_proj"))}
     if not p.lora_r:
         per_token += 2 * k * g.hidden * scale
-    elif p.lora_parameters and g.fused_experts:
+    elif experts and g.fused_experts:
         per_token += 2 * k * (g.hidden + g.moe_intermediate) * scale
-        for name in p.lora_parameters:
-            width = 2 * g.moe_intermediate if name.endswith("gate_up_proj") else (
-                g.moe_intermediate if name.endswith("down_proj") else 0)
+        for name in experts:
+            width = 2 * g.moe_intermediate if name.endswith("gate_up_proj") else g.moe_intermediate
             per_layer += g.moe_experts * g.hidden * width * p.dtype_bytes
     if g.router_logits:
         per_token += 2 * g.moe_experts * p.act_bytes

@@ -12,6 +12,7 @@ from trainlint.facts.values import UNSET
 from trainlint.knowledge.heads import DEFAULT_NUM_LABELS, head_for
 from trainlint.knowledge.libraries import SOFTCAPPED
 from trainlint.knowledge.models import ModelSpec, tied_default
+from trainlint.knowledge.moe import PEFT_CONVERTS
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # (the estimator is imported only when a run is estimated: a one-file check stays light)
@@ -108,7 +109,7 @@ def _moe_fields(ctx: FileContext, model: ModelLoad, spec: ModelSpec, assumptions
                            f"(router_aux_loss_coef {moe.aux_loss_coef})")
     return dict(moe_experts=moe.experts, moe_top_k=moe.top_k, moe_intermediate=moe.expert_intermediate,
                 moe_layers=moe.sparse_layers, moe_shared=moe.shared_intermediate, fused_experts=fused,
-                router_logits=router)
+                router_logits=router, peft_converts=spec.model_type in PEFT_CONVERTS)
 
 
 def head_logits(model: ModelLoad, spec, assumptions: list[str]) -> tuple[int | None, bool]:
