@@ -208,3 +208,16 @@ def test_tl701_qwen3_30b_a3b_lora_fits_80gb_not_24gb(lint):
     assert [c for c, _, _ in small] == ["TL701"]
     assert "weights 59.3 GiB" in small[0][2]
     assert lint(QWEN3_MOE_LORA, settings={"gpu": "A100-80GB"}) == []
+
+
+def test_gpt_oss_on_transformers_4_evaluates_every_expert():
+    from dataclasses import replace
+
+    from trainlint.memory.estimate import EvalPhase, eval_peak
+
+    g = Geometry(vocab=1024, hidden=256, layers=2, heads=4, kv_heads=4, head_dim=64, intermediate=128, params=10**6,
+                 moe_experts=32, moe_top_k=4, moe_intermediate=128, moe_layers=2)
+    plan = Plan(geometry=g, batch=1, seq=1024, evaluation=EvalPhase(batch=4))
+    dense = replace(plan, geometry=replace(g, moe_dense_eval=True))
+    # 28 more experts' MLP tensors (gate/up/act/mul: 8 bytes per width) and outputs, per token of the eval batch
+    assert eval_peak(dense) - eval_peak(plan) == 4 * 1024 * 28 * (8 * 128 + 4 * 256 + 32)

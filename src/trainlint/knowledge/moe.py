@@ -28,6 +28,10 @@ from typing import Any
 PEFT_CONVERTS = frozenset({"mixtral", "minimax", "qwen2_moe", "qwen3_moe", "olmoe", "deepseek_v2", "deepseek_v3",
                            "dots1", "ernie4_5_moe", "glm4_moe", "hunyuan_v1_moe", "flex_olmo", "qwen3_next"})
 
+# Families whose experts were 3D parameters already in transformers 4.x: GPT-OSS (4.55.0
+# models/gpt_oss/modeling_gpt_oss.py GptOssExperts gate_up_proj), Llama 4 (Llama4TextExperts)
+FUSED_IN_4 = frozenset({"gpt_oss", "llama4", "llama4_text"})
+
 # model_type -> how its routed layers are counted; families not listed are read from the keys alone
 _ALL_SPARSE = frozenset({"mixtral", "olmoe", "gpt_oss", "phimoe", "granitemoe", "jetmoe"})
 

@@ -67,6 +67,9 @@ class Geometry:
     # (4.57.1 models/olmoe/modeling_olmoe.py:583, :607), matched by target_modules like any Linear
     fused_experts: bool = True
     router_logits: bool = False  # output_router_logits: every sparse layer's router logits kept for the aux loss
+    # GPT-OSS on transformers 4.x runs every expert on every token outside training (4.55.0
+    # models/gpt_oss/modeling_gpt_oss.py:115-125: `hidden_states.repeat(num_experts, 1)` and a bmm over all experts)
+    moe_dense_eval: bool = False
     peft_converts: bool = False  # PEFT maps 4.x expert/router module names onto the fused parameters (knowledge/moe.py)
 
     @property
@@ -658,7 +661,11 @@ def eval_peak(p: Plan) -> int:
     if e is None:
         return 0
     w, _, opt = shard(p, weights_bytes(p), 0, optimizer_bytes(p)[0])
-    layer = activation_bytes_per_layer(replace(p, batch=e.batch, lora_r=None), e.batch * p.seq)
+    g = p.geometry
+    evaluated = replace(p, batch=e.batch, lora_r=None)
+    if g.moe_dense_eval:  # every expert's tensors for every token (transient under no_grad, one layer at a time)
+        evaluated = replace(evaluated, geometry=replace(g, moe_top_k=g.moe_experts))
+    layer = activation_bytes_per_layer(evaluated, e.batch * p.seq)
     return w + opt + layer + eval_logits_bytes(p)
 
 

@@ -12,7 +12,7 @@ from trainlint.facts.values import UNSET
 from trainlint.knowledge.heads import DEFAULT_NUM_LABELS, head_for
 from trainlint.knowledge.libraries import SOFTCAPPED
 from trainlint.knowledge.models import ModelSpec, tied_default
-from trainlint.knowledge.moe import PEFT_CONVERTS
+from trainlint.knowledge.moe import FUSED_IN_4, PEFT_CONVERTS
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # (the estimator is imported only when a run is estimated: a one-file check stays light)
@@ -101,7 +101,7 @@ def _moe_fields(ctx: FileContext, model: ModelLoad, spec: ModelSpec, assumptions
     moe = spec.moe
     if moe is None:
         return {}
-    fused = ctx.versions.transformers.at_least(5)
+    fused = ctx.versions.transformers.at_least(5) or spec.model_type in FUSED_IN_4
     asked = model.call.kw("output_router_logits")
     router = asked.value is True if asked.known else moe.output_router_logits
     if asked.known and asked.value is True:
@@ -109,7 +109,8 @@ def _moe_fields(ctx: FileContext, model: ModelLoad, spec: ModelSpec, assumptions
                            f"(router_aux_loss_coef {moe.aux_loss_coef})")
     return dict(moe_experts=moe.experts, moe_top_k=moe.top_k, moe_intermediate=moe.expert_intermediate,
                 moe_layers=moe.sparse_layers, moe_shared=moe.shared_intermediate, fused_experts=fused,
-                router_logits=router, peft_converts=spec.model_type in PEFT_CONVERTS)
+                router_logits=router, peft_converts=spec.model_type in PEFT_CONVERTS,
+                moe_dense_eval=spec.model_type == "gpt_oss" and not ctx.versions.transformers.at_least(5))
 
 
 def head_logits(model: ModelLoad, spec, assumptions: list[str]) -> tuple[int | None, bool]:
