@@ -161,8 +161,9 @@ def lora(ctx: FileContext, model_type: str | None) -> Decided[Lora | None]:
         r, targets, span = value("r"), value("target_modules"), None
         params = value("target_parameters")
     rank = r.value if r.known and isinstance(r.value, int) else LORA_R_DEFAULT
-    parameters = tuple(params.value) if params.known and isinstance(params.value, list) and all(
-        isinstance(t, str) for t in params.value) else ()
+    listed = [params.value] if params.known and isinstance(params.value, str) else params.value
+    parameters = tuple(listed) if params.known and isinstance(listed, list) and all(
+        isinstance(t, str) for t in listed) else ()
     if not params.known and not params.unset:
         notes.append("LoRA target_parameters not readable: adapters on parameters (fused experts) not counted")
     if not r.known:
