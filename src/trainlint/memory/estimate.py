@@ -278,7 +278,8 @@ def weights_bytes(p: Plan) -> int:
     g = p.geometry
     base = g.params * p.dtype_bytes
     # transformers 5.x keeps the fused experts as 3D nn.Parameters, and bitsandbytes replaces only nn.Linear / Conv1D
-    # modules (5.25.0 integrations/bitsandbytes.py:189 replace_with_bnb_linear): they stay 16-bit under QLoRA
+    # modules (5.25.0 integrations/bitsandbytes.py:189 replace_with_bnb_linear) and quantizes only their weights
+    # (quantizers/quantizer_bnb_4bit.py:83-87 param_needs_quantization): the experts stay 16-bit under QLoRA
     kept = g.moe_layers * g.moe_experts * 3 * g.hidden * g.moe_intermediate if g.fused_experts else 0
     if p.quantization == "4bit":
         emb = embedding_params(g) + kept
