@@ -21,10 +21,21 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
+from trainlint.knowledge.moe import PEFT_CONVERTS, moe_from_config  # noqa: E402
 from trainlint.memory.estimate import Geometry, Plan, estimate  # noqa: E402
 
 MIB = 2**20
 OPTIM = {"adamw": "adamw", "sgd": "sgd", "sgd_momentum": "sgd_momentum", "sgdm": "sgd_momentum"}
+
+
+def moe_fields(m: dict, layers: int) -> dict:
+    """The mixture-of-experts Geometry fields of a measured model record (knowledge/moe.py reads the same keys)."""
+    moe = moe_from_config(m, layers)
+    if moe is None:
+        return {}
+    return dict(moe_experts=moe.experts, moe_top_k=moe.top_k, moe_intermediate=moe.expert_intermediate,
+                moe_layers=moe.sparse_layers, moe_shared=moe.shared_intermediate,
+                router_logits=moe.output_router_logits, peft_converts=m.get("model_type") in PEFT_CONVERTS)
 
 
 def plan_of(c: dict) -> Plan:
@@ -39,12 +50,14 @@ def plan_of(c: dict) -> Plan:
                    softcap=m.get("model_type") == "gemma2", rms_norm=m.get("model_type") != "gpt2",
                    softmax_fp32=m.get("model_type") != "gpt2",
                    attention_dropout=bool((m.get("dropout") or {}).get("attn")),
-                   sandwich_norms=m.get("model_type") == "gemma2")
+                   sandwich_norms=m.get("model_type") == "gemma2",
+                   **moe_fields(m, layers))
     size = 4 if c["dtype"] == "fp32" else 2
     lora = c.get("lora") or {}
     return Plan(geometry=geo, batch=c["batch"], seq=c["seq"], dtype_bytes=size, act_bytes=size,
                 lora_r=lora.get("r") if c["training"] == "lora" else None,
                 lora_targets=tuple(lora.get("target_modules") or ("q_proj", "v_proj")),
+                lora_parameters=tuple(lora.get("target_parameters") or ()),
                 checkpointing=bool(c.get("gradient_checkpointing")), attention=c["attn"], loss="full",
                 optimizer=OPTIM.get(c["optimizer"], c["optimizer"]), device="cpu")  # measured on CPU kernels
 

@@ -203,7 +203,11 @@ def from_litgpt(extracted: dict, curated: dict, log: list[str]) -> list[dict]:
         note = (f"tie_word_embeddings={tie}: {tie_rule[2]}; num_parameters computed from the geometry "
                 f"(scripts/build_catalog.py litgpt_params)" if tie is not None else
                 "tie_word_embeddings not confirmed: parameter count left out")
-        out.append(_entry(ident, kind[1], kind[2], geometry, tie, params, source, note))
+        # a mixture-of-experts config's expert width (litgpt's moe_intermediate_size = HF's; intermediate_size is then
+        # the dense MLP width HF also states), so knowledge/moe.py reads the routed layers from the entry
+        extra = {"moe_intermediate_size": c["moe_intermediate_size"]} if c["n_expert"] and c.get(
+            "moe_intermediate_size") else None
+        out.append(_entry(ident, kind[1], kind[2], geometry, tie, params, source, note, extra))
     return out
 
 

@@ -30,8 +30,8 @@ if not SAMPLE.is_dir():
 # attention to the transformers default, which is SDPA for these architectures (mpt / bloom / gpt_oss are not here).
 LABELS: dict[str, tuple[set[str], str]] = {
     # axolotl
-    "axolotl/examples__deepseek-v2__fft-fsdp-16b.yaml": (set(), "vocab 102,400 with no loss plugin is TL301, but "
-                                                               "DeepSeek-V2-Lite is not in the catalog: say less"),
+    "axolotl/examples__deepseek-v2__fft-fsdp-16b.yaml": ({"TL301"}, "vocab 102,400 with no loss plugin: TL301; "
+                                                                    "DeepSeek-V2-Lite is in the catalog (issue 28)"),
     "axolotl/examples__gemma2__reward-model.yaml": (set(), "reward_model: sequence classification, no vocabulary CE"),
     "axolotl/examples__gemma3__gemma-3-4b-qlora.yml": ({"TL301"}, "262,208-token vocabulary, no CCE/Liger plugin"),
     "axolotl/examples__gemma4__31b-qlora.yaml": (set(), "CutCrossEntropyPlugin listed: cut_cross_entropy defaults True"),

@@ -376,7 +376,10 @@ def estimate(click_ctx, script, gpu, max_batch, batch, seq, world_size, fmt, out
         for k, v in launch.bindings if v.known) or f"launch {launch.label}: no values read"]
     if len(result.contexts) > 1:
         read.append(f"{len(result.contexts)} launches found; estimated under the first ({launch.label})")
-    model_line = f"{spec.id} ({plan.geometry.params / 1e9:.2f} B parameters; {source})"
+    g = plan.geometry
+    experts = (f", {g.moe_experts} experts, top-{g.moe_top_k}" + (
+        f", {spec.moe_parameters[1] / 1e9:.2f} B per token" if spec.moe_parameters else "")) if g.moe_experts else ""
+    model_line = f"{spec.id} ({g.params / 1e9:.2f} B parameters{experts}; {source})"
     largest = None
     if max_batch:
         largest = _largest_batch(result, Overrides(batch, seq, world_size), unknown, chosen_gpu, model_line)

@@ -99,6 +99,7 @@ def plan_for(ctx: FileContext, overrides: Overrides) -> tuple[Plan, ModelLoad, l
         quantization=model.quantization.value if model.quantization.known else None,
         lora_r=lora.value.rank if lora.value is not None else None,
         lora_targets=(lora.value.targets if lora.value is not None else ()) or ("q_proj", "v_proj"),
+        lora_parameters=lora.value.parameters if lora.value is not None else (),
         checkpointing=bool(gc.value),
         attention=attention.value,
         loss=loss.path.value,

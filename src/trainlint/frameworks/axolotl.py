@@ -131,8 +131,11 @@ def map_axolotl(keys: Keys, path: Path, display: str, release: str, note: str) -
             targets = keys.value("lora_target_modules")
             if _truthy(keys.raw("lora_target_linear")):
                 targets = Value("known", "all-linear", keys.top["lora_target_linear"].span, ORIGIN)
-            calls.append(call("peft.LoraConfig", {"r": (keys.value("lora_r"), keys.line_span("lora_r")),
-                                                  "target_modules": (targets, None)}, here, n, target="lora_config"))
+            lora_kwargs = {"r": (keys.value("lora_r"), keys.line_span("lora_r")), "target_modules": (targets, None)}
+            if keys.has("lora_target_parameters"):  # the fused MoE experts: axolotl 067b021 schemas/peft.py:57, passed
+                # as LoraConfig(target_parameters=...) in loaders/adapter.py:172-191
+                lora_kwargs["target_parameters"] = (keys.value("lora_target_parameters"), None)
+            calls.append(call("peft.LoraConfig", lora_kwargs, here, n, target="lora_config"))
         calls.append(call("peft.get_peft_model", {}, here, n, target="model"))
 
     loss_chunked = False

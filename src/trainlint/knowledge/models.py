@@ -15,6 +15,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from trainlint.knowledge.moe import Moe, moe_from_config, moe_params
+
 _NON_TEXT_INPUTS = {
     # model_type -> main_input_name (transformers sets `main_input_name` on these PreTrainedModel classes)
     "vit": "pixel_values", "deit": "pixel_values", "beit": "pixel_values", "swin": "pixel_values",
@@ -54,6 +56,10 @@ class ModelSpec:
     # the attention the checkpoint's own code runs under trust_remote_code, when its config.json says
     # ("eager": the full score matrix; "fused": a kernel that never holds it), and why
     remote_attention: tuple[str, str] | None = None
+    # mixture of experts (knowledge/moe.py): the routed layers, and the parameters (all experts, those a token uses)
+    # counted from the config when it is one
+    moe: Moe | None = None
+    moe_parameters: tuple[int, int] | None = None
 
     def describe(self) -> str:
         def n(v: Any) -> str:
@@ -61,7 +67,15 @@ class ModelSpec:
 
         return (f"{self.id} ({self.model_type or '?'}): vocab {n(self.vocab_size)}, hidden {n(self.hidden_size)}, "
                 f"layers {n(self.num_layers)}, heads {n(self.num_heads)}/{n(self.num_kv_heads)} kv, "
-                f"params {n(self.num_parameters)}; from {self.source}")
+                f"params {n(self.num_parameters)}{self._moe_text()}; from {self.source}")
+
+    def _moe_text(self) -> str:
+        if self.moe is None:
+            return ""
+        m = self.moe
+        shared = f" + shared {m.shared_intermediate:,}" if m.shared_intermediate else ""
+        return (f", {m.experts} experts x {m.expert_intermediate:,} (top-{m.top_k}{shared}) in {m.sparse_layers} "
+                f"layers" + (f", {self.moe_parameters[1]:,} active" if self.moe_parameters else ""))
 
 
 def main_input_for(model_type: str | None, class_name: str | None) -> str:
@@ -127,7 +141,17 @@ def spec_from_config(config: dict, model_id: str, source: str, class_name: str |
         architecture=arch if isinstance(arch, str) else None,
         num_labels=labels if isinstance(labels, int) and not isinstance(labels, bool) else None,
         remote_attention=_remote_attention(config, outer_type),
+        moe=(moe := moe_from_config(config, ints["layers"])),
+        moe_parameters=_moe_counts(config, tie) if moe is not None else None,
     )
+
+
+def _moe_counts(config: dict, tie: Any) -> tuple[int, int] | None:
+    """(all parameters, those a token uses) of a mixture-of-experts config; None when tying is not stated."""
+    if not isinstance(tie, bool):
+        return None
+    total, active = moe_params(config, tie), moe_params(config, tie, active_only=True)
+    return (total, active) if total and active else None
 
 
 def _remote_attention(config: dict, model_type: str | None) -> tuple[str, str] | None:

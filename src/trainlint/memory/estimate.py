@@ -60,6 +60,26 @@ class Geometry:
     softmax_fp32: bool = True
     attention_dropout: bool = False
     sandwich_norms: bool = False  # four RMSNorms per block computing in fp32 (Gemma 2), not two (Llama)
+    # Mixture of experts (knowledge/moe.py; 0 experts: dense). `params` counts every expert (all resident);
+    # `intermediate` is then the dense layers' MLP width and `moe_intermediate` one expert's.
+    moe_experts: int = 0  # routed experts per sparse layer
+    moe_top_k: int = 0  # experts per token
+    moe_intermediate: int = 0
+    moe_layers: int = 0  # sparse layers; the other `layers - moe_layers` have a dense MLP
+    moe_shared: int = 0  # shared expert(s)' width in each sparse layer
+    # transformers >= 5: the experts are two 3D parameters run by grouped_mm (integrations/moe.py, 5.25.0 l.424),
+    # which PEFT reaches only through `target_parameters`; 4.x: one nn.Linear MLP per expert in a loop
+    # (4.57.1 models/olmoe/modeling_olmoe.py:583, :607), matched by target_modules like any Linear
+    fused_experts: bool = True
+    router_logits: bool = False  # output_router_logits: every sparse layer's router logits kept for the aux loss
+    # GPT-OSS on transformers 4.x runs every expert on every token outside training (4.55.0
+    # models/gpt_oss/modeling_gpt_oss.py:115-125: `hidden_states.repeat(num_experts, 1)` and a bmm over all experts)
+    moe_dense_eval: bool = False
+    peft_converts: bool = False  # PEFT maps 4.x expert/router module names onto the fused parameters (knowledge/moe.py)
+
+    @property
+    def dense_layers(self) -> int:
+        return self.layers - self.moe_layers if self.moe_experts else self.layers
 
 
 @dataclass(frozen=True)
@@ -83,6 +103,7 @@ class Plan:
     quantization: str | None = None  # "4bit" | "8bit"
     lora_r: int | None = None  # None: full fine-tuning
     lora_targets: tuple[str, ...] = ("q_proj", "v_proj")
+    lora_parameters: tuple[str, ...] = ()  # PEFT target_parameters (the fused expert weights: "experts.gate_up_proj")
     checkpointing: bool = False
     attention: str = "sdpa"  # "eager" | "sdpa" | "sdpa-math" (SDPA on the math kernel: knowledge/sdpa.py)
     loss: str = "full"  # "full" | "chunked" | "liger"
@@ -168,11 +189,83 @@ def _lora_dims(g: Geometry, target: str) -> tuple[int, int] | None:
 
 
 ALL_LINEAR = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+ATTENTION = ("q_proj", "k_proj", "v_proj", "o_proj")
+MLP = ("gate_proj", "up_proj", "down_proj")
+# Mixtral's expert Linear names in transformers 4.x (4.57.1 models/mixtral/modeling_mixtral.py MixtralBlockSparseTop2MLP:
+# w1 gate, w3 up, w2 down); 5.x fuses them into experts.gate_up_proj / experts.down_proj like the other families
+EXPERT_LINEAR = {"gate_proj": "gate_proj", "up_proj": "up_proj", "down_proj": "down_proj", "w1": "gate_proj",
+                 "w3": "up_proj", "w2": "down_proj"}
 
 
-def lora_params(g: Geometry, r: int, targets: tuple[str, ...]) -> int:
+def _mlp_dims(name: str, hidden: int, width: int) -> tuple[int, int]:
+    return (width, hidden) if name == "down_proj" else (hidden, width)
+
+
+def _lora_module_params(g: Geometry, r: int, names: tuple[str, ...]) -> int:
+    """Adapters PEFT's target_modules put on a mixture-of-experts model: attention in every layer; the dense layers'
+    MLP; the shared expert(s) of each sparse layer (nn.Linear modules named gate_proj / up_proj / down_proj); and
+    with transformers 4.x (fused_experts False) every routed expert's Linear too, r x (d_in + d_out) per expert."""
+    total = 0
+    for name in names:
+        if name in ATTENTION:
+            total += g.layers * r * sum(_lora_dims(g, name))
+        if name in MLP:
+            total += g.dense_layers * r * sum(_mlp_dims(name, g.hidden, g.intermediate))
+            if g.moe_shared:
+                total += g.moe_layers * r * sum(_mlp_dims(name, g.hidden, g.moe_shared))
+        if name in EXPERT_LINEAR and not g.fused_experts:
+            total += g.moe_layers * g.moe_experts * r * sum(_mlp_dims(EXPERT_LINEAR[name], g.hidden,
+                                                                       g.moe_intermediate))
+    return total
+
+
+V4_EXPERT_NAMES = {"gate_proj": "gate_up_proj", "up_proj": "gate_up_proj", "down_proj": "down_proj",
+                   "w1": "gate_up_proj", "w3": "gate_up_proj", "w2": "down_proj", "gate": "gate.weight"}
+
+
+def peft_targets(g: Geometry, targets: tuple[str, ...], parameters: tuple[str, ...]) -> tuple[
+        tuple[str, ...], dict[str, int]]:
+    """(the module names PEFT adapts, {fused parameter: rank multiple}) on this model. On transformers 5's fused
+    experts PEFT rewrites 4.x names for the families that had Linear experts (knowledge/moe.py PEFT_CONVERTS): gate +
+    up (w1 + w3) become gate_up_proj at twice the rank (both named: peft 0.21.2 transformers_weight_conversion.py:466-
+    476), down (w2) down_proj, the router `gate` its weight; "all-linear" is the attention plus all of these (l.362-
+    367). The names it maps leave target_modules, so a dense layer's or a shared expert's MLP keeps no adapter."""
+    names = ALL_LINEAR if targets == ("all-linear",) else targets
+    params = {name.rsplit(".", 1)[-1] if not name.endswith("gate.weight") else "gate.weight": 1 for name in parameters}
+    if not (g.moe_experts and g.fused_experts and g.peft_converts):
+        return names, params
+    mapped = set(V4_EXPERT_NAMES) if targets == ("all-linear",) else {n for n in names if n in V4_EXPERT_NAMES}
+    for name in mapped:
+        params.setdefault(V4_EXPERT_NAMES[name], 1)
+    if {"gate_proj", "up_proj"} <= mapped or {"w1", "w3"} <= mapped:
+        params["gate_up_proj"] = 2
+    modules = ATTENTION if targets == ("all-linear",) else tuple(n for n in names if n not in mapped)
+    return modules, params
+
+
+def expert_lora_params(g: Geometry, r: int, params: dict[str, int]) -> int:
+    """PEFT LoRA on the fused 3D expert weights (peft 0.21.2 tuners/lora/layer.py ParamWrapper, l.2455-2456: lora_A is
+    in x (r * num_experts), lora_B (r * num_experts) x out): r x (d_in + d_out) per expert, gate_up_proj (hidden,
+    2 x width) and down_proj (width, hidden), in every sparse layer; the router's 2D weight: r x (hidden + experts)."""
+    if not g.moe_experts or not g.fused_experts:
+        return 0
+    total = 0
+    for name, mult in params.items():
+        if name.endswith("gate_up_proj"):
+            total += mult * r * (g.hidden + 2 * g.moe_intermediate) * g.moe_experts
+        elif name.endswith("down_proj"):
+            total += mult * r * (g.moe_intermediate + g.hidden) * g.moe_experts
+        elif name.endswith("gate.weight"):
+            total += mult * r * (g.hidden + g.moe_experts)
+    return total * g.moe_layers
+
+
+def lora_params(g: Geometry, r: int, targets: tuple[str, ...], parameters: tuple[str, ...] = ()) -> int:
     """PEFT LoRA adds A (r x d_in) and B (d_out x r) per targeted module per layer: r x (d_in + d_out)."""
     names = ALL_LINEAR if targets == ("all-linear",) else targets
+    if g.moe_experts:
+        modules, params = peft_targets(g, targets, parameters)
+        return _lora_module_params(g, r, modules) + expert_lora_params(g, r, params)
     total = 0
     for name in names:
         dims = _lora_dims(g, name)
@@ -189,13 +282,17 @@ def weights_bytes(p: Plan) -> int:
     """L1 consumer 1: parameters x bytes. Under QLoRA the embeddings and lm_head stay 16-bit (R, L1)."""
     g = p.geometry
     base = g.params * p.dtype_bytes
+    # transformers 5.x keeps the fused experts as 3D nn.Parameters, and bitsandbytes replaces only nn.Linear / Conv1D
+    # modules (5.25.0 integrations/bitsandbytes.py:189 replace_with_bnb_linear) and quantizes only their weights
+    # (quantizers/quantizer_bnb_4bit.py:83-87 param_needs_quantization): the experts stay 16-bit under QLoRA
+    kept = g.moe_layers * g.moe_experts * 3 * g.hidden * g.moe_intermediate if g.fused_experts else 0
     if p.quantization == "4bit":
-        emb = embedding_params(g)
+        emb = embedding_params(g) + kept
         base = int((g.params - emb) * NF4_BYTES + emb * 2)
     elif p.quantization == "8bit":
-        emb = embedding_params(g)
+        emb = embedding_params(g) + kept
         base = int((g.params - emb) * 1 + emb * 2)
-    adapters = lora_params(g, p.lora_r, p.lora_targets) * 4 if p.lora_r else 0  # PEFT keeps adapters in fp32
+    adapters = lora_params(g, p.lora_r, p.lora_targets, p.lora_parameters) * 4 if p.lora_r else 0  # PEFT keeps adapters in fp32
     # knowledge/trl_trainers.py REFERENCE_COPY: the reference is the same model loaded again, frozen (no grads)
     reference = base if p.reference_weights and not p.lora_r else 0  # (with PEFT the reference is the base model)
     return base + adapters + reference
@@ -204,7 +301,7 @@ def weights_bytes(p: Plan) -> int:
 def trainable(p: Plan) -> tuple[int, int]:
     """(trainable parameters, bytes per trainable parameter)."""
     if p.lora_r:
-        return lora_params(p.geometry, p.lora_r, p.lora_targets), 4
+        return lora_params(p.geometry, p.lora_r, p.lora_targets, p.lora_parameters), 4
     return p.geometry.params, p.dtype_bytes
 
 
@@ -229,17 +326,22 @@ def optimizer_bytes(p: Plan) -> tuple[int, int]:
     return state + master, 0
 
 
-def activation_bytes_per_layer(p: Plan, tokens: int) -> int:
+def activation_bytes_per_layer(p: Plan, tokens: int, sparse: bool | None = None) -> int:
     """Saved-for-backward tensors of one Llama-style block, bf16 (issue #4 formula, after Korthikanti et al.):
     `s*b*h*(22 + 4*g/a) + 8*s*b*f` bytes at 2 bytes per element, scaled to the dtype. Frozen base layers
-    (LoRA) do not keep their linear inputs."""
+    (LoRA) do not keep their linear inputs. For a mixture of experts, `sparse` picks a routed layer (None: the
+    larger of a routed and a dense layer, what a recomputed layer holds): moe_layer_extra."""
     g = p.geometry
+    if sparse is None:
+        kinds = ([True] if g.moe_experts and g.moe_layers else []) + ([False] if g.dense_layers else [])
+        return max((activation_bytes_per_layer(p, tokens, k) for k in kinds), default=0)
     scale = p.act_bytes / 2
-    per_token = g.hidden * (22 + 4 * g.kv_heads / g.heads) + 8 * g.intermediate
+    mlp_width = g.moe_top_k * g.moe_intermediate + g.moe_shared if sparse else g.intermediate
+    per_token = g.hidden * (22 + 4 * g.kv_heads / g.heads) + 8 * mlp_width
     if p.lora_r:
         # the linear inputs of frozen projections are not saved (q/k/v input, o_proj input, gate/up input,
         # down_proj input: 2h + 2h + 2h + 2f bytes at 16 bit, scaled to the dtype).
-        per_token -= 6 * g.hidden + 2 * g.intermediate
+        per_token -= 6 * g.hidden + 2 * mlp_width
     lora = 0
     if p.lora_r:
         # Each adapted module keeps, whatever the model's dtype (PEFT's adapters are fp32): its dropout
@@ -248,7 +350,12 @@ def activation_bytes_per_layer(p: Plan, tokens: int) -> int:
         # activation dtype: scaling them made LoRA on all linear layers in fp32 ~34% too high (issue 14;
         # bench/estimate_measurements.json smollm2-360m, bench/live_measurements.json deep-mini).
         names = ALL_LINEAR if p.lora_targets == ("all-linear",) else p.lora_targets
+        if g.moe_experts:
+            names = peft_targets(g, p.lora_targets, p.lora_parameters)[0]
         for name in names:
+            if g.moe_experts and name not in ATTENTION:
+                lora += _moe_lora_activations(g, p.lora_r, name, sparse)
+                continue
             dims = _lora_dims(g, name)
             if dims:
                 lora += 5 * dims[0] + 4 * p.lora_r
@@ -269,7 +376,60 @@ def activation_bytes_per_layer(p: Plan, tokens: int) -> int:
         per_token -= 2 * NORM_OUTPUT_16BIT_BYTES * g.hidden
     if g.sandwich_norms:
         per_token += sandwich_norm_bytes_per_token(g, frozen_norms)
-    return int(tokens * (per_token + lora))
+    extra_token, extra_layer = moe_layer_extra(p) if sparse else (0, 0)
+    return int(tokens * (per_token + lora + extra_token)) + extra_layer
+
+
+def _moe_lora_activations(g: Geometry, r: int, name: str, sparse: bool) -> int:
+    """Per token: what LoRA on an MLP module name keeps in a mixture-of-experts layer: the dense layers' MLP; a
+    routed layer's shared expert (every token) and, with transformers 4.x's per-expert Linear modules, the expert
+    each of the token's top-k slots runs (5 bytes per input element + 4 per rank, as for any adapted Linear)."""
+    if name not in EXPERT_LINEAR:
+        return 0
+    kind = EXPERT_LINEAR[name]
+    if not sparse:
+        return 5 * _mlp_dims(kind, g.hidden, g.intermediate)[0] + 4 * r if name in MLP else 0
+    out = 0
+    if g.moe_shared and name in MLP:
+        out += 5 * _mlp_dims(kind, g.hidden, g.moe_shared)[0] + 4 * r
+    if not g.fused_experts:
+        out += g.moe_top_k * (5 * _mlp_dims(kind, g.hidden, g.moe_intermediate)[0] + 4 * r)
+    return out
+
+
+def moe_layer_extra(p: Plan) -> tuple[int, int]:
+    """(bytes per token, bytes per layer) a routed layer keeps beyond its top-k experts' MLP tensors (counted as an
+    MLP of width top_k x expert width in activation_bytes_per_layer). Read from what autograd saves in
+    transformers 5.25.0's grouped_mm path (integrations/moe.py grouped_mm_experts_forward l.424-530; the CPU and
+    the CUDA path both run torch's grouped_mm with torch >= 2.10) and the router (models/olmoe/modeling_olmoe.py
+    OlmoeTopKRouter l.327-336); the 4.x loop over experts (4.57.1 modeling_olmoe.py:607-620) saves the same
+    per routed token. No capacity padding in either: dropless routing, exactly top_k rows per token.
+    - each of the token's top_k expert outputs (hidden wide, 16-bit units) kept for the routing-weight product;
+    - the router's fp32 softmax (4 bytes x experts) and int64 indices (top-k, the sort's gather and its inverse,
+      the token gather: 4 x 8 bytes per slot);
+    - trained experts (full fine-tuning): the gathered inputs of the up projection (hidden wide per slot);
+    - PEFT target_parameters on the fused weights (peft 0.21.2 ParamWrapper._activate_lora, tuners/lora/layer.py
+      l.2575-2600: the weight is re-parametrized as W + B A for the forward): each targeted weight's merged copy,
+      the whole expert stack, is saved for backward in every routed layer, plus the inputs of both projections.
+    - output_router_logits: the router logits and the aux loss's softmax of them (load_balancing_loss_func,
+      5.25.0 modeling_olmoe.py:500; 4.57.1 concatenates all layers first, l.77-83), experts wide per token."""
+    g = p.geometry
+    scale = p.act_bytes / 2
+    k = g.moe_top_k
+    per_token = 2 * k * g.hidden * scale + 4 * g.moe_experts + 32 * k
+    per_layer = 0
+    params = peft_targets(g, p.lora_targets, p.lora_parameters)[1] if p.lora_r else {}
+    experts = {n: m for n, m in params.items() if n.endswith(("gate_up_proj", "down_proj"))}
+    if not p.lora_r:
+        per_token += 2 * k * g.hidden * scale
+    elif experts and g.fused_experts:
+        per_token += 2 * k * (g.hidden + g.moe_intermediate) * scale
+        for name in experts:
+            width = 2 * g.moe_intermediate if name.endswith("gate_up_proj") else g.moe_intermediate
+            per_layer += g.moe_experts * g.hidden * width * p.dtype_bytes
+    if g.router_logits:
+        per_token += 2 * g.moe_experts * p.act_bytes
+    return int(per_token), per_layer
 
 
 # What an RMSNorm saves for backward, per hidden element (saved_tensors_hooks count, bench/README.md 'Eager attention,
@@ -302,9 +462,13 @@ def activations_bytes(p: Plan) -> int:
     """L1 consumer 4. Without checkpointing every layer keeps its tensors; with it, each layer keeps its
     input and one layer is recomputed at a time during backward (L1 'Gradient checkpointing')."""
     g = p.geometry
-    per_layer = activation_bytes_per_layer(p, p.batch * p.seq)
+    tokens = p.batch * p.seq
+    per_layer = activation_bytes_per_layer(p, tokens)
     if p.checkpointing:
         return checkpoint_inputs_bytes(p) + per_layer
+    if g.moe_experts:
+        return (g.moe_layers * activation_bytes_per_layer(p, tokens, True) +
+                g.dense_layers * activation_bytes_per_layer(p, tokens, False))
     return g.layers * per_layer
 
 
@@ -535,7 +699,11 @@ def eval_peak(p: Plan) -> int:
     if e is None:
         return 0
     w, _, opt = shard(p, weights_bytes(p), 0, optimizer_bytes(p)[0])
-    layer = activation_bytes_per_layer(replace(p, batch=e.batch, lora_r=None), e.batch * p.seq)
+    g = p.geometry
+    evaluated = replace(p, batch=e.batch, lora_r=None)
+    if g.moe_dense_eval:  # every expert's tensors for every token (transient under no_grad, one layer at a time)
+        evaluated = replace(evaluated, geometry=replace(g, moe_top_k=g.moe_experts))
+    layer = activation_bytes_per_layer(evaluated, e.batch * p.seq)
     return w + opt + layer + eval_logits_bytes(p)
 
 

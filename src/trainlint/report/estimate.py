@@ -80,7 +80,8 @@ def describe_plan(r: Report) -> str:
     p = r.estimate.plan
     parts = []
     if p.lora_r:
-        parts.append(f"{'QLoRA' if p.quantization == '4bit' else 'LoRA'} r={p.lora_r} on {', '.join(p.lora_targets)}")
+        parts.append(f"{'QLoRA' if p.quantization == '4bit' else 'LoRA'} r={p.lora_r} on {', '.join(p.lora_targets)}"
+                     + (f" + parameters {', '.join(p.lora_parameters)}" if p.lora_parameters else ""))
     else:
         parts.append("full fine-tuning" + (f" ({p.quantization})" if p.quantization else ""))
     parts.append({2: "16-bit", 4: "fp32"}.get(p.dtype_bytes, "?") + " weights")

@@ -13,6 +13,7 @@ from trainlint.knowledge.heads import DEFAULT_NUM_LABELS, head_for
 from trainlint.knowledge.libraries import (ATTENTION_DROPOUT_BY_DEFAULT, EAGER_SOFTMAX_MODEL_DTYPE, SANDWICH_NORMS,
                                           SOFTCAPPED)
 from trainlint.knowledge.models import ModelSpec, tied_default
+from trainlint.knowledge.moe import FUSED_IN_4, PEFT_CONVERTS
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # (the estimator is imported only when a run is estimated: a one-file check stays light)
@@ -72,6 +73,13 @@ def geometry(ctx: FileContext, model: ModelLoad) -> Decided[Geometry]:
         assumptions.append(f"embedding {'tied to' if tied else 'separate from'} the LM head: the config does not set "
                            f"tie_word_embeddings, and {spec.model_type}'s config class defaults it to {tied} "
                            f"(knowledge/tied_defaults.json)")
+    moe = spec.moe
+    if moe is not None:  # the dense layers' MLP width (intermediate_size is the experts' own in Mixtral / OLMoE)
+        needed["intermediate"] = moe.dense_intermediate or moe.expert_intermediate
+    if needed["params"] is None and moe is not None and spec.moe_parameters is not None:
+        needed["params"] = spec.moe_parameters[0]
+        assumptions.append(f"parameter count computed from the mixture-of-experts geometry "
+                           f"({needed['params']:,}, every expert resident; {spec.moe_parameters[1]:,} per token)")
     if needed["params"] is None and all(v is not None for k, v in needed.items() if k != "params"):
         needed["params"] = llama_like_params(needed, bool(tied))
         assumptions.append(f"parameter count computed from the geometry as a Llama-style decoder "
@@ -84,9 +92,29 @@ def geometry(ctx: FileContext, model: ModelLoad) -> Decided[Geometry]:
                    head_width=width, head_per_token=per_token, rms_norm=spec.model_type not in LAYERNORM_TYPES,
                    softmax_fp32=spec.model_type not in EAGER_SOFTMAX_MODEL_DTYPE,
                    attention_dropout=spec.model_type in ATTENTION_DROPOUT_BY_DEFAULT,
-                   sandwich_norms=spec.model_type in SANDWICH_NORMS)
+                   sandwich_norms=spec.model_type in SANDWICH_NORMS,
+                   **_moe_fields(ctx, model, spec, assumptions))
     return Decided(geo, model.model_id.origin if model.model_id.known else None, not assumptions,
                    spec.source or "", tuple(assumptions))
+
+
+def _moe_fields(ctx: FileContext, model: ModelLoad, spec: ModelSpec, assumptions: list[str]) -> dict:
+    """The mixture-of-experts part of the estimator's Geometry: experts, top-k, widths, routed layers (knowledge/moe.py);
+    whether transformers fuses the experts (5.x, from the run's transformers version); whether the load asks for
+    the router logits (`output_router_logits=True` in the call; else the config's own value)."""
+    moe = spec.moe
+    if moe is None:
+        return {}
+    fused = ctx.versions.transformers.at_least(5) or spec.model_type in FUSED_IN_4
+    asked = model.call.kw("output_router_logits")
+    router = asked.value is True if asked.known else moe.output_router_logits
+    if asked.known and asked.value is True:
+        assumptions.append(f"output_router_logits=True: every routed layer's router logits are kept for the aux loss "
+                           f"(router_aux_loss_coef {moe.aux_loss_coef})")
+    return dict(moe_experts=moe.experts, moe_top_k=moe.top_k, moe_intermediate=moe.expert_intermediate,
+                moe_layers=moe.sparse_layers, moe_shared=moe.shared_intermediate, fused_experts=fused,
+                router_logits=router, peft_converts=spec.model_type in PEFT_CONVERTS,
+                moe_dense_eval=spec.model_type == "gpt_oss" and not ctx.versions.transformers.at_least(5))
 
 
 def head_logits(model: ModelLoad, spec, assumptions: list[str]) -> tuple[int | None, bool]:
@@ -110,6 +138,7 @@ def head_logits(model: ModelLoad, spec, assumptions: list[str]) -> tuple[int | N
 class Lora:
     rank: int
     targets: tuple[str, ...]
+    parameters: tuple[str, ...] = ()  # LoraConfig(target_parameters=...): PEFT on parameters (fused MoE experts)
 
 
 def lora(ctx: FileContext, model_type: str | None) -> Decided[Lora | None]:
@@ -128,21 +157,28 @@ def lora(ctx: FileContext, model_type: str | None) -> Decided[Lora | None]:
     if configs:
         cfg = configs[0]
         r, targets, span = cfg.kw("r"), cfg.kw("target_modules"), cfg.span
+        params = cfg.kw("target_parameters")
     else:  # `peft_config=get_peft_config(model_args)`: the LoRA settings the launch gave TRL's ModelConfig
         def value(key):
             item = given[0].get(key, UNSET)
             return item if isinstance(item, Value) else known(item)
         r, targets, span = value("r"), value("target_modules"), None
+        params = value("target_parameters")
     rank = r.value if r.known and isinstance(r.value, int) else LORA_R_DEFAULT
+    listed = [params.value] if params.known and isinstance(params.value, str) else params.value
+    parameters = tuple(listed) if params.known and isinstance(listed, list) and all(
+        isinstance(t, str) for t in listed) else ()
+    if not params.known and not params.unset:
+        notes.append("LoRA target_parameters not readable: adapters on parameters (fused experts) not counted")
     if not r.known:
         notes.append(f"LoRA rank {'not set' if r.unset else 'not readable'}: assumed r={LORA_R_DEFAULT}")
     if targets.known and targets.value == "all-linear":
-        return Decided(Lora(rank, ("all-linear",)), span, not notes, "LoraConfig", tuple(notes))
+        return Decided(Lora(rank, ("all-linear",), parameters), span, not notes, "LoraConfig", tuple(notes))
     if targets.known and isinstance(targets.value, list) and all(isinstance(t, str) for t in targets.value):
-        return Decided(Lora(rank, tuple(targets.value)), span, not notes, "LoraConfig", tuple(notes))
+        return Decided(Lora(rank, tuple(targets.value), parameters), span, not notes, "LoraConfig", tuple(notes))
     notes.append(f"LoRA target_modules {'not set' if targets.unset else 'not readable'}: assumed PEFT's default "
                  f"{list(default)}")
-    return Decided(Lora(rank, default), span, False, "LoraConfig", tuple(notes))
+    return Decided(Lora(rank, default, parameters), span, False, "LoraConfig", tuple(notes))
 
 
 @dataclass(frozen=True)

@@ -274,15 +274,26 @@ TINY_GEMMA2 = dict(GEMMA2_2B, vocab_size=32000, hidden_size=256, num_hidden_laye
                    num_attention_heads=4, num_key_value_heads=2, head_dim=64,
                    intermediate_size=512)
 
+# allenai/OLMoE-1B-7B-0924's config.json (the fields transformers' OlmoeConfig reads; a stored copy is file id
+# 71007947258 of the search corpus): 64 experts, 8 per token, expert width 1,024, every layer sparse.
+OLMOE_1B_7B = dict(
+    model_type="olmoe", vocab_size=50304, hidden_size=2048, num_hidden_layers=16, num_attention_heads=16,
+    num_key_value_heads=16, intermediate_size=1024, num_experts=64, num_experts_per_tok=8, norm_topk_prob=False,
+    tie_word_embeddings=False, max_position_embeddings=4096, rope_theta=10000.0, clip_qkv=None,
+)
+# The same layout scaled down for real-tensor runs (routing is data-dependent there: random ids, seed 0).
+TINY_OLMOE = dict(OLMOE_1B_7B, vocab_size=8192, hidden_size=256, num_hidden_layers=2, num_attention_heads=4,
+                  num_key_value_heads=4, intermediate_size=128, num_experts=8, num_experts_per_tok=2)
+
 ATTN_PROJ = ["q_proj", "k_proj", "v_proj", "o_proj"]
 ALL_LINEAR = ATTN_PROJ + ["gate_proj", "up_proj", "down_proj"]
 
 
 def C(name, model, *, seq, batch=1, dtype="bf16", attn="sdpa", gc=False, training="full",
-      lora_targets=None, r=16, optimizer="adamw", layers=None, fake=True, note=""):
+      lora_targets=None, r=16, optimizer="adamw", layers=None, fake=True, note="", lora_parameters=None):
     return dict(name=name, model=model, seq=seq, batch=batch, dtype=dtype, attn=attn, gc=gc,
                 training=training, lora_targets=lora_targets, r=r, optimizer=optimizer,
-                layers=layers, fake=fake, note=note)
+                layers=layers, fake=fake, note=note, lora_parameters=lora_parameters)
 
 
 CONFIGS = [
@@ -350,6 +361,26 @@ CONFIGS = [
     C("tiny-llama_eager_s512_b2_lora16attn_adamw_bf16_gc_real", TINY_LLAMA, seq=512, batch=2,
       attn="eager", training="lora", lora_targets=ATTN_PROJ, gc=True, fake=False,
       note="small geometry, real CPU tensors"),
+    # --- mixture-of-experts (issue 28): OLMoE-1B-7B, all 64 experts resident, 8 active per token ------------
+    C("olmoe-1b-7b_sdpa_s2048_b1_lora16attn_adamw_bf16_gc", OLMOE_1B_7B, seq=2048, training="lora",
+      lora_targets=ATTN_PROJ, gc=True),
+    C("olmoe-1b-7b_sdpa_s1024_b2_lora16attn_adamw_bf16", OLMOE_1B_7B, seq=1024, batch=2, training="lora",
+      lora_targets=ATTN_PROJ),
+    C("olmoe-1b-7b_sdpa_s1024_b1_lora16experts_adamw_bf16", OLMOE_1B_7B, seq=1024, training="lora",
+      lora_targets=ATTN_PROJ, lora_parameters=["mlp.experts.gate_up_proj", "mlp.experts.down_proj"],
+      note="LoRA on the fused expert weights (peft target_parameters)"),
+    C("olmoe-1b-7b_sdpa_s2048_b1_lora16experts_adamw_bf16_gc", OLMOE_1B_7B, seq=2048, training="lora",
+      lora_targets=ATTN_PROJ, lora_parameters=["mlp.experts.gate_up_proj", "mlp.experts.down_proj"], gc=True,
+      note="LoRA on the fused expert weights (peft target_parameters)"),
+    C("tiny-olmoe_sdpa_s512_b2_lora16attn_adamw_fp32_real", TINY_OLMOE, seq=512, batch=2, dtype="fp32",
+      training="lora", lora_targets=ATTN_PROJ, fake=False, note="small geometry, real CPU tensors"),
+    C("tiny-olmoe_sdpa_s1024_b2_lora16attn_adamw_bf16_routerlogits_real",
+      dict(TINY_OLMOE, num_experts=64, num_experts_per_tok=8, output_router_logits=True), seq=1024, batch=2,
+      training="lora", lora_targets=ATTN_PROJ, fake=False,
+      note="small geometry, real CPU tensors; output_router_logits=True (the aux loss in the loss)"),
+    C("tiny-olmoe_sdpa_s512_b2_lora16experts_adamw_bf16_real", TINY_OLMOE, seq=512, batch=2, training="lora",
+      lora_targets=ATTN_PROJ, lora_parameters=["mlp.experts.gate_up_proj", "mlp.experts.down_proj"], fake=False,
+      note="small geometry, real CPU tensors; LoRA on the fused expert weights (peft target_parameters)"),
 ]
 
 # Fake == real verification set (each run twice: real tensors, then FakeTensorMode).
@@ -397,6 +428,10 @@ def _model_record(spec, model, layers_built):
         if "head_dim" not in rec:
             rec["head_dim"] = m["hidden_size"] // m["num_attention_heads"]
         for k in ("attn_logit_softcapping", "final_logit_softcapping", "sliding_window"):
+            if m.get(k) is not None:
+                rec[k] = m[k]
+        for k in ("num_experts", "num_experts_per_tok", "moe_intermediate_size", "norm_topk_prob",
+                  "output_router_logits", "router_aux_loss_coef"):
             if m.get(k) is not None:
                 rec[k] = m[k]
         if m["model_type"] == "qwen2":
@@ -447,16 +482,20 @@ def measure(spec, fake=None):
         if spec["training"] == "lora":
             from peft import LoraConfig, get_peft_model
 
-            lcfg = LoraConfig(r=spec["r"], lora_alpha=2 * spec["r"], lora_dropout=0.05,
+            # peft 0.21.2 tuners/lora/layer.py:2366 (ParamWrapper): target_parameters need lora_dropout=0
+            dropout = 0.0 if spec.get("lora_parameters") else 0.05
+            lcfg = LoraConfig(r=spec["r"], lora_alpha=2 * spec["r"], lora_dropout=dropout,
                               target_modules=spec["lora_targets"], bias="none",
+                              target_parameters=spec.get("lora_parameters"),
                               task_type="CAUSAL_LM",
                               fan_in_fan_out=(model_type == "gpt2"))
             model = get_peft_model(model, lcfg)
             trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
             ad = {str(p.dtype).replace("torch.", "") for n, p in model.named_parameters()
                   if "lora_" in n}
-            lora_rec = {"r": spec["r"], "lora_alpha": 2 * spec["r"], "lora_dropout": 0.05,
+            lora_rec = {"r": spec["r"], "lora_alpha": 2 * spec["r"], "lora_dropout": dropout,
                         "target_modules": spec["lora_targets"], "trainable_params": trainable,
+                        "target_parameters": spec.get("lora_parameters"),
                         "num_parameters_with_adapters": sum(p.numel() for p in model.parameters()),
                         "adapter_dtype": sorted(ad)[0] if len(ad) == 1 else sorted(ad)}
         if spec["gc"]:
