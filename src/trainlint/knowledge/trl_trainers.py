@@ -266,6 +266,7 @@ def reference_dtype_source(trainer: str, trl: LibraryVersion) -> str:
 # | `per_device_train_batch_size` counts prompts; each is generated `num_generations` times | GRPO 0.14 | 0.14.0 grpo_trainer.py:417 `repeat_interleave(..., self.num_generations)`, :469 |
 # | `per_device_train_batch_size` counts completions (the global batch must divide by `num_generations`) | GRPO >= 0.15 | 0.15.2 grpo_trainer.py:343-344 |
 # | one generation covers `per_device_train_batch_size x steps_per_generation` completions per device; `steps_per_generation` defaults to `gradient_accumulation_steps`; `generation_batch_size` sets it instead | GRPO >= 0.18 | 0.18.2 grpo_config.py:517-529; 1.16.0 :1098-1112 |
+# | HF path: one `unwrapped_model.generate(...)` over the whole generation batch of the device (not chunked), under no_grad, every `steps_per_generation x num_iterations` steps | GRPO | 1.16.0 grpo_trainer.py:1538-1545 (`_prepare_inputs`), :1861-1875 |
 # | the per-token log-probabilities: one forward over the whole batch, `selective_log_softmax` on [rows x completion x vocab] logits | GRPO 0.15-0.16 | 0.15.2 grpo_trainer.py:478-487; 0.16.1 :587-599 |
 # | the same, chunked by `batch_size` (per_device_train_batch_size) rows | GRPO 0.17-1.14 | 0.17.0 grpo_trainer.py:814-833; 0.23.1 :782-844 (also `entropy_from_logits` with `compute_entropy`) |
 # | per-token log-probabilities from the fused LM head (`fused_lm_head=True`: no [rows x completion x vocab] logits) | GRPO >= 1.15 | 1.16.0 grpo_trainer.py:1419-1506 |
