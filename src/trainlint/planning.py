@@ -66,6 +66,13 @@ def plan_for(ctx: FileContext, overrides: Overrides) -> tuple[Plan, ModelLoad, l
                          f"forward")
         if trl_shape.reference is not None:
             notes.append(f"{trl_shape.trainer} builds the {trl_shape.reference} model's logits in the same step")
+    elif batch is not None and run.components.trainer is not None:
+        # a fused / chunked loss still runs chosen and rejected as one batch (knowledge/trl_trainers.py LOSS rows)
+        row = T.loss_row(run.components.trainer, run.versions.trl)
+        if row is not None and row.rows > 1 and loss.path.value != "full":
+            batch *= row.rows
+            notes.append(f"{run.components.trainer} runs chosen and rejected together: {row.rows} x the batch per "
+                         f"forward")
     if loss.reference_copy is not None:
         notes.append(f"{loss.reference_copy} keeps a frozen copy of the model as its reference (no PEFT, no "
                      f"ref_model, no precompute_ref_log_probs)")

@@ -83,7 +83,7 @@ LOSS: dict[str, tuple[LossRow, ...]] = {
         LossRow((0,), (0, 19), True, (), 2, "ref"),
         LossRow((0, 19), (0, 25), True, ("use_liger_loss",), 2, "ref"),
         LossRow((0, 25), (1, 15), True, ("use_liger_kernel", "use_liger_loss"), 2, "ref"),
-        LossRow((1, 15), None, False),
+        LossRow((1, 15), None, False, (), 2),  # (still chosen + rejected in one forward: 1.16.0 :1299, "[chosen, rejected]")
     ),
     "KTOTrainer": (
         LossRow((0,), (0, 17), True, (), 1, "ref"),
