@@ -45,7 +45,8 @@ def check(self: Rule, ctx: FileContext):
     width = ref.dtype_bytes.value or policy_bytes
     size = fmt_bytes(params * width)
     name = {2: "16-bit", 4: "fp32"}.get(width, f"{width}-byte")
-    if comps.trainer in ("GRPOTrainer", "RLOOTrainer") and ref.drop == "beta=0.0" and not ref.resident.certain:
+    if comps.trainer == "GRPOTrainer" and ref.drop == "beta=0.0" and not ref.resident.certain:
+        # (GRPO 0.16-0.18 only: its default became 0.0 in 0.19; RLOO's 0.05 is the algorithm's own default)
         yield self.diagnostic(ctx, trainer.call.span, (
             f"{comps.trainer} in TRL {trl} keeps a frozen copy of the policy as its reference model, ~{size} "
             f"({name}), because beta is not set and defaults to {ref.resident.why.split('=')[1]} in this version; "
