@@ -266,3 +266,30 @@ def test_estimate_json_has_the_generation_phase_and_the_vllm_verdict(tmp_path):
     assert "does NOT fit with vllm_gpu_memory_utilization=0.9" in text
     assert "fits only with vllm_gpu_memory_utilization <= 0." in text
     assert "other phases: generation (vLLM colocated, 32 completions x 1,536 tokens)" in text
+
+
+def test_verdict_names_the_generation_phase_when_only_it_is_over_the_card(tmp_path):
+    """256 completions of 4,608 tokens on Qwen2.5-1.5B (TL303's example): training ~36.2 GiB fits 40 GiB, HF
+    generate's round (~48.9 GiB) does not."""
+    src = '''
+from trl import GRPOConfig, GRPOTrainer
+
+args = GRPOConfig(output_dir="out", per_device_train_batch_size=16, gradient_accumulation_steps=16,
+                  num_generations=16, max_completion_length=4096, gradient_checkpointing=True)
+trainer = GRPOTrainer(model="Qwen/Qwen2.5-1.5B-Instruct", reward_funcs=[accuracy_reward], args=args,
+                      train_dataset=dataset)
+'''
+    (tmp_path / "requirements.txt").write_text("transformers==4.57.6\ntrl==1.16.0\n")
+    (tmp_path / "train.py").write_text(src)
+    out = CliRunner().invoke(main, ["estimate", str(tmp_path / "train.py"), "--gpu", "40GB"]).output
+    assert "verdict: 40 GiB: fits for training; generation needs 9.5 GiB more" in out
+    assert "kv cache of generate 31.5 GiB" in out
+
+
+@pytest.mark.parametrize("kwargs,width", [("", 4), (', ref_model_init_kwargs={"torch_dtype": "bfloat16"}', 2)])
+def test_dpo_reference_by_name_follows_ref_model_init_kwargs_before_0_29(tmp_path, kwargs, width):
+    """0.19.1 dpo_trainer.py:297-303, :504-530: a ref_model id is loaded with ref_model_init_kwargs; without a
+    torch_dtype transformers 4's from_pretrained loads fp32."""
+    src = dpo(kwargs, f', ref_model="{QWEN}"')
+    r = ref(run_of(tmp_path, src, "0.19.1"))
+    assert r.how == "loaded" and r.dtype_bytes.value == width

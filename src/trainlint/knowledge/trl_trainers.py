@@ -198,6 +198,7 @@ FRAMEWORK_FULL_LOGITS = {
 # | DPOTrainer | 0.29-1.4 | none with a PeftModel; else `create_model_from_path(model id, **model_init_kwargs)`, loaded even with `precompute_ref_log_probs=True`; its dtype is model_init_kwargs' `dtype`, else float32 (`create_model_from_path`'s default) | - | 0.29.1 dpo_trainer.py:701-713, trainer/utils.py:1053; 1.0.0 dpo_trainer.py:749 |
 # | DPOTrainer | 1.5-1.15 | as 0.29, but `precompute_ref_log_probs=True` drops it again | - | 1.5.1 dpo_trainer.py:758; 1.13.0 :920-934, utils.py:1175 |
 # | DPOTrainer | >= 1.16 | as 1.5, not under FSDP; the dtype defaults to the policy's (`setdefault("dtype", self.model.dtype)`) | - | 1.16.0 dpo_trainer.py:909-927 |
+# | DPOTrainer | <= 0.28 | a `ref_model` given by name: `_create_model_from_path(ref_model, is_ref=True)` with `ref_model_init_kwargs` (its `torch_dtype`, else from_pretrained's default) | - | 0.19.1 dpo_trainer.py:297-303, :504-530 |
 # | DPOTrainer | all | `force_use_ref_model=True` keeps a passed `ref_model` next to a PEFT policy (without it, passing both raises) | - | 0.8.6 dpo_trainer.py:219; 0.19.1 :548 |
 # | KTOTrainer | all read | like DPO <= 0.28 (copy unless PEFT or precompute) | - | 0.19.1 kto_trainer.py:472-476; 1.13.0 :927-942 |
 # | ORPOTrainer, CPOTrainer | all | none (reference-free losses) | - | 0.8.6 orpo_trainer.py, cpo_trainer.py (no ref_model) |

@@ -99,10 +99,12 @@ def _reference(ctx: FileContext, trainer: TrainerCall, policy_bytes: int) -> Com
     peft = _policy_is_peft(ctx, trainer)
     if not (ref.unset or ref.is_(None)):
         # the script's own reference (DPO with PEFT needs force_use_ref_model=True to keep it: 0.19.1 :548)
-        dtype = byte_widths(ctx, load).value[0] if load is not None else None
+        dtype = Decided(byte_widths(ctx, load).value[0], None, True) if load is not None else Decided(None, None, False)
+        if load is None and ref.known and isinstance(ref.value, str) and name == "DPOTrainer" \
+                and not T.at(trl, (0, 29)):
+            dtype = _ref_init_kwargs_dtype(ctx, trainer)
         return Component("reference", "loaded", Decided(True, trainer.call.span, True, f"{key}= passed"),
-                         Decided(dtype, None, load is not None), same_model=load is None, load=load,
-                         span=trainer.call.span)
+                         dtype, same_model=load is None, load=load, span=trainer.call.span)
     if peft.value:
         return Component("reference", "adapter disabled", Decided(False, peft.span, peft.certain,
                          "the PEFT policy with its adapters disabled is the reference"), Decided(None))
@@ -135,6 +137,23 @@ def _reference(ctx: FileContext, trainer: TrainerCall, policy_bytes: int) -> Com
                          else None, span=trainer.call.span)
     # PPO, Online DPO: a copy unless PEFT
     return Component("reference", "copy", Decided(True, None, True, "no ref_model, no PEFT"), Decided(policy_bytes))
+
+
+def _ref_init_kwargs_dtype(ctx: FileContext, trainer: TrainerCall) -> Decided[int]:
+    """DPO <= 0.28 loads a `ref_model` given by name with `ref_model_init_kwargs` (0.19.1 dpo_trainer.py:297-303,
+    `_create_model_from_path` :504-530: `torch_dtype` passed through, None leaves transformers' from_pretrained
+    default: fp32 before transformers 5, the checkpoint's dtype ("auto") from 5.0)."""
+    kw = _args_value(ctx, trainer, "ref_model_init_kwargs")
+    if kw.known and isinstance(kw.value, dict) and (kw.value.get("torch_dtype") or kw.value.get("dtype")):
+        d = str(kw.value.get("torch_dtype") or kw.value.get("dtype")).split(".")[-1].strip("'\"")
+        width = {"bfloat16": 2, "float16": 2, "float32": 4}.get(d)
+        if width is not None:
+            return Decided(width, kw.origin, True, f"ref_model_init_kwargs dtype {d}")
+    if ctx.versions.transformers.at_least(5):
+        return Decided(None, None, False, "from_pretrained's dtype='auto' (transformers 5)",
+                       ("the reference model in its checkpoint's dtype (transformers 5's from_pretrained default)",))
+    return Decided(4, None, kw.known or kw.unset, "ref_model_init_kwargs without torch_dtype: from_pretrained loads "
+                   "fp32 (transformers 4)")
 
 
 def _init_kwargs_dtype(ctx: FileContext, trainer: TrainerCall, policy_bytes: int) -> Decided[int]:
@@ -237,7 +256,7 @@ def generation_phase(ctx: FileContext) -> Decided[Generation | None]:
     if not sure_p:
         notes.append(f"prompts of {prompt} tokens assumed (max_prompt_length)")
     if name == "OnlineDPOTrainer":
-        rows = batch * 2  # two completions per prompt (online_dpo_trainer.py `num_generations`-free: 2 samples)
+        rows = batch * 2  # two completions per prompt: 0.19.1 online_dpo_trainer.py:479-480 `repeat(2, 1)`, :259 `n=2`
     elif T.counts_completions(name, trl):
         rows = batch
     else:
