@@ -293,3 +293,11 @@ def test_dpo_reference_by_name_follows_ref_model_init_kwargs_before_0_29(tmp_pat
     src = dpo(kwargs, f', ref_model="{QWEN}"')
     r = ref(run_of(tmp_path, src, "0.19.1"))
     assert r.how == "loaded" and r.dtype_bytes.value == width
+
+
+@pytest.mark.parametrize("trl,width", [("1.0.0", 2), ("1.13.0", 4), ("1.16.0", 2)])
+def test_kto_reference_dtype_from_model_init_kwargs_in_1_5_to_1_15(tmp_path, trl, width):
+    """1.0.0 experimental/kto deep-copies the policy (:449); 1.5.1-1.13.0 create_model_from_path (fp32 default);
+    1.16.0 :935 the policy's dtype."""
+    src = dpo().replace("DPO", "KTO")
+    assert ref(run_of(tmp_path, src, trl)).dtype_bytes.value == width

@@ -200,7 +200,8 @@ FRAMEWORK_FULL_LOGITS = {
 # | DPOTrainer | >= 1.16 | as 1.5, not under FSDP; the dtype defaults to the policy's (`setdefault("dtype", self.model.dtype)`) | - | 1.16.0 dpo_trainer.py:909-927 |
 # | DPOTrainer | <= 0.28 | a `ref_model` given by name: `_create_model_from_path(ref_model, is_ref=True)` with `ref_model_init_kwargs` (its `torch_dtype`, else from_pretrained's default) | - | 0.19.1 dpo_trainer.py:297-303, :504-530 |
 # | DPOTrainer | all | `force_use_ref_model=True` keeps a passed `ref_model` next to a PEFT policy (without it, passing both raises) | - | 0.8.6 dpo_trainer.py:219; 0.19.1 :548 |
-# | KTOTrainer | all read | like DPO <= 0.28 (copy unless PEFT or precompute) | - | 0.19.1 kto_trainer.py:472-476; 1.13.0 :927-942 |
+# | KTOTrainer | all read | none with PEFT or `precompute_ref_log_probs=True` (every version); else a deep copy <= 1.0 | - | 0.19.1 kto_trainer.py:472-476; 1.0.0 experimental/kto/kto_trainer.py:445-449 |
+# | KTOTrainer | 1.5-1.15 | `create_model_from_path(model id, **model_init_kwargs)`: float32 unless they set dtype; >= 1.16 the policy's dtype | - | 1.5.1 experimental/kto/kto_trainer.py:400-411; 1.13.0 trainer/kto_trainer.py:928-942; 1.16.0 :935 |
 # | ORPOTrainer, CPOTrainer | all | none (reference-free losses) | - | 0.8.6 orpo_trainer.py, cpo_trainer.py (no ref_model) |
 # | GRPOTrainer | 0.14-0.15 | a copy (`create_reference_model`) unless PEFT, whatever `beta` | reward functions that are models (`AutoModelForSequenceClassification`) | 0.14.0 grpo_trainer.py:205-209; 0.15.2 :252-258 |
 # | GRPOTrainer | >= 0.16 | none when `beta == 0.0`; none with PEFT; else a copy / `create_model_from_path(model_init_kwargs)` | same | 0.16.1 grpo_trainer.py:316-327; 1.16.0 :984-990 |
@@ -257,6 +258,8 @@ def reference_dtype_source(trainer: str, trl: LibraryVersion) -> str:
     "dtype", self.model.dtype)` >= 1.16) or "model_init_kwargs" (0.29-1.15: create_model_from_path, float32 unless
     model_init_kwargs say otherwise; utils.py 0.29.1:1053, 1.13.0:1175)."""
     if trainer == "DPOTrainer" and _at(trl, (0, 29), (1, 16)):
+        return "model_init_kwargs"
+    if trainer == "KTOTrainer" and _at(trl, (1, 5), (1, 16)):  # 1.0.0 experimental/kto :449 still deep-copies
         return "model_init_kwargs"
     return "policy"
 

@@ -61,7 +61,7 @@ def check(self: Rule, ctx: FileContext):
         return
     if width > policy_bytes:
         yield self.diagnostic(ctx, trainer.call.span, (
-            f"DPOTrainer in TRL {trl} loads its reference model with model_init_kwargs, in fp32 unless they set "
+            f"{comps.trainer} in TRL {trl} loads its reference model with model_init_kwargs, in fp32 unless they set "
             f"dtype, while the policy is {policy_bytes * 8}-bit: ~{size} resident, ~{fmt_bytes(params * (width - policy_bytes))} "
             f"more than a reference in the policy's dtype; set model_init_kwargs={{\"dtype\": \"bfloat16\"}} in "
-            f"DPOConfig (TRL >= 1.16 follows the policy's dtype)"))
+            f"{comps.trainer.replace('Trainer', 'Config')} (TRL >= 1.16 follows the policy's dtype)"))
