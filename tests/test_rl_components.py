@@ -301,3 +301,10 @@ def test_kto_reference_dtype_from_model_init_kwargs_in_1_5_to_1_15(tmp_path, trl
     1.16.0 :935 the policy's dtype."""
     src = dpo().replace("DPO", "KTO")
     assert ref(run_of(tmp_path, src, trl)).dtype_bytes.value == width
+
+
+def test_grpo_sync_ref_model_keeps_the_reference(tmp_path):
+    """sync_ref_model=True needs the reference copy (0.15.2 grpo_trainer.py:448); from 0.29 TRL rejects it with beta=0.0
+    or PEFT (:779-792), so a resident reference is all a run that starts can have."""
+    r = ref(run_of(tmp_path, grpo(", beta=0.04, sync_ref_model=True"), "0.29.1"))
+    assert r.resident.value is True and r.resident.why == "beta=0.04 and sync_ref_model=True"

@@ -273,6 +273,7 @@ def reference_dtype_source(trainer: str, trl: LibraryVersion) -> str:
 # | HF path: one `unwrapped_model.generate(...)` over the whole generation batch of the device (not chunked), under no_grad, every `steps_per_generation x num_iterations` steps | GRPO | 1.16.0 grpo_trainer.py:1538-1545 (`_prepare_inputs`), :1861-1875 |
 # | the per-token log-probabilities: one forward over the whole batch, `selective_log_softmax` on [rows x completion x vocab] logits | GRPO 0.15-0.16 | 0.15.2 grpo_trainer.py:478-487; 0.16.1 :587-599 |
 # | the same, chunked by `batch_size` (per_device_train_batch_size) rows | GRPO 0.17-1.14 | 0.17.0 grpo_trainer.py:814-833; 0.23.1 :782-844 (also `entropy_from_logits` with `compute_entropy`) |
+# | entropy (`compute_entropy=True` in the training step): `entropy_from_logits` under no_grad, in chunks of 128 flattened rows: [128 x vocab] temporaries, not counted | GRPO 0.2x-1.14 | 0.23.1 grpo_trainer.py:838-840, trainer/utils.py:1480 |
 # | per-token log-probabilities from the fused LM head (`fused_lm_head=True`: no [rows x completion x vocab] logits) | GRPO >= 1.15 | 1.16.0 grpo_trainer.py:1419-1506 |
 # | `num_generations` 8; `max_completion_length` 256 (512 from 1.16); `max_prompt_length` 512 (gone in 1.0) | | 0.14.0 grpo_config.py:103-117; 1.0.0 :385-399; 1.16.0 :481-495 |
 # | vLLM: `vllm_device` (another GPU, default "auto") | 0.14-0.16 | 0.14.0 grpo_config.py:130 |
