@@ -308,3 +308,11 @@ def test_grpo_sync_ref_model_keeps_the_reference(tmp_path):
     or PEFT (:779-792), so a resident reference is all a run that starts can have."""
     r = ref(run_of(tmp_path, grpo(", beta=0.04, sync_ref_model=True"), "0.29.1"))
     assert r.resident.value is True and r.resident.why == "beta=0.04 and sync_ref_model=True"
+
+
+@pytest.mark.parametrize("trl,path", [("0.18.2", "full"), ("0.26.2", "liger")])
+def test_use_liger_kernel_fuses_grpo_loss_only_from_0_25(tmp_path, trl, path):
+    """GRPO 0.17-0.24's fused loss is use_liger_loss (0.17.0 grpo_trainer.py:543); use_liger_kernel only patches the
+    layers and `_get_per_token_logps` reads `outputs.logits`; from 0.25 use_liger_kernel is the flag (open-r1's
+    recipes on TRL 0.18: realrepos-dev openr1_grpo_use_liger_kernel_not_loss)."""
+    assert run_of(tmp_path, grpo(", use_liger_kernel=True"), trl).loss.path.value == path

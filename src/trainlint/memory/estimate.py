@@ -139,10 +139,10 @@ ROWS = {
     "recomputed_attention": "Recomputed layer's attention backward (transient)",
     "embedding_sum": "Tied embedding's gradient partials and sum (transient)",
     "step": "Optimizer step temporary (foreach)",
-    "models": "Other resident models (reference, reward, value, teacher)",
+    "models": "Reference / reward / value / teacher models",
     "kv_cache": "KV cache of generate (transient)",
-    "generate_step": "One decoding step: a layer and the sampled logits (transient)",
-    "logps": "Per-token log-probabilities forward, no grad (transient)",
+    "generate_step": "Decoding step (transient)",
+    "logps": "Log-probabilities forward, no grad (transient)",
 }
 
 
