@@ -109,7 +109,8 @@ def test_grpo_fused_logps_from_1_15_and_completion_default_per_version(tmp_path)
         "{trainer_extra}", "").replace("{model}", QWEN)
     old, new = run_of(tmp_path, src, "1.14.0").generation.value, run_of(tmp_path, src, "1.16.0").generation.value
     assert (old.fused_logps, new.fused_logps) == (False, True)
-    assert (old.completion, new.completion) == (256, 512)  # grpo_config.py 1.0.0:399, 1.16.0:495
+    before = run_of(tmp_path, src, "1.8.0").generation.value
+    assert (before.completion, old.completion) == (256, 512)  # grpo_config.py 1.8.0:486, 1.10.0:492
 
 
 @pytest.mark.parametrize("trl,mode,share", [("0.17.0", "server", 0.9), ("0.18.2", "server", 0.3),

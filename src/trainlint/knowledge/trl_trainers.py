@@ -275,7 +275,7 @@ def reference_dtype_source(trainer: str, trl: LibraryVersion) -> str:
 # | the same, chunked by `batch_size` (per_device_train_batch_size) rows | GRPO 0.17-1.14 | 0.17.0 grpo_trainer.py:814-833; 0.23.1 :782-844 (also `entropy_from_logits` with `compute_entropy`) |
 # | entropy (`compute_entropy=True` in the training step): `entropy_from_logits` under no_grad, in chunks of 128 flattened rows: [128 x vocab] temporaries, not counted | GRPO 0.2x-1.14 | 0.23.1 grpo_trainer.py:838-840, trainer/utils.py:1480 |
 # | per-token log-probabilities from the fused LM head (`fused_lm_head=True`: no [rows x completion x vocab] logits) | GRPO >= 1.15 | 1.16.0 grpo_trainer.py:1419-1506 |
-# | `num_generations` 8; `max_completion_length` 256 (512 from 1.16); `max_prompt_length` 512 (gone in 1.0) | | 0.14.0 grpo_config.py:103-117; 1.0.0 :385-399; 1.16.0 :481-495 |
+# | `num_generations` 8; `max_completion_length` 256 (512 from 1.10); `max_prompt_length` 512 (gone in 1.0) | | 0.14.0 grpo_config.py:103-117; 1.0.0 :385-399; 1.8.0 :486; 1.10.0 :492; 1.16.0 :481-495 |
 # | vLLM: `vllm_device` (another GPU, default "auto") | 0.14-0.16 | 0.14.0 grpo_config.py:130 |
 # | vLLM: `vllm_mode` "server" (other GPUs) or "colocate" (the training GPU); default "server" | 0.18-0.29 | 0.18.2 grpo_config.py:332-333; 0.29.1 :474 |
 # | vLLM: `vllm_mode` default "colocate" | >= 1.0 | 1.0.0 grpo_config.py:502-503; 1.16.0 :594-595 |
@@ -301,7 +301,7 @@ def logps_chunked(trainer: str, trl: LibraryVersion) -> bool:
 
 
 def max_completion_default(trl: LibraryVersion) -> int:
-    return 512 if _at(trl, (1, 16)) else 256
+    return 512 if _at(trl, (1, 10)) else 256  # 1.8.0 grpo_config.py:486 256; 1.10.0 :492 512
 
 
 def vllm_mode_default(trl: LibraryVersion) -> str | None:
