@@ -10,8 +10,9 @@ from dataclasses import dataclass
 from trainlint.config import for_path
 from trainlint.context import FileContext
 from trainlint.facts import ModelLoad
-from trainlint.memory.estimate import Plan
+from trainlint.memory.estimate import GenerationPhase, Plan
 from trainlint.run import PlanError, resolve
+from trainlint.knowledge import trl_trainers as T
 from trainlint.run.model import training_model
 
 __all__ = ["Overrides", "PlanError", "plan_for", "training_model"]
@@ -65,9 +66,30 @@ def plan_for(ctx: FileContext, overrides: Overrides) -> tuple[Plan, ModelLoad, l
                          f"forward")
         if trl_shape.reference is not None:
             notes.append(f"{trl_shape.trainer} builds the {trl_shape.reference} model's logits in the same step")
+    elif batch is not None and run.components.trainer is not None:
+        # a fused / chunked loss still runs chosen and rejected as one batch (knowledge/trl_trainers.py LOSS rows)
+        row = T.loss_row(run.components.trainer, run.versions.trl)
+        if row is not None and row.rows > 1 and loss.path.value != "full":
+            batch *= row.rows
+            notes.append(f"{run.components.trainer} runs chosen and rejected together: {row.rows} x the batch per "
+                         f"forward")
     if loss.reference_copy is not None:
         notes.append(f"{loss.reference_copy} keeps a frozen copy of the model as its reference (no PEFT, no "
                      f"ref_model, no precompute_ref_log_probs)")
+    models, reference_weights = _components(run, geo.value, w, loss.reference_copy is not None, notes)
+    gen = run.generation
+    notes += gen.notes
+    generation = None
+    logits_seq = None
+    if gen.value is not None:
+        g = gen.value
+        generation = GenerationPhase(g.rows, g.prompt, g.completion, g.logps_rows, g.fused_logps, g.vllm)
+        if not overrides.seq and (seq is None or not shape.seq_len.certain):
+            seq = g.prompt + g.completion  # the training forward runs on prompt + completion
+            unknown = [u for u in unknown if u != "sequence length"]
+        logits_seq = min(g.completion, seq)  # logits_to_keep: only the completion's logits
+        if g.rows != (batch or g.rows) and not T.counts_completions(g.trainer, run.versions.trl) and batch:
+            batch = batch * (g.rows // batch) if g.rows % batch == 0 else batch
     sharding = run.sharding
     notes += sharding.notes
     world = overrides.world_size
@@ -104,7 +126,11 @@ def plan_for(ctx: FileContext, overrides: Overrides) -> tuple[Plan, ModelLoad, l
         attention=attention.value,
         loss=loss.path.value,
         reference_logits=trl_shape is not None and trl_shape.reference is not None,
-        reference_weights=loss.reference_copy is not None,
+        reference_weights=reference_weights,
+        models=models,
+        logits_seq=logits_seq,
+        generation=generation,
+        vllm_share=gen.value.vllm_share if gen.value is not None and gen.value.vllm == "colocate" else 0.0,
         optimizer=optim.value,
         world_size=world,
         sharding=sharding.value,
@@ -113,6 +139,33 @@ def plan_for(ctx: FileContext, overrides: Overrides) -> tuple[Plan, ModelLoad, l
         assumptions=tuple(notes),
     )
     return plan, model, notes, unknown
+
+
+def _components(run, geometry, policy_bytes: int, copy: bool, notes: list[str]):
+    """(Plan.models, Plan.reference_weights) from the Run's components: the DPO / KTO copy in the policy's dtype stays
+    the weights' reference_weights (as before); every other resident model is a row of its own, in its dtype."""
+    comps = run.components
+    models: list[tuple[str, int]] = []
+    reference_weights = False
+    for c in comps.items:
+        if c.role == "policy":
+            continue
+        notes += [n for n in c.resident.notes if n not in notes]
+        if not c.resident.value:
+            continue
+        width = c.dtype_bytes.value or policy_bytes
+        if c.role == "reference" and c.how == "copy" and copy and width == policy_bytes:
+            reference_weights = True
+            continue
+        if c.same_model or c.load is None:
+            params = geometry.params
+        else:
+            other = run.model(c.load).geometry
+            params = other.value.params if other.value is not None else geometry.params
+        models.append((c.role, params * width))
+        notes.append(f"{comps.trainer} keeps its {c.role} model resident ({c.how}, "
+                     f"{ {2: '16-bit', 4: 'fp32', 1: '8-bit'}.get(width, f'{width} bytes') }; {c.resident.why})")
+    return tuple(models), reference_weights
 
 
 def _fsdp2_upcast(ctx: FileContext, model, w: int, lora: bool, notes: list[str]) -> int:

@@ -83,7 +83,7 @@ LOSS: dict[str, tuple[LossRow, ...]] = {
         LossRow((0,), (0, 19), True, (), 2, "ref"),
         LossRow((0, 19), (0, 25), True, ("use_liger_loss",), 2, "ref"),
         LossRow((0, 25), (1, 15), True, ("use_liger_kernel", "use_liger_loss"), 2, "ref"),
-        LossRow((1, 15), None, False),
+        LossRow((1, 15), None, False, (), 2),  # (still chosen + rejected in one forward: 1.16.0 :1299, "[chosen, rejected]")
     ),
     "KTOTrainer": (
         LossRow((0,), (0, 17), True, (), 1, "ref"),
@@ -185,3 +185,131 @@ FRAMEWORK_FULL_LOGITS = {
         "LLaMA-Factory 0.9.2 src/llamafactory/train/kto/trainer.py:168 `model(**model_inputs).logits.to(torch.float32)`"),
 }
 
+
+
+# --- Components: which models are resident, per trainer, version and setting ------------------------------------
+# Read from the wheels in /tmp/whl-rl (trl 0.8.6, 0.11.4, 0.14.0, 0.15.2, 0.16.1, 0.17.0, 0.18.2, 0.19.1, 0.20.0,
+# 0.23.1, 0.26.2, 0.29.1, 1.0.0, 1.5.1, 1.8.0, 1.10.0, 1.13.0 and the installed 1.16.0). A boundary between two read
+# versions is placed at the first read version that shows the change (as above).
+#
+# | trainer | versions | reference model | other models | source |
+# |---|---|---|---|---|
+# | DPOTrainer | <= 0.28 | `ref_model` passed: resident; else none with a PeftModel (adapter disabled) or `precompute_ref_log_probs=True`; else `create_reference_model(model)`: a deep copy, the policy's dtype | - | 0.8.6 dpo_trainer.py:289-295; 0.19.1 :321-327 |
+# | DPOTrainer | 0.29-1.4 | none with a PeftModel; else `create_model_from_path(model id, **model_init_kwargs)`, loaded even with `precompute_ref_log_probs=True`; its dtype is model_init_kwargs' `dtype`, else float32 (`create_model_from_path`'s default) | - | 0.29.1 dpo_trainer.py:701-713, trainer/utils.py:1053; 1.0.0 dpo_trainer.py:749 |
+# | DPOTrainer | 1.5-1.15 | as 0.29, but `precompute_ref_log_probs=True` drops it again | - | 1.5.1 dpo_trainer.py:758; 1.13.0 :920-934, utils.py:1175 |
+# | DPOTrainer | >= 1.16 | as 1.5, not under FSDP; the dtype defaults to the policy's (`setdefault("dtype", self.model.dtype)`) | - | 1.16.0 dpo_trainer.py:909-927 |
+# | DPOTrainer | <= 0.28 | a `ref_model` given by name: `_create_model_from_path(ref_model, is_ref=True)` with `ref_model_init_kwargs` (its `torch_dtype`, else from_pretrained's default) | - | 0.19.1 dpo_trainer.py:297-303, :504-530 |
+# | DPOTrainer | all | `force_use_ref_model=True` keeps a passed `ref_model` next to a PEFT policy (without it, passing both raises) | - | 0.8.6 dpo_trainer.py:219; 0.19.1 :548 |
+# | KTOTrainer | all read | none with PEFT or `precompute_ref_log_probs=True` (every version); else a deep copy <= 1.0 | - | 0.19.1 kto_trainer.py:472-476; 1.0.0 experimental/kto/kto_trainer.py:445-449 |
+# | KTOTrainer | 1.5-1.15 | `create_model_from_path(model id, **model_init_kwargs)`: float32 unless they set dtype; >= 1.16 the policy's dtype | - | 1.5.1 experimental/kto/kto_trainer.py:400-411; 1.13.0 trainer/kto_trainer.py:928-942; 1.16.0 :935 |
+# | ORPOTrainer, CPOTrainer | all | none (reference-free losses) | - | 0.8.6 orpo_trainer.py, cpo_trainer.py (no ref_model) |
+# | GRPOTrainer | 0.14-0.15 | a copy (`create_reference_model`) unless PEFT, whatever `beta` | reward functions that are models (`AutoModelForSequenceClassification`) | 0.14.0 grpo_trainer.py:205-209; 0.15.2 :252-258 |
+# | GRPOTrainer | >= 0.16 | none when `beta == 0.0`; none with PEFT; else a copy / `create_model_from_path(model_init_kwargs)` | same | 0.16.1 grpo_trainer.py:316-327; 1.16.0 :984-990 |
+# | GRPOTrainer | beta default | 0.04 in 0.14-0.18; 0.0 from 0.19 | | 0.18.2 grpo_config.py:391; 0.19.1 :413 |
+# | GRPOTrainer | `sync_ref_model` | keeps the reference resident (and rejected with beta=0.0 or PEFT from 0.29) | | 0.15.2 grpo_trainer.py:448; 0.29.1 :779-792 |
+# | RLOOTrainer | <= 0.21 | `ref_policy` passed by the caller: resident | `reward_model` | 0.19.1 rloo_trainer.py:112, :229-234 |
+# | RLOOTrainer | >= 0.22 (GRPO-shaped) | none when `beta == 0.0` (default 0.05), none with PEFT, else a copy | reward functions | 0.23.1 rloo_trainer.py:467-473, rloo_config.py:423; 1.16.0 :670-676 |
+# | PPOTrainer | all | `ref_model` or a copy (`create_reference_model`), none with PEFT | `reward_model`, `value_model` (both full models) | 0.19.1 ppo_trainer.py:175-184 |
+# | OnlineDPOTrainer | all read | a copy unless PEFT | `reward_model` (or `reward_funcs` 0.26+), or a `judge` (no model on the GPU) | 0.19.1 online_dpo_trainer.py:163-221; 0.26.2 :203-341 |
+# | GKDTrainer, DistillationTrainer | all | - | `teacher_model`, resident for the whole run | 0.11.4 gkd_trainer.py; 1.16.0 trainer/distillation_trainer.py |
+# | RewardTrainer, PRMTrainer | all | - | (the policy is a sequence classifier: no vocabulary logits) | 0.19.1 reward_trainer.py |
+GRPO_BETA_DEFAULT = ((0, 14), 0.04, (0, 19), 0.0)  # (since, default, since, default)
+RLOO_BETA_DEFAULT = 0.05  # rloo_config.py `beta` 0.23.1:423, 1.16.0:503 (the GRPO-shaped RLOO, >= 0.22)
+
+# Trainers (and the first version) where beta == 0.0 drops the reference model
+BETA_ZERO_DROPS_REF = {"GRPOTrainer": (0, 16), "RLOOTrainer": (0, 22)}
+# Trainers whose policy is copied as the reference when no ref_model is given and the model is not a PeftModel
+COPIES_POLICY = frozenset({"DPOTrainer", "KTOTrainer", "GRPOTrainer", "RLOOTrainer", "PPOTrainer",
+                           "OnlineDPOTrainer"})
+NO_REFERENCE = frozenset({"ORPOTrainer", "CPOTrainer", "SFTTrainer", "RewardTrainer", "PRMTrainer", "GKDTrainer",
+                          "DistillationTrainer"})
+# Keywords of the trainer's call that hold another model: (keyword, role)
+MODEL_KEYWORDS = (("ref_model", "reference"), ("ref_policy", "reference"), ("reward_model", "reward"),
+                  ("value_model", "value"), ("teacher_model", "teacher"), ("reward_funcs", "reward"))
+
+
+def _at(trl: LibraryVersion, since: V, until: V | None = None) -> bool:
+    return _cmp(trl.tuple, since) >= 0 and (until is None or _cmp(trl.tuple, until) < 0)
+
+
+at = _at  # (public name for the Run)
+
+
+def grpo_beta_default(trl: LibraryVersion) -> float:
+    """GRPOConfig.beta's default: 0.04 before 0.19, 0.0 from 0.19 (grpo_config.py 0.18.2:391, 0.19.1:413)."""
+    return 0.04 if _cmp(trl.tuple, (0, 19)) < 0 else 0.0
+
+
+def beta_zero_drops_reference(trainer: str, trl: LibraryVersion) -> bool:
+    since = BETA_ZERO_DROPS_REF.get(trainer)
+    return since is not None and _at(trl, since)
+
+
+def precompute_drops_reference(trainer: str, trl: LibraryVersion) -> bool:
+    """`precompute_ref_log_probs=True` leaves no reference model resident: DPO <= 0.28 and >= 1.5 (0.29-1.4 load it
+    anyway: 0.29.1 dpo_trainer.py:701-713, 1.0.0 :749); KTO in every version read."""
+    if trainer == "DPOTrainer":
+        return not _at(trl, (0, 29), (1, 5))
+    return trainer == "KTOTrainer"
+
+
+def reference_dtype_source(trainer: str, trl: LibraryVersion) -> str:
+    """Where a DPO reference built by the trainer takes its dtype: "policy" (a deep copy <= 0.28; `setdefault(
+    "dtype", self.model.dtype)` >= 1.16) or "model_init_kwargs" (0.29-1.15: create_model_from_path, float32 unless
+    model_init_kwargs say otherwise; utils.py 0.29.1:1053, 1.13.0:1175)."""
+    if trainer == "DPOTrainer" and _at(trl, (0, 29), (1, 16)):
+        return "model_init_kwargs"
+    if trainer == "KTOTrainer" and _at(trl, (1, 5), (1, 16)):  # 1.0.0 experimental/kto :449 still deep-copies
+        return "model_init_kwargs"
+    return "policy"
+
+
+# --- Generation (GRPO, RLOO >= 0.22, Online DPO) ------------------------------------------------------------------
+# | fact | versions | source |
+# |---|---|---|
+# | `per_device_train_batch_size` counts prompts; each is generated `num_generations` times | GRPO 0.14 | 0.14.0 grpo_trainer.py:417 `repeat_interleave(..., self.num_generations)`, :469 |
+# | `per_device_train_batch_size` counts completions (the global batch must divide by `num_generations`) | GRPO >= 0.15 | 0.15.2 grpo_trainer.py:343-344 |
+# | one generation covers `per_device_train_batch_size x steps_per_generation` completions per device; `steps_per_generation` defaults to `gradient_accumulation_steps`; `generation_batch_size` sets it instead | GRPO >= 0.18 | 0.18.2 grpo_config.py:517-529; 1.16.0 :1098-1112 |
+# | HF path: one `unwrapped_model.generate(...)` over the whole generation batch of the device (not chunked), under no_grad, every `steps_per_generation x num_iterations` steps | GRPO | 1.16.0 grpo_trainer.py:1538-1545 (`_prepare_inputs`), :1861-1875 |
+# | the per-token log-probabilities: one forward over the whole batch, `selective_log_softmax` on [rows x completion x vocab] logits | GRPO 0.15-0.16 | 0.15.2 grpo_trainer.py:478-487; 0.16.1 :587-599 |
+# | the same, chunked by `batch_size` (per_device_train_batch_size) rows | GRPO 0.17-1.14 | 0.17.0 grpo_trainer.py:814-833; 0.23.1 :782-844 (also `entropy_from_logits` with `compute_entropy`) |
+# | entropy (`compute_entropy=True` in the training step): `entropy_from_logits` under no_grad, in chunks of 128 flattened rows: [128 x vocab] temporaries, not counted | GRPO 0.2x-1.14 | 0.23.1 grpo_trainer.py:838-840, trainer/utils.py:1480 |
+# | per-token log-probabilities from the fused LM head (`fused_lm_head=True`: no [rows x completion x vocab] logits) | GRPO >= 1.15 | 1.16.0 grpo_trainer.py:1419-1506 |
+# | `num_generations` 8; `max_completion_length` 256 (512 from 1.10); `max_prompt_length` 512 (gone in 1.0) | | 0.14.0 grpo_config.py:103-117; 1.0.0 :385-399; 1.8.0 :486; 1.10.0 :492; 1.16.0 :481-495 |
+# | vLLM: `vllm_device` (another GPU, default "auto") | 0.14-0.16 | 0.14.0 grpo_config.py:130 |
+# | vLLM: `vllm_mode` "server" (other GPUs) or "colocate" (the training GPU); default "server" | 0.18-0.29 | 0.18.2 grpo_config.py:332-333; 0.29.1 :474 |
+# | vLLM: `vllm_mode` default "colocate" | >= 1.0 | 1.0.0 grpo_config.py:502-503; 1.16.0 :594-595 |
+# | `vllm_gpu_memory_utilization` default 0.9 (then vLLM had its own GPU) | 0.14-0.17 | 0.14.0 grpo_config.py:138-139; 0.15.2 :180-181 |
+# | `vllm_gpu_memory_utilization` default 0.3 ("only applies to colocation mode") | >= 0.18 | 0.18.2 grpo_config.py:365-366, grpo_trainer.py:503; 1.16.0 :656-657 |
+GENERATING = frozenset({"GRPOTrainer", "RLOOTrainer", "OnlineDPOTrainer"})
+
+
+def counts_completions(trainer: str, trl: LibraryVersion) -> bool:
+    """per_device_train_batch_size counts completions (GRPO >= 0.15, RLOO >= 0.22), not prompts."""
+    if trainer == "GRPOTrainer":
+        return _at(trl, (0, 15))
+    return trainer == "RLOOTrainer" and _at(trl, (0, 22))
+
+
+def has_steps_per_generation(trainer: str, trl: LibraryVersion) -> bool:
+    return trainer in ("GRPOTrainer", "RLOOTrainer") and _at(trl, (0, 18) if trainer == "GRPOTrainer" else (0, 22))
+
+
+def logps_chunked(trainer: str, trl: LibraryVersion) -> bool:
+    """The per-token log-probabilities are computed per `batch_size` rows (GRPO >= 0.17), not in one forward."""
+    return trainer != "GRPOTrainer" or _at(trl, (0, 17))
+
+
+def max_completion_default(trl: LibraryVersion) -> int:
+    return 512 if _at(trl, (1, 10)) else 256  # 1.8.0 grpo_config.py:486 256; 1.10.0 :492 512
+
+
+def vllm_mode_default(trl: LibraryVersion) -> str | None:
+    """None: before vllm_mode existed (vLLM on its own device or a server); else "server" / "colocate"."""
+    if _at(trl, (1, 0)):
+        return "colocate"
+    return "server" if _at(trl, (0, 18)) else None
+
+
+def vllm_share_default(trl: LibraryVersion) -> float:
+    return 0.3 if _at(trl, (0, 18)) else 0.9

@@ -94,6 +94,21 @@ class EvalPhase:
 
 
 @dataclass(frozen=True)
+class GenerationPhase:
+    """One generation round of GRPO / RLOO / Online DPO on one device (run/components.py `Generation`, facts in
+    knowledge/trl_trainers.py): `rows` completions generated at once, each `prompt + completion` tokens;
+    `logps_rows` rows per no-grad forward of the per-token log-probabilities (old policy / reference);
+    `fused_logps`: TRL >= 1.15's fused LM head; `vllm`: None (HF `generate` on this GPU) | "colocate" | "server"."""
+
+    rows: int
+    prompt: int
+    completion: int
+    logps_rows: int
+    fused_logps: bool = False
+    vllm: str | None = None
+
+
+@dataclass(frozen=True)
 class Plan:
     geometry: Geometry
     batch: int
@@ -116,6 +131,10 @@ class Plan:
     offload: tuple[str, ...] = ()  # kept on the CPU: "optimizer" | "params" | "gradients" (run/parallel.py offload)
     assumptions: tuple[str, ...] = ()
     evaluation: EvalPhase | None = None  # None: no evaluation phase (eval_strategy "no", no eval_dataset)
+    models: tuple[tuple[str, int], ...] = ()  # other resident models (role, bytes): reference, reward, value, teacher
+    logits_seq: int | None = None  # tokens per row that get logits (GRPO's logits_to_keep: the completion); None: seq
+    generation: GenerationPhase | None = None  # None: no generation phase
+    vllm_share: float = 0.0  # colocated vLLM's vllm_gpu_memory_utilization (a fraction of the card, not of the peak)
     device: str = "cuda"  # whose kernels run the step: "cuda" (what estimate is for) | "cpu" (bench/'s CPU ground truth)
 
 
@@ -146,6 +165,10 @@ ROWS = {
     "recomputed_attention": "Recomputed layer's attention backward (transient)",
     "embedding_sum": "Tied embedding's gradient partials and sum (transient)",
     "step": "Optimizer step temporary (foreach)",
+    "models": "Reference / reward / value / teacher models",
+    "kv_cache": "KV cache of generate (transient)",
+    "generate_step": "Decoding step (transient)",
+    "logps": "Log-probabilities forward, no grad (transient)",
 }
 
 
@@ -493,11 +516,12 @@ def logits_bytes(p: Plan) -> int:
     """L1 'The logits, again' / R 3.1: transformers' head + ForCausalLMLoss (loss_bytes_per_element);
     TRL's chunked loss is nearly constant; Liger's fused kernel keeps ~54 KB per token at h=4096."""
     g = p.geometry
-    tokens = p.batch * p.seq
+    seq = p.logits_seq or p.seq  # (GRPO keeps the completion's logits only: logits_to_keep)
+    tokens = p.batch * seq
     if g.head_width is not None:  # a classifier's num_labels-wide logits (knowledge/heads.py)
         return loss_peak_bytes(p.batch, p.seq if g.head_per_token else 1, g.head_width, p.act_bytes,
                                trainable_head=True, softcap=False) if g.head_width else 0
-    full = loss_peak_bytes(p.batch, p.seq, g.vocab, p.act_bytes, trainable_head=not p.lora_r, softcap=g.softcap)
+    full = loss_peak_bytes(p.batch, seq, g.vocab, p.act_bytes, trainable_head=not p.lora_r, softcap=g.softcap)
     if p.loss == "chunked":
         return int(min(CHUNKED_LOSS_BYTES, full))
     if p.loss == "liger":
@@ -528,6 +552,14 @@ def shard(p: Plan, weights: int, grads: int, optim: int) -> tuple[int, int, int]
     if "params" in p.offload and p.geometry.layers:
         weights = min(weights, 2 * weights_bytes(p) // p.geometry.layers)
     return weights, grads, optim
+
+
+def models_bytes(p: Plan) -> int:
+    """The other resident models (Plan.models: reference, reward, value, teacher; frozen, no gradients or optimizer
+    state), sharded like the weights under ZeRO-3 (TRL prepares them with `prepare_deepspeed`: 0.19.1
+    dpo_trainer.py:487, grpo_trainer.py)."""
+    total = sum(b for _, b in p.models)
+    return total // max(p.world_size, 1) if p.sharding == "zero3" else total
 
 
 def recomputed_attention_bytes(p: Plan) -> int:
@@ -564,7 +596,8 @@ def moments(p: Plan, w: int, gr: int, opt: int, consumers: dict[str, int]) -> tu
     the optimizer step (weights + gradients + optimizer state + CUDA's default foreach AdamW's temporary of one
     trainable-parameter size: bench/estimate_measurements.json cuda_foreach_optimizer_step, Mistral-7B full
     54.4 -> 67.4 GiB)."""
-    base = (("weights", w), ("optimizer", opt))
+    models = models_bytes(p)
+    base = (("weights", w), ("models", models), ("optimizer", opt))
     out = []
     if p.checkpointing:
         ck = checkpoint_inputs_bytes(p)
@@ -580,7 +613,7 @@ def moments(p: Plan, w: int, gr: int, opt: int, consumers: dict[str, int]) -> tu
         out.append(Moment("end of backward", base + (("gradients", gr), ("embedding_sum", tied))))
     n, b = trainable(p)
     foreach = n * b if p.optimizer in FOREACH_STEP else 0
-    out.append(Moment("optimizer step", (("weights", w), ("gradients", gr), ("optimizer", opt),
+    out.append(Moment("optimizer step", (("weights", w), ("models", models), ("gradients", gr), ("optimizer", opt),
                                          ("step", shard(p, 0, 0, foreach)[2]))))
     return tuple(Moment(m.name, tuple(r for r in m.rows if r[1])) for m in out)
 
@@ -704,7 +737,56 @@ def eval_peak(p: Plan) -> int:
     if g.moe_dense_eval:  # every expert's tensors for every token (transient under no_grad, one layer at a time)
         evaluated = replace(evaluated, geometry=replace(g, moe_top_k=g.moe_experts))
     layer = activation_bytes_per_layer(evaluated, e.batch * p.seq)
-    return w + opt + layer + eval_logits_bytes(p)
+    return w + models_bytes(p) + opt + layer + eval_logits_bytes(p)
+
+
+def kv_cache_bytes(g: Geometry, rows: int, tokens: int, act_bytes: int) -> int:
+    """HF `generate`'s DynamicCache: keys and values of every layer, [rows x kv_heads x tokens x head_dim] each, in
+    the activation dtype (transformers cache_utils.py DynamicLayer.update: torch.cat of the new keys/values)."""
+    return 2 * g.layers * g.kv_heads * g.head_dim * rows * tokens * act_bytes
+
+
+def logps_forward_bytes(p: Plan, rows: int, completion: int) -> int:
+    """One no-grad forward of the per-token log-probabilities over `rows` completions: the [rows x completion x
+    vocab] logits (TRL keeps `logits[:, -logits_to_keep:]`), their copy divided by the temperature
+    (`logits / self.temperature`: 0.17.0 grpo_trainer.py:830, 1.14.2 the same), and selective_log_softmax's
+    temporary (fp32/fp64: `torch.logsumexp`, one more full-size tensor; 16-bit: a per-row log_softmax loop, one row:
+    trl/trainer/utils.py `selective_log_softmax`). With the fused LM head (TRL >= 1.15) the chunked head's constant."""
+    g = p.geometry
+    elements = rows * completion * g.vocab
+    if p.generation is not None and p.generation.fused_logps:
+        return int(min(CHUNKED_LOSS_BYTES, elements * p.act_bytes))
+    temp = elements * p.act_bytes if p.act_bytes >= 4 else completion * g.vocab * 4
+    return 2 * elements * p.act_bytes + temp
+
+
+def generation_parts(p: Plan) -> tuple[tuple[str, int], ...]:
+    """What the generation phase holds besides the resident weights, models and optimizer state (gradients were
+    freed by zero_grad): HF `generate` (the KV cache for rows x (prompt + completion), one layer's working set for
+    one token per row, the last position's fp32 logits for sampling), or, with vLLM, nothing of the generation on this
+    process (colocated vLLM's share is the card's, Plan.vllm_share); then the no-grad log-probabilities forward
+    (old policy / reference: logps_forward_bytes) at `logps_rows`, with one layer's working set. The larger is the
+    phase's peak."""
+    gen = p.generation
+    if gen is None:
+        return ()
+    g = p.geometry
+    tokens = gen.prompt + gen.completion
+    scoring = logps_forward_bytes(p, gen.logps_rows, gen.completion) + activation_bytes_per_layer(
+        replace(p, lora_r=None), gen.logps_rows * tokens)
+    if gen.vllm is not None:
+        return (("logps", scoring),)
+    kv = kv_cache_bytes(g, gen.rows, tokens, p.act_bytes)
+    step = activation_bytes_per_layer(replace(p, lora_r=None), gen.rows) + gen.rows * g.vocab * 4
+    return (("kv_cache", kv), ("generate_step", step)) if kv + step >= scoring else (("logps", scoring),)
+
+
+def generation_peak(p: Plan) -> int:
+    """The generation phase's peak (0: none): resident weights, other models, optimizer state, generation_parts."""
+    if p.generation is None:
+        return 0
+    w, _, opt = shard(p, weights_bytes(p), 0, optimizer_bytes(p)[0])
+    return w + models_bytes(p) + opt + sum(b for _, b in generation_parts(p))
 
 
 def graph_bytes(p: Plan) -> int:

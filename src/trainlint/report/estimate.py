@@ -9,7 +9,8 @@ from dataclasses import dataclass
 
 from trainlint.knowledge.gpus import describe_gpu
 from trainlint.memory import GIB, fmt_bytes
-from trainlint.memory.estimate import CONSUMERS, CUDA_OVERHEAD, ROWS, Estimate, Lever, eval_peak
+from trainlint.memory.estimate import (CONSUMERS, CUDA_OVERHEAD, ROWS, Estimate, Lever, eval_peak, generation_parts,
+                                      generation_peak)
 from trainlint.memory.max_batch import MaxBatch
 
 LABELS = {
@@ -22,7 +23,7 @@ LABELS = {
 }
 COLORS = {"weights": "#4e79a7", "gradients": "#f28e2b", "optimizer": "#e15759", "activations": "#76b7b2",
           "logits": "#59a14f", "attention": "#b07aa1", "checkpoints": "#76b7b2", "recomputed": "#9cd3cd",
-          "recomputed_attention": "#b07aa1", "embedding_sum": "#f6b26b", "step": "#edc948"}
+          "recomputed_attention": "#b07aa1", "embedding_sum": "#f6b26b", "step": "#edc948", "models": "#9c755f"}
 DEPENDS_ON_SHAPE = ("activations", "logits", "attention")
 ROW_DEPENDS_ON_SHAPE = ("activations", "logits", "attention", "checkpoints", "recomputed", "recomputed_attention")
 LABEL_WIDTH = max(map(len, ROWS.values()))
@@ -62,9 +63,21 @@ class Report:
         return eval_peak(self.estimate.plan)
 
     @property
+    def generation_peak(self) -> int:
+        """The generation phase's peak (0: none); memory.estimate.generation_peak."""
+        return generation_peak(self.estimate.plan)
+
+    @property
+    def vllm_bytes(self) -> int:
+        """Colocated vLLM's share of the card (vllm_gpu_memory_utilization x the GPU's memory; 0 without a GPU)."""
+        share = self.estimate.plan.vllm_share
+        return int(share * self.gpu[1]) if share and self.gpu else 0
+
+    @property
     def need(self) -> int:
-        """What the GPU must hold: the higher of the training and evaluation peaks, plus the CUDA context."""
-        return max(self.estimate.peak, self.eval_peak) + CUDA_OVERHEAD
+        """What the GPU must hold: the highest of the training, evaluation and generation peaks, plus the CUDA
+        context, plus a colocated vLLM's share of the card."""
+        return max(self.estimate.peak, self.eval_peak, self.generation_peak) + CUDA_OVERHEAD + self.vllm_bytes
 
     @property
     def fits(self) -> bool | None:
@@ -109,7 +122,14 @@ def _verdict(r: Report) -> str:
                 f"without those it needs {fmt_bytes(need)}")
     if r.fits:
         return f"{gpu}: fits, with {fmt_bytes(capacity - need)} of headroom"
-    training = r.estimate.peak + CUDA_OVERHEAD
+    training = r.estimate.peak + CUDA_OVERHEAD + r.vllm_bytes
+    own = max(r.estimate.peak, r.eval_peak, r.generation_peak) + CUDA_OVERHEAD
+    if r.vllm_bytes and own < capacity:  # the colocated vLLM share is what pushes it over
+        most = int((capacity - own) / capacity * 100) / 100
+        return (f"{gpu}: does NOT fit with vllm_gpu_memory_utilization={r.estimate.plan.vllm_share:g} "
+                f"({fmt_bytes(r.vllm_bytes)}); fits only with vllm_gpu_memory_utilization <= {most:.2f}")
+    if training <= capacity and r.generation_peak >= r.eval_peak:  # the generation phase is the one over the card
+        return f"{gpu}: fits for training; generation needs {fmt_bytes(need - capacity)} more"
     if training <= capacity:  # the evaluation step is the one over the card
         return f"{gpu}: fits for training; the first evaluation needs {fmt_bytes(need - capacity)} more"
     return f"{gpu}: does NOT fit: needs {fmt_bytes(need - capacity)} more"
@@ -123,6 +143,22 @@ def _eval_line(r: Report) -> str | None:
     what = ("logits kept on the GPU for " + (f"{e.kept_batches} eval batches" if e.kept_batches else "1 eval batch")
             if e.kept_bytes else "the logits of one eval batch" if e.logits else "no logits (fused loss)")
     return f"evaluation step (eval batch {e.batch}, {what}): {fmt_bytes(r.eval_peak)}"
+
+
+def _generation_line(r: Report) -> str | None:
+    """The generation phase's peak and what holds it (memory.estimate.generation_parts)."""
+    g = r.estimate.plan.generation
+    if g is None:
+        return None
+    parts = ", ".join(f"{ROWS[name].split(' (')[0].lower()} {fmt_bytes(b)}" for name, b in generation_parts(
+        r.estimate.plan))
+    how = {None: "HF generate", "colocate": "vLLM colocated", "server": "vLLM server (other GPUs)"}[g.vllm]
+    line = (f"generation ({how}, {g.rows} completions x {g.prompt + g.completion:,} tokens): "
+            f"{fmt_bytes(r.generation_peak)} ({parts})")
+    if r.estimate.plan.vllm_share:
+        line += (f"; colocated vLLM takes vllm_gpu_memory_utilization={r.estimate.plan.vllm_share:g} of the card"
+                 + (f" ({fmt_bytes(r.vllm_bytes)})" if r.vllm_bytes else ""))
+    return line
 
 
 def _max_batch(r: Report) -> list[str]:
@@ -174,6 +210,8 @@ def text(r: Report) -> str:
         lines.append(f"  other moments of the step: {'; '.join(others)}")
     if (phase := _eval_line(r)) is not None:
         lines.append(f"  other phases: {phase}")
+    if (phase := _generation_line(r)) is not None:
+        lines.append(f"  other phases: {phase}")
     lines += [f"  + {CONTEXT_NOTE}: ~{fmt_bytes(CUDA_OVERHEAD)}"]
     if r.estimate.paged_optimizer:
         lines.append(f"  + paged optimizer state in managed memory (not in allocated-memory counters): "
@@ -204,7 +242,10 @@ def as_json(r: Report) -> str:
         "rows": [{"name": name, "label": ROWS[name], "bytes": value} for name, value in r.rows()],
         "peak_is_lower_bound": bool(r.unknown),
         "moments": {m.name: m.total for m in r.estimate.moments},
-        "phases": {"evaluation": r.eval_peak} if r.estimate.plan.evaluation is not None else {},
+        "phases": {**({"evaluation": r.eval_peak} if r.estimate.plan.evaluation is not None else {}),
+                   **({"generation": r.generation_peak} if r.estimate.plan.generation is not None else {})},
+        "components": [{"role": role, "bytes": b} for role, b in r.estimate.plan.models],
+        "vllm_colocated": r.vllm_bytes,
         "cuda_overhead": CUDA_OVERHEAD,
         "paged_optimizer": r.estimate.paged_optimizer,
         "gpu": {"name": r.gpu[0], "bytes": r.gpu[1], "gib": round(r.gpu[1] / GIB, 2)} if r.gpu else None,
@@ -273,6 +314,7 @@ table {{ border-collapse: collapse; width: 100%; }} td, th {{ border-bottom: 1px
 <p class="note">The bars sum to the peak{" (at least: " + html.escape(", ".join(r.unknown)) + " unknown)" if r.unknown else ""}. Plus the {html.escape(CONTEXT_NOTE)}: ~{fmt_bytes(CUDA_OVERHEAD)}.</p>
 {f"<p>other moments of the step: {html.escape(others)}</p>" if others else ""}
 {f"<p>other phases: {html.escape(_eval_line(r))}</p>" if _eval_line(r) else ""}
+{f"<p>other phases: {html.escape(_generation_line(r))}</p>" if _generation_line(r) else ""}
 <h2>Levers</h2><table><tr><th>lever</th><th class="num">saves</th><th>cost</th></tr>{levers}</table>
 <h2>Assumptions</h2><ul>{assumptions or "<li>none</li>"}</ul>
 </body></html>

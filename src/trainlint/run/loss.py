@@ -84,6 +84,20 @@ def liger_does_nothing(ctx: FileContext, trainer: TrainerCall) -> str | None:
             f"logits{later}")
 
 
+def _liger_not_the_loss(ctx: FileContext, trainer: TrainerCall) -> str | None:
+    """A TRL trainer whose loss reads `outputs.logits` in this version and whose fused flag is not
+    use_liger_kernel (knowledge/trl_trainers.py LOSS: GRPO 0.17-0.24, DPO 0.19-0.24 use `use_liger_loss`; ORPO, CPO,
+    PPO, RLOO have none): use_liger_kernel=True only patches the model's layers (transformers' Trainer), the forward
+    runs without labels and builds the full logits (issue 27: open-r1's GRPO recipes on TRL 0.18)."""
+    if trainer.library != "trl":
+        return None
+    row = trl_trainers.loss_row(trainer.class_name, ctx.versions.trl)
+    if row is None or not row.full_logits or "use_liger_kernel" in row.flags:
+        return None
+    return (f"use_liger_kernel=True does not fuse {trainer.class_name}'s loss in TRL {ctx.versions.trl.version}: "
+            f"its forward reads the full logits" + (f" (the fused loss is {row.flags[0]}=True)" if row.flags else ""))
+
+
 def loss_path(ctx: FileContext) -> Decided[str]:
     """How the training loss treats the logits: "liger" (fused), "chunked" (TRL) or "full"; `span` is where the
     deciding setting is written (None for a library default); `certain` False when the path is the targeted
@@ -98,7 +112,7 @@ def loss_path(ctx: FileContext) -> Decided[str]:
         void = None
         if args is not None and args.get("use_liger_kernel").is_(True):
             flag = args.get("use_liger_kernel")
-            void = liger_does_nothing(ctx, trainer)
+            void = liger_does_nothing(ctx, trainer) or _liger_not_the_loss(ctx, trainer)
             if void is None:
                 return Decided("liger", flag.origin, not flag.assumed, "use_liger_kernel=True")
         if trainer.class_name == "SFTTrainer":

@@ -19,6 +19,7 @@ if TYPE_CHECKING:  # (the estimator is imported only when a run is estimated: a 
     from trainlint.memory.estimate import EvalPhase
 from trainlint.run.batch import Batch, resolve_batch
 from trainlint.run.checkpointing import Checkpointing, resolve_checkpointing
+from trainlint.run.components import Components, Generation, generation_phase, resolve_components
 from trainlint.run.decided import Decided
 from trainlint.run.eval import eval_phase
 from trainlint.run.loss import Loss, fused_loss_applied, resolve_loss
@@ -76,6 +77,17 @@ class Run:
     def evaluation(self) -> Decided[EvalPhase | None]:
         """The eval step Trainer's evaluation loop runs, or None."""
         return eval_phase(self.ctx, self.loss.path.value)
+
+    @cached_property
+    def components(self) -> Components:
+        """The models kept on the GPU besides the policy (reference, reward, value, teacher), per TRL trainer,
+        version and setting (run/components.py)."""
+        return resolve_components(self.ctx)
+
+    @cached_property
+    def generation(self) -> Decided[Generation | None]:
+        """The generation phase of GRPO / RLOO / Online DPO, or None."""
+        return generation_phase(self.ctx)
 
     @cached_property
     def checkpointing(self) -> Checkpointing:

@@ -1,0 +1,54 @@
+"""TL303 generation-over-training: in GRPO / RLOO / Online DPO the generation phase (HF `generate`'s KV cache
+for every completion of a generation round, or the no-grad per-token log-probabilities forward over the vocabulary)
+peaks above the training step.
+
+Docs: rules/TL303.md. The phase is the Run's (run/components.py `generation_phase`), its arithmetic
+memory.estimate.generation_parts; the TRL facts (batch semantics, steps_per_generation, chunking of the
+log-probabilities, the fused LM head from 1.15) are in knowledge/trl_trainers.py ("Generation").
+"""
+
+from __future__ import annotations
+
+from trainlint.context import FileContext
+from trainlint.memory import GIB, fmt_bytes
+from trainlint.rules.base import Rule, rule
+from trainlint.run import resolve
+
+MARGIN = GIB  # the generation phase must exceed the training step by this much to be reported
+
+
+@rule("TL303", "generation-over-training", consumer="logits and loss",
+      summary="An RL trainer's generation phase (KV cache of generate, or per-token log-probabilities over the "
+              "vocabulary) needs more memory than its training step.",
+      fix_hint="fewer completions per generation round (steps_per_generation / generation_batch_size), a shorter "
+               "max_completion_length, vLLM, or TRL >= 1.15 (fused LM head)")
+def check(self: Rule, ctx: FileContext):
+    gen = resolve(ctx).generation
+    if gen.value is None or gen.value.vllm == "server":
+        return
+    from trainlint.memory.estimate import estimate, generation_parts, generation_peak
+    from trainlint.planning import Overrides, PlanError, plan_for
+
+    try:
+        plan, _, _, unknown = plan_for(ctx, Overrides())
+    except PlanError:
+        return
+    if unknown or plan.generation is None:
+        return
+    train, peak = estimate(plan).peak, generation_peak(plan)
+    if peak < train + MARGIN:
+        return
+    g = plan.generation
+    part, size = max(generation_parts(plan), key=lambda kv: kv[1])
+    if part == "kv_cache":
+        what = (f"HF generate's KV cache for {g.rows} completions x {g.prompt + g.completion:,} tokens is "
+                f"~{fmt_bytes(size)}")
+        advice = "generate fewer completions at once (steps_per_generation / generation_batch_size), or use vLLM"
+    else:
+        what = (f"the no-grad per-token log-probabilities forward builds [{g.logps_rows} x {g.completion:,} x "
+                f"{plan.geometry.vocab:,}] logits, ~{fmt_bytes(size)}")
+        advice = ("upgrade TRL to >= 1.15 (fused LM head)" if not g.fused_logps else
+                  "lower per_device_train_batch_size")
+    yield self.diagnostic(ctx, gen.span, (
+        f"{gen.value.trainer} in TRL {ctx.versions.trl.version}: the generation phase peaks at ~{fmt_bytes(peak)}, "
+        f"~{fmt_bytes(peak - train)} above the training step (~{fmt_bytes(train)}): {what}; {advice}"))

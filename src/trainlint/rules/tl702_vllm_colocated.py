@@ -1,0 +1,42 @@
+"""TL702 vllm-colocated-over-card: colocated vLLM (`use_vllm=True`, `vllm_mode="colocate"`) reserves
+`vllm_gpu_memory_utilization` x the card next to the training process, and the two do not fit together.
+
+Docs: rules/TL702.md. The share and the mode are the Run's (run/components.py), their defaults per TRL version in
+knowledge/trl_trainers.py ("Generation": 0.9 in 0.14-0.17, 0.3 from 0.18; vllm_mode "server" 0.18-0.29, "colocate"
+from 1.0); the training process's peak is `estimate`'s (the highest of its phases, with the CUDA context).
+"""
+
+from __future__ import annotations
+
+from trainlint.context import FileContext
+from trainlint.memory import fmt_bytes
+from trainlint.rules.base import Rule, rule
+from trainlint.rules.fit import run_fit
+
+
+@rule("TL702", "vllm-colocated-over-card", consumer="the run as a whole",
+      summary="Colocated vLLM's vllm_gpu_memory_utilization share plus the training process exceed the GPU.",
+      fix_hint="a lower `vllm_gpu_memory_utilization` (the message gives the largest that fits), "
+               "`vllm_enable_sleep_mode=True`, or `vllm_mode=\"server\"` on other GPUs; needs a GPU")
+def check(self: Rule, ctx: FileContext):
+    fit = run_fit(ctx)
+    if fit is None or not fit.plan.vllm_share:
+        return
+    from trainlint.memory.estimate import CUDA_OVERHEAD, eval_peak, generation_peak
+
+    plan = fit.plan
+    own = max(fit.estimate.peak, eval_peak(plan), generation_peak(plan)) + CUDA_OVERHEAD
+    share = int(plan.vllm_share * fit.capacity)
+    if own + share <= fit.capacity or own > fit.capacity:
+        return  # it fits, or the training process alone does not (TL701 says so)
+    most = int((fit.capacity - own) / fit.capacity * 100) / 100
+    gen = next((t for t in ctx.facts.trainers if t.library == "trl"), None)
+    args = ctx.trainer_args(gen) if gen is not None else None
+    written = args.get("vllm_gpu_memory_utilization") if args is not None else None
+    span = written.origin if written is not None and written.known and written.origin else (
+        gen.call.span if gen is not None else ctx.facts.models[0].anchor)
+    yield fit.related(self.diagnostic(ctx, span, (
+        f"colocated vLLM reserves vllm_gpu_memory_utilization={plan.vllm_share:g} of {fit.where}, "
+        f"~{fmt_bytes(share)}, and the training process needs ~{fmt_bytes(own)} (its highest phase with the CUDA "
+        f"context): ~{fmt_bytes(own + share - fit.capacity)} over; set vllm_gpu_memory_utilization <= {most:.2f}, "
+        f"or vllm_enable_sleep_mode=True, or vllm_mode=\"server\" on other GPUs")))

@@ -1,0 +1,294 @@
+"""The models a run keeps on the GPU besides the policy (reference, reward, value, teacher) and the generation phase
+of the RL trainers (GRPO, RLOO, Online DPO): per TRL trainer, version and setting.
+
+Library facts: knowledge/trl_trainers.py ("Components" and "Generation", each row read from the released wheels and
+cited there). Each component carries whether it is resident, its dtype, and whether that rests on a default the
+caller could override (`Decided.certain`) with the setting that would drop it (`drop`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from trainlint.context import FileContext
+from trainlint.diagnostics import Span
+from trainlint.facts import TrainerCall
+from trainlint.facts.values import UNSET
+from trainlint.knowledge import trl_trainers as T
+from trainlint.run.decided import Decided
+from trainlint.run.model import training_model
+from trainlint.run.precision import byte_widths
+
+
+@dataclass(frozen=True)
+class Component:
+    """One model of the run: `role` ("policy" | "reference" | "reward" | "value" | "teacher"), `how` (how it comes
+    to be: "copy" of the policy, "loaded" by the script, "adapter disabled" (no second model), "judge", ...),
+    `resident` (kept on the GPU through training), `dtype_bytes` (per parameter; None: the policy's), `same_model`
+    (the policy's geometry; else `load` is the script's own model load), `drop` (a setting that would leave it out),
+    `span` (where the deciding setting or model is written)."""
+
+    role: str
+    how: str
+    resident: Decided[bool]
+    dtype_bytes: Decided[int | None]
+    same_model: bool = True
+    load: object | None = None  # facts.ModelLoad
+    drop: str | None = None
+    span: Span | None = None
+
+
+@dataclass(frozen=True)
+class Components:
+    trainer: str | None  # the TRL trainer deciding them (None: no TRL RL / preference trainer)
+    items: tuple[Component, ...] = ()
+
+    def resident(self, role: str | None = None) -> tuple[Component, ...]:
+        return tuple(c for c in self.items if c.resident.value and (role is None or c.role == role))
+
+    def get(self, role: str) -> Component | None:
+        return next((c for c in self.items if c.role == role), None)
+
+
+def rl_trainer(ctx: FileContext) -> TrainerCall | None:
+    """The first TRL trainer that is not SFT (the one whose components and phases are modelled)."""
+    return next((t for t in ctx.facts.trainers if t.library == "trl" and t.class_name != "SFTTrainer"), None)
+
+
+def _args_value(ctx: FileContext, trainer: TrainerCall, key: str):
+    args = ctx.trainer_args(trainer)
+    return args.get(key) if args is not None else UNSET
+
+
+def _model_kw(ctx: FileContext, trainer: TrainerCall, key: str):
+    """(the Value of keyword `key`, the script's model load it names or None)."""
+    value = trainer.call.kw(key)
+    name = dict(trainer.call.kw_names).get(key)
+    named = [m for m in ctx.facts.models if name is not None and m.variable == name]
+    return value, named[0] if len(named) == 1 else None
+
+
+def _policy_is_peft(ctx: FileContext, trainer: TrainerCall) -> Decided[bool]:
+    """The policy is (or becomes) a PeftModel: `peft_config=` given to the trainer or PEFT used in the script."""
+    pc = trainer.call.kw("peft_config")
+    if not (pc.unset or pc.is_(None)):
+        return Decided(True, trainer.call.span, not pc.unknown, "peft_config passed to the trainer")
+    return Decided(ctx.uses_peft, None, True, "PEFT in the script" if ctx.uses_peft else "no PEFT")
+
+
+def _beta(ctx: FileContext, trainer: TrainerCall) -> Decided[float]:
+    v = _args_value(ctx, trainer, "beta")
+    trl = ctx.versions.trl
+    default = T.grpo_beta_default(trl) if trainer.class_name == "GRPOTrainer" else T.RLOO_BETA_DEFAULT
+    if v.known and isinstance(v.value, (int, float)) and not isinstance(v.value, bool):
+        sure = v.via not in ("library default",) and not v.via.endswith(" default") and not v.assumed
+        note = () if sure else (f"beta {v.value}: {trainer.class_name}'s default in TRL {trl.version}",)
+        return Decided(float(v.value), v.origin, sure, v.via, note)
+    if v.unknown:
+        return Decided(default, None, False, "beta not known", (f"beta assumed {default}",))
+    return Decided(default, None, False, "library default",
+                   (f"beta {default}: {trainer.class_name}'s default in TRL {trl.version}",))
+
+
+def _reference(ctx: FileContext, trainer: TrainerCall, policy_bytes: int) -> Component | None:
+    name, trl = trainer.class_name, ctx.versions.trl
+    if name in T.NO_REFERENCE or name not in T.COPIES_POLICY:
+        return None
+    key = "ref_policy" if name == "RLOOTrainer" and not T.at(trl, (0, 22)) else "ref_model"
+    ref, load = _model_kw(ctx, trainer, key)
+    peft = _policy_is_peft(ctx, trainer)
+    if not (ref.unset or ref.is_(None)):
+        # the script's own reference (DPO with PEFT needs force_use_ref_model=True to keep it: 0.19.1 :548)
+        dtype = Decided(byte_widths(ctx, load).value[0], None, True) if load is not None else Decided(None, None, False)
+        if load is None and ref.known and isinstance(ref.value, str) and name == "DPOTrainer" \
+                and not T.at(trl, (0, 29)):
+            dtype = _ref_init_kwargs_dtype(ctx, trainer)
+        return Component("reference", "loaded", Decided(True, trainer.call.span, True, f"{key}= passed"),
+                         dtype, same_model=load is None, load=load, span=trainer.call.span)
+    if peft.value:
+        return Component("reference", "adapter disabled", Decided(False, peft.span, peft.certain,
+                         "the PEFT policy with its adapters disabled is the reference"), Decided(None))
+    if name in ("GRPOTrainer", "RLOOTrainer"):
+        beta = _beta(ctx, trainer)
+        if beta.value == 0.0 and T.beta_zero_drops_reference(name, trl):
+            return Component("reference", "none (beta=0.0)", Decided(False, beta.span, beta.certain, "beta=0.0",
+                             beta.notes), Decided(None))
+        drop = "beta=0.0" if T.beta_zero_drops_reference(name, trl) else None
+        sync = _args_value(ctx, trainer, "sync_ref_model")
+        why = f"beta={beta.value:g}" + (" and sync_ref_model=True" if sync.is_(True) else "")
+        return Component("reference", "copy", Decided(True, beta.span, beta.certain, why, beta.notes),
+                         Decided(policy_bytes), drop=drop, span=beta.span)
+    if name in ("DPOTrainer", "KTOTrainer"):
+        pre = _args_value(ctx, trainer, "precompute_ref_log_probs")
+        dropped = pre.is_(True) and T.precompute_drops_reference(name, trl)
+        if dropped:
+            return Component("reference", "none (precompute_ref_log_probs)", Decided(False, pre.origin, True,
+                             "precompute_ref_log_probs=True"), Decided(None))
+        dtype = Decided(policy_bytes)
+        if T.reference_dtype_source(name, trl) == "model_init_kwargs":
+            dtype = _init_kwargs_dtype(ctx, trainer, policy_bytes)
+        if pre.is_(True):
+            why = (f"DPOTrainer in TRL {trl.version} loads the reference model even with precompute_ref_log_probs="
+                   f"True (0.29-1.4: trl dpo_trainer.py 0.29.1:701-713)")
+            return Component("reference", "copy", Decided(True, pre.origin, True, why), dtype,
+                             drop="upgrade TRL to >= 1.5", span=pre.origin)
+        return Component("reference", "copy", Decided(True, None, pre.known or pre.unset, "no ref_model, no PEFT"),
+                         dtype, drop="precompute_ref_log_probs=True" if T.precompute_drops_reference(name, trl)
+                         else None, span=trainer.call.span)
+    # PPO, Online DPO: a copy unless PEFT
+    return Component("reference", "copy", Decided(True, None, True, "no ref_model, no PEFT"), Decided(policy_bytes))
+
+
+def _ref_init_kwargs_dtype(ctx: FileContext, trainer: TrainerCall) -> Decided[int]:
+    """DPO <= 0.28 loads a `ref_model` given by name with `ref_model_init_kwargs` (0.19.1 dpo_trainer.py:297-303,
+    `_create_model_from_path` :504-530: `torch_dtype` passed through, None leaves transformers' from_pretrained
+    default: fp32 before transformers 5, the checkpoint's dtype ("auto") from 5.0)."""
+    kw = _args_value(ctx, trainer, "ref_model_init_kwargs")
+    if kw.known and isinstance(kw.value, dict) and (kw.value.get("torch_dtype") or kw.value.get("dtype")):
+        d = str(kw.value.get("torch_dtype") or kw.value.get("dtype")).split(".")[-1].strip("'\"")
+        width = {"bfloat16": 2, "float16": 2, "float32": 4}.get(d)
+        if width is not None:
+            return Decided(width, kw.origin, True, f"ref_model_init_kwargs dtype {d}")
+    if ctx.versions.transformers.at_least(5):
+        return Decided(None, None, False, "from_pretrained's dtype='auto' (transformers 5)",
+                       ("the reference model in its checkpoint's dtype (transformers 5's from_pretrained default)",))
+    return Decided(4, None, kw.known or kw.unset, "ref_model_init_kwargs without torch_dtype: from_pretrained loads "
+                   "fp32 (transformers 4)")
+
+
+def _init_kwargs_dtype(ctx: FileContext, trainer: TrainerCall, policy_bytes: int) -> Decided[int]:
+    """DPO 0.29-1.15 loads its reference with `create_model_from_path(model_id, **model_init_kwargs)`, whose dtype
+    defaults to float32 (trl utils.py 0.29.1:1053, 1.13.0:1175); when the policy was loaded from the same
+    model_init_kwargs (a model id string) the two agree."""
+    if any(m.kind == "trainer_string" and m is training_model(ctx) for m in ctx.facts.models):
+        return Decided(policy_bytes, None, True, "model_init_kwargs load both")
+    kw = _args_value(ctx, trainer, "model_init_kwargs")
+    if kw.known and isinstance(kw.value, dict):
+        d = str(kw.value.get("dtype", kw.value.get("torch_dtype", "float32"))).split(".")[-1]
+        width = {"bfloat16": 2, "float16": 2, "float32": 4, "auto": policy_bytes}.get(d.strip("'\""), 4)
+        return Decided(width, kw.origin, True, f"model_init_kwargs dtype {d}")
+    if kw.unknown:
+        return Decided(4, None, False, "model_init_kwargs not known",
+                       ("the reference model in float32: create_model_from_path's default",))
+    return Decided(4, None, True, "model_init_kwargs without dtype: create_model_from_path loads float32")
+
+
+def _others(ctx: FileContext, trainer: TrainerCall) -> list[Component]:
+    out = []
+    for key, role in T.MODEL_KEYWORDS:
+        if role == "reference":
+            continue
+        value, load = _model_kw(ctx, trainer, key)
+        if value.unset or value.is_(None):
+            continue
+        if key == "reward_funcs" and load is None:
+            # functions, or model ids TRL loads itself (AutoModelForSequenceClassification): only a model id string
+            # or a model load the script names is counted
+            if not (value.known and isinstance(value.value, str)):
+                continue
+        dtype = byte_widths(ctx, load).value[0] if load is not None else None
+        out.append(Component(role, "loaded", Decided(True, trainer.call.span, True, f"{key}= passed"),
+                             Decided(dtype, None, load is not None), same_model=load is None, load=load,
+                             span=trainer.call.span))
+    if trainer.class_name == "OnlineDPOTrainer" and not trainer.call.kw("judge").unset:
+        out.append(Component("reward", "judge", Decided(False, None, True, "a judge runs outside the GPU's models"),
+                             Decided(None)))
+    return out
+
+
+def resolve_components(ctx: FileContext) -> Components:
+    trainer = rl_trainer(ctx)
+    if trainer is None:
+        return Components(None)
+    load = training_model(ctx)
+    policy_bytes = byte_widths(ctx, load).value[0] if load is not None else 2
+    items = [Component("policy", "trained", Decided(True), Decided(policy_bytes))]
+    ref = _reference(ctx, trainer, policy_bytes)
+    if ref is not None:
+        items.append(ref)
+    items += _others(ctx, trainer)
+    return Components(trainer.class_name, tuple(items))
+
+
+# --- the generation phase ---------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Generation:
+    """One generation round of GRPO / RLOO / Online DPO on one device. `rows`: completions generated at once;
+    `prompt`, `completion`: token lengths; `logps_rows`: rows per forward of the per-token log-probabilities;
+    `fused_logps`: TRL >= 1.15's fused LM head (no [rows x completion x vocab] logits); `vllm`: None (HF
+    `generate` on the training GPU) | "colocate" | "server"; `vllm_share`: vllm_gpu_memory_utilization."""
+
+    trainer: str
+    rows: int
+    prompt: int
+    completion: int
+    logps_rows: int
+    fused_logps: bool
+    vllm: str | None
+    vllm_share: float
+    span: Span | None = None
+
+
+def _int(v, default: int) -> tuple[int, bool]:
+    if v.known and isinstance(v.value, int) and not isinstance(v.value, bool) and v.value > 0:
+        return v.value, not (v.via == "library default" or v.via.endswith(" default") or v.assumed)
+    return default, False
+
+
+def generation_phase(ctx: FileContext) -> Decided[Generation | None]:
+    trainer = rl_trainer(ctx)
+    if trainer is None or trainer.class_name not in T.GENERATING:
+        return Decided(None, None, True, "no generating trainer")
+    name, trl = trainer.class_name, ctx.versions.trl
+    if name == "RLOOTrainer" and not T.at(trl, (0, 22)):
+        return Decided(None, None, True, "RLOO <= 0.21 runs its own loop (not modelled)")
+    get = lambda key: _args_value(ctx, trainer, key)  # noqa: E731
+    notes: list[str] = []
+    batch, sure_b = _int(get("per_device_train_batch_size"), 8)
+    gens, sure_g = _int(get("num_generations"), 2 if name in ("RLOOTrainer", "OnlineDPOTrainer") else 8)
+    completion, sure_c = _int(get("max_completion_length"), T.max_completion_default(trl))
+    prompt, sure_p = _int(get("max_prompt_length"), 512)
+    if not sure_b:
+        notes.append(f"per_device_train_batch_size {batch}: the default")
+    if not sure_c:
+        notes.append(f"max_completion_length {completion}: {name}'s default in TRL {trl.version}")
+    if not sure_p:
+        notes.append(f"prompts of {prompt} tokens assumed (max_prompt_length)")
+    if name == "OnlineDPOTrainer":
+        rows = batch * 2  # two completions per prompt: 0.19.1 online_dpo_trainer.py:479-480 `repeat(2, 1)`, :259 `n=2`
+    elif T.counts_completions(name, trl):
+        rows = batch
+    else:
+        rows = batch * gens  # GRPO 0.14: prompts x num_generations
+        if not sure_g:
+            notes.append(f"num_generations {gens}: the default")
+    logps_rows = batch if T.logps_chunked(name, trl) else rows
+    if T.has_steps_per_generation(name, trl):
+        spg, sure_s = _int(get("steps_per_generation"), 0)
+        gbs, _ = _int(get("generation_batch_size"), 0)
+        if not spg:
+            if gbs:
+                spg = max(1, gbs // batch)  # (per process; a launch's world size divides it further)
+            else:
+                spg, sure_s = _int(get("gradient_accumulation_steps"), 1)
+                if spg > 1:
+                    notes.append(f"steps_per_generation = gradient_accumulation_steps ({spg})")
+        rows = batch * spg
+    row = T.loss_row(name, trl)
+    fused = row is not None and not row.full_logits
+    use = get("use_vllm")
+    vllm = None
+    share = T.vllm_share_default(trl)
+    if use.is_(True):
+        mode = get("vllm_mode")
+        vllm = str(mode.value) if mode.known and mode.value else (T.vllm_mode_default(trl) or "server")
+        if not mode.known or mode.via.endswith("default"):
+            notes.append(f"vllm_mode {vllm}: the default in TRL {trl.version}")
+        s = get("vllm_gpu_memory_utilization")
+        if s.known and isinstance(s.value, (int, float)):
+            share = float(s.value)
+        elif vllm == "colocate":
+            notes.append(f"vllm_gpu_memory_utilization {share}: the default in TRL {trl.version}")
+    gen = Generation(name, rows, prompt, completion, logps_rows, fused, vllm, share, trainer.call.span)
+    return Decided(gen, trainer.call.span, not notes, "generation", tuple(notes))
