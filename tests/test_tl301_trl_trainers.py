@@ -230,7 +230,11 @@ def test_estimate_counts_the_pair_and_the_reference_logits(tmp_path):
     assert "keeps a frozen copy of the model as its reference" in text
     script.write_text(textwrap.dedent(DPO.format(extra=", precompute_ref_log_probs=True")))
     pre = run()
-    assert pre["consumers"]["weights"] * 2 == data["consumers"]["weights"]
+    # DPO 0.29-1.15 loads the reference from model_init_kwargs, fp32 by default (knowledge/trl_trainers.py
+    # Components): a model row of its own at 4 bytes per parameter, gone with precompute_ref_log_probs (1.5+)
+    assert pre["consumers"]["weights"] == data["consumers"]["weights"]
+    assert data["components"] == [{"role": "reference", "bytes": 2 * data["consumers"]["weights"]}]
+    assert pre["components"] == []
     assert pre["consumers"]["logits"] == without
     script.write_text(textwrap.dedent(DPO.format(extra="")))
     (tmp_path / "requirements.txt").write_text("trl==1.15.0\ntransformers==4.57.6\n")
