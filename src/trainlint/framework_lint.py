@@ -218,8 +218,6 @@ def _check(path: Path, display: str, text: str, reading: ConfigReading, framewor
     spec = ctx.spec(mapped.facts.models[0])
     model_type = spec.model_type if spec is not None else None
     for code in sorted(codes & REGISTRY.keys()):
-        if code == "TL301" and mapped.loss_chunked:
-            continue  # axolotl chunked_cross_entropy: the loss is computed in chunks (knowledge.py)
         for diag in REGISTRY[code].run(ctx):
             diag = adapt(diag, mapped, text, settings.fix_attention, model_type)
             result.diagnostics.append(diag if fixes else replace(diag, fix=None, message=_as_flags(diag.message)))

@@ -14,6 +14,7 @@ from trainlint.facts.model import ArgsObject, Evidence, ModelLoad, ScriptFacts, 
 from trainlint.facts.values import UNKNOWN, UNSET, Value
 from trainlint.frameworks import knowledge as K
 from trainlint.frameworks.synth import ORIGIN, Counter, Keys, Mapped, Problem, call, default, local_file
+from trainlint.knowledge.libraries import CHUNKED_UPCAST_CHUNKS, CHUNKED_UPCAST_PATCH
 from trainlint.knowledge.versions import parse_version
 
 # axolotl 0.19.0 utils/schemas/enums.py RLType -> the TRL trainer core/builders/rl.py builds for it.
@@ -135,7 +136,6 @@ def map_axolotl(keys: Keys, path: Path, display: str, release: str, note: str) -
                                                   "target_modules": (targets, None)}, here, n, target="lora_config"))
         calls.append(call("peft.get_peft_model", {}, here, n, target="model"))
 
-    loss_chunked = False
     if any(p.startswith(K.CCE_PLUGIN.rsplit(".", 1)[0] + ".") for p in plugins) and \
             keys.raw("cut_cross_entropy", True) is not False:
         calls.append(call("cut_cross_entropy.transformers.cce_patch", {}, keys.line_span("plugins") or here, n))
@@ -144,8 +144,12 @@ def map_axolotl(keys: Keys, path: Path, display: str, release: str, note: str) -
         flce = keys.value("liger_fused_linear_cross_entropy")
         calls.append(call("liger_kernel.transformers.apply_liger_kernel_to_model",
                           {"fused_linear_cross_entropy": (flce, None)}, keys.line_span("plugins") or here, n))
-    if keys.raw("chunked_cross_entropy") is True:
-        loss_chunked = True
+    if _truthy(keys.raw("chunked_cross_entropy")):
+        # loaders/patch_manager.py `if self.cfg.chunked_cross_entropy:` (knowledge/libraries.py CHUNKED_UPCAST_PATCH)
+        chunks = keys.value("chunked_cross_entropy_num_chunks") if _truthy(keys.raw("chunked_cross_entropy_num_chunks")) \
+            else default(CHUNKED_UPCAST_CHUNKS, "axolotl default (monkeypatch/loss/chunked.py)")
+        calls.append(call(CHUNKED_UPCAST_PATCH, {"num_output_chunks": (chunks, keys.line_span(
+            "chunked_cross_entropy_num_chunks"))}, keys.line_span("chunked_cross_entropy") or here, n))
 
     args = _training_args(keys, here, n, adapter, path)
     calls.append(args.call)
@@ -169,7 +173,7 @@ def map_axolotl(keys: Keys, path: Path, display: str, release: str, note: str) -
                         trainers=(trainer,), seq_evidence=(Evidence(seq, "sequence_len", seq_span),),
                         batch_evidence=(), accum_evidence=(), pip_pins=(), logits_accessed=False)
     spelled = {"per_device_train_batch_size": "micro_batch_size"}
-    return Mapped(K.AXOLOTL, release, note, facts, keys, problems, spelled, loss_chunked, "attn_implementation")
+    return Mapped(K.AXOLOTL, release, note, facts, keys, problems, spelled, "attn_implementation")
 
 
 def _training_args(keys: Keys, here: Span, n: Counter, adapter: object, path: Path) -> ArgsObject:

@@ -80,7 +80,8 @@ class Plan:
     lora_targets: tuple[str, ...] = ("q_proj", "v_proj")
     checkpointing: bool = False
     attention: str = "sdpa"  # "eager" | "sdpa" | "sdpa-math" (SDPA on the math kernel: knowledge/sdpa.py)
-    loss: str = "full"  # "full" | "chunked" | "liger"
+    loss: str = "full"  # "full" | "chunked" | "liger" | "chunked-upcast"
+    loss_chunks: int = 1  # "chunked-upcast": the chunks its fp32 upcast is split into (axolotl's default 8)
     reference_logits: bool = False  # a reference / teacher model's logits are built in the same step (TRL DPO, KTO, GKD)
     reference_weights: bool = False  # a frozen copy of the weights kept as the reference (TRL DPO / KTO without PEFT)
     optimizer: str = "adamw"
@@ -302,11 +303,27 @@ def logits_bytes(p: Plan) -> int:
         return int(min(CHUNKED_LOSS_BYTES, full))
     if p.loss == "liger":
         return int(tokens * g.hidden * LIGER_BYTES_PER_TOKEN_PER_HIDDEN)
+    if p.loss == "chunked-upcast":
+        return chunked_upcast_bytes(p)
     if p.reference_logits:
         # knowledge/trl_trainers.py: the reference forward runs under no_grad while the policy's loss graph is
         # alive; its logits are at least one more [batch x seq x vocab] tensor in the activation dtype
         full += tokens * g.vocab * p.act_bytes
     return full
+
+
+def chunked_upcast_bytes(p: Plan) -> int:
+    """axolotl's chunked_cross_entropy (knowledge/libraries.py CHUNKED_UPCAST_PATCH): the model's full logits in the
+    compute dtype stay alive through the loss (each chunk the loss saves is a view of them) and their gradient is
+    as large (the chunks' gradients, joined by `chunk`'s backward); the fp32 copy, the log-softmax and its gradient
+    (memory.loss_bytes_per_element) exist for one chunk of ceil(seq / chunks) positions at a time. Not measured on
+    a GPU yet: the full path's per-logit figure applied to one chunk."""
+    g = p.geometry
+    chunks = max(p.loss_chunks, 1)
+    chunk_seq = -(-p.seq // chunks)
+    kept = 2 * p.batch * p.seq * g.vocab * p.act_bytes
+    return kept + loss_peak_bytes(p.batch, chunk_seq, g.vocab, p.act_bytes, trainable_head=not p.lora_r,
+                                  softcap=g.softcap)
 
 
 def shard(p: Plan, weights: int, grads: int, optim: int) -> tuple[int, int, int]:
@@ -398,7 +415,7 @@ def _core(p: Plan) -> Estimate:
 # The change each finding's fix makes to the run: (Plan field, its value when the finding applies, the value after).
 FIXES = {"TL101": ("attention", "eager", "sdpa"),  # attn_implementation="sdpa"
          "TL102": ("attention", "sdpa-math", "sdpa"),  # bf16 weights or autocast: a fused SDPA kernel takes them
-         "TL301": ("loss", "full", "liger")}  # use_liger_kernel=True: the fused linear cross-entropy
+         "TL301": ("loss", ("full", "chunked-upcast"), "liger")}  # use_liger_kernel=True / cut-cross-entropy
 
 
 def fix_saving(p: Plan, code: str) -> int:
@@ -406,7 +423,7 @@ def fix_saving(p: Plan, code: str) -> int:
     change (FIXES); 0 when the finding does not apply to the plan or the fix does not lower the peak. The one figure
     for a saving: the rule's message, estimate's lever, and verify's prediction (with and without --simulate)."""
     field_name, before, after = FIXES[code]
-    if getattr(p, field_name) != before:
+    if getattr(p, field_name) not in (before if isinstance(before, tuple) else (before,)):
         return 0
     return max(0, _core(p).peak - _core(replace(p, **{field_name: after})).peak)
 

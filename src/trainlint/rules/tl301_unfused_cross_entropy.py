@@ -267,7 +267,10 @@ def _one_vocabulary(ctx: FileContext) -> ModelLoad | None:
       fix_hint="`use_liger_kernel=True`, TRL's chunked SFT loss (TRL ≥ 1.15), or cut-cross-entropy",
       fix="unsafe")
 def check(self: Rule, ctx: FileContext):
-    if resolve(ctx).fused_loss_applied:
+    run = resolve(ctx)
+    if run.fused_loss_applied or run.loss.path.value == "chunked-upcast":
+        # chunked-upcast (axolotl's chunked_cross_entropy): the fp32 copy and the log-softmax, the bulk of the loss's
+        # peak, are one chunk; the 16-bit logits that remain are `estimate`'s (rules/TL301.md "When it does not fire")
         return
     for trainer in ctx.facts.trainers:
         diag = _trainer_diagnostic(self, ctx, trainer)
