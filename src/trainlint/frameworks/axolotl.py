@@ -151,7 +151,7 @@ def map_axolotl(keys: Keys, path: Path, display: str, release: str, note: str) -
         calls.append(call(CHUNKED_UPCAST_PATCH, {"num_output_chunks": (chunks, keys.line_span(
             "chunked_cross_entropy_num_chunks"))}, keys.line_span("chunked_cross_entropy") or here, n))
 
-    args = _training_args(keys, here, n, adapter, path)
+    args = _training_args(keys, here, n, adapter, path, release)
     calls.append(args.call)
     rl = keys.raw("rl")
     trainer_name, library = ("Trainer", "transformers")
@@ -176,7 +176,16 @@ def map_axolotl(keys: Keys, path: Path, display: str, release: str, note: str) -
     return Mapped(K.AXOLOTL, release, note, facts, keys, problems, spelled, "attn_implementation")
 
 
-def _training_args(keys: Keys, here: Span, n: Counter, adapter: object, path: Path) -> ArgsObject:
+def dpo_liger_key(keys: Keys, release: str) -> str | None:
+    """The key that sets DPOConfig's use_liger_kernel: `dpo_use_liger_kernel` (axolotl 0.18.0 and 0.19.0
+    utils/schemas/config.py; 0.19.0 core/trainers/dpo/__init__.py l.41-42 passes it as use_liger_kernel; not in
+    0.12.0) for rl dpo / ipo; None otherwise."""
+    if keys.raw("rl") in ("dpo", "ipo") and parse_version(release) >= parse_version("0.18.0"):
+        return "dpo_use_liger_kernel"
+    return None
+
+
+def _training_args(keys: Keys, here: Span, n: Counter, adapter: object, path: Path, release: str) -> ArgsObject:
     """The HF TrainingArguments axolotl builds (core/builders/causal.py), with the config's spans."""
     micro = keys.value("micro_batch_size")
     if micro.unset:
@@ -220,5 +229,8 @@ def _training_args(keys: Keys, here: Span, n: Counter, adapter: object, path: Pa
         "fsdp": (fsdp, keys.line_span("fsdp_config")),
         "max_steps": (keys.value("max_steps"), keys.line_span("max_steps")),
     }
+    own = dpo_liger_key(keys, release)
+    if own is not None:
+        kwargs["use_liger_kernel"] = (keys.value(own), keys.line_span(own))
     return ArgsObject(call("transformers.TrainingArguments", kwargs, here, n, target="training_args"),
                       "TrainingArguments", "transformers", "training_args")

@@ -7,6 +7,7 @@ trainlint/knowledge/libraries.py default_attention).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from dataclasses import replace as replace_fields
 
 from trainlint.context import FileContext
 from trainlint.edits import literal_in, launch_value_fix, make_fix, quote_of, replace, set_keyword
@@ -61,12 +62,15 @@ def check(self: Rule, ctx: FileContext):
             cost = f"the score matrix ({heads} heads x {seq.value:,}^2) keeps ~{fmt_bytes(per_seq)} per layer per sequence"
         else:
             cost = f"the score matrix grows with batch x heads x {seq.value:,}^2 per layer (model size unknown)"
+        # a plan with a target says "set attn_implementation=..."; the file's front end may say it its own way
+        advice = ctx.spelling.lever("attention", plan.advice) if plan.target is not None else plan.advice
         diag = self.diagnostic(
             ctx, model.anchor,
             f"eager attention at sequence length {seq.value:,} ({why}): {cost}; "
-            f"{plan.advice}",
+            f"{advice}",
             model.attn_implementation, seq,
         )
+        diag = replace_fields(diag, setting=("attn_implementation", plan.target) if plan.target else None)
         yield with_fit_note(ctx, diag.with_fix(_fix(ctx, model, plan)), attention="sdpa")
 
 

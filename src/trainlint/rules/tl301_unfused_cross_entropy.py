@@ -22,12 +22,14 @@ from trainlint.rules.fit import peak_saving, with_fit_note
 from trainlint.run import resolve
 from trainlint.run.loss import row_flags, sft_loss
 
-_LIGER_FIX = "set use_liger_kernel=True (needs the liger-kernel package and a CUDA GPU)"
-
-
 def _liger_fix(ctx: FileContext) -> str:
+    """The advice for a transformers Trainer's loss, in the file's spelling (a framework has its own lever)."""
+    return ctx.spelling.lever("fused_loss", _python_liger_fix(ctx))
+
+
+def _python_liger_fix(ctx: FileContext) -> str:
     if ctx.versions.transformers.at_least(*libraries.LIGER_FIELD_SINCE):
-        return _LIGER_FIX
+        return ctx.spelling.advise("use_liger_kernel", True, "needs the liger-kernel package and a CUDA GPU")
     return (f"use_liger_kernel needs transformers >= 4.45 and this file targets {ctx.versions.transformers.version}: "
             f"upgrade it, or patch the model with liger-kernel's apply_liger_kernel_to_*() (needs a CUDA GPU)")
 
@@ -132,7 +134,8 @@ def _trl_trainer_diagnostic(self: Rule, ctx: FileContext, trainer: TrainerCall, 
     seq = _completion_length(ctx, trainer, args) if name in ("GRPOTrainer", "RLOOTrainer", "PPOTrainer") \
         else ctx.seq_len
     shape = TrainerShape(ctx.batch, seq, row.rows, reference)
-    fixes = [f"set {row.flags[0]}=True (needs the liger-kernel package and a CUDA GPU)"] if row.flags else []
+    fixes = [ctx.spelling.advise(row.flags[0], True, "needs the liger-kernel package and a CUDA GPU")] if row.flags \
+        else []
     if any(not r.full_logits for r in trl_trainers.LOSS[name]):
         fixes.append("upgrade TRL to >= 1.15 (fused LM head)")
     if not fixes:
@@ -192,7 +195,8 @@ def _trainer_diagnostic(self: Rule, ctx: FileContext, trainer: TrainerCall):
             return None
     model = ctx.model_for(trainer.model_variable)
     if trainer.class_name in ("Trainer", "Seq2SeqTrainer"):
-        diag = _diagnose(self, ctx, model, trainer.call.span, f"{trainer.class_name} computes an unfused cross-entropy",
+        diag = _diagnose(self, ctx, model, trainer.call.span,
+                         f"{ctx.spelling.trainer(trainer.class_name)} computes an unfused cross-entropy",
                          _liger_fix(ctx))
         if diag is None or args is None:
             return diag
