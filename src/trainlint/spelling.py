@@ -16,17 +16,22 @@ class Spelling:
     """`style`: "python" | "yaml" | "flag". `keys`: the library's argument name -> the front end's own key for it.
     `values`: (argument, the library's value) -> the front end's own value. `trainers`: a trainer class -> the
     trainer as the user knows it. `levers`: an intervention ("fused_loss", "attention") -> the front end's own
-    advice for it, where it is not "set <argument>" (a plugin to list, a key with its conditions)."""
+    advice for it, where it is not "set <argument>" (a plugin to list, a key with its conditions). `unsettable`:
+    arguments the front end gives the user no way to set."""
 
     style: str = "python"
     keys: tuple[tuple[str, str], ...] = ()
     values: tuple[tuple[tuple[str, Any], Any], ...] = ()
     trainers: tuple[tuple[str, str], ...] = ()
     levers: tuple[tuple[str, str], ...] = ()
+    unsettable: tuple[str, ...] = ()  # arguments the front end has no key for (advice to set them is left out)
 
     def __post_init__(self) -> None:
         if self.style not in STYLES:
             raise ValueError(f"style must be one of {STYLES}, not {self.style!r}")
+
+    def can_set(self, argument: str) -> bool:
+        return argument not in self.unsettable
 
     def name(self, argument: str) -> str:
         """The key the user writes for `argument`."""

@@ -62,7 +62,7 @@ def spelling_for(mapped: Mapped, model_type: str | None, style: str = "yaml") ->
     keys = mapped.keys
     trainer_names: tuple[str, ...] = ("Trainer", "Seq2SeqTrainer")
     if mapped.framework == K.LLAMAFACTORY:
-        base = Spelling(style, keys=(("attn_implementation", "flash_attn"), ("use_liger_kernel", "enable_liger_kernel")),
+        base = Spelling(style, keys=(("attn_implementation", "flash_attn"),),
                         values=tuple((("attn_implementation", hf), own) for hf, own in _LF_ATTENTION_VALUES.items()))
         attention = base.advise("attn_implementation", "flash_attention_2", "SDPA cannot express Gemma 2's logit "
                                                                              "softcap") if softcapped else \
@@ -71,13 +71,15 @@ def spelling_for(mapped: Mapped, model_type: str | None, style: str = "yaml") ->
         if keys.raw("stage", K.LF_DEFAULTS["stage"]) in ("pt", "sft"):
             # no Liger fusion outside pt / sft: there the stage's own trainer says what it has
             levers.append(("fused_loss", base.advise(
-                "use_liger_kernel", True, "LLaMA-Factory then fuses the loss for stage pt/sft; needs the liger-kernel "
+                "enable_liger_kernel", True, "LLaMA-Factory then fuses the loss for stage pt/sft; needs the liger-kernel "
                                           "package and a CUDA GPU") if model_type in K.LF_LIGER_TYPES else
                 "LLaMA-Factory's enable_liger_kernel does not cover this model type; use a fused or chunked loss"))
         trainers = tuple((name, "LLaMA-Factory's trainer (a Seq2SeqTrainer)") for name in trainer_names)
         return Spelling(style, base.keys, base.values, trainers, tuple(levers))
     dpo_liger = dpo_liger_key(keys, mapped.release)
-    base = Spelling(style, keys=tuple(mapped.spelled.items()) + ((("use_liger_kernel", dpo_liger),) if dpo_liger else ()))
+    # a TRL trainer's use_liger_kernel: axolotl's own dpo_use_liger_kernel key (>= 0.18), else no key sets it
+    base = Spelling(style, keys=tuple(mapped.spelled.items()) + ((("use_liger_kernel", dpo_liger),) if dpo_liger else ()),
+                    unsettable=() if dpo_liger else ("use_liger_kernel",))
     attention = (f"{base.advise('attn_implementation', 'flash_attention_2')} or flex_attention (SDPA cannot express "
                  f"its logit softcap)" if softcapped else base.advise("attn_implementation", "sdpa", "or flash_attention_2"))
     levers = (("attention", attention),
@@ -90,7 +92,7 @@ def spelling_for(mapped: Mapped, model_type: str | None, style: str = "yaml") ->
         own.append(("attn_implementation", legacy))
         values.append((("attn_implementation", "eager"), True))
     trainers = tuple((name, "axolotl's trainer (a transformers Trainer)") for name in trainer_names)
-    return Spelling(style, tuple(own), tuple(values), trainers, levers)
+    return Spelling(style, tuple(own), tuple(values), trainers, levers, base.unsettable)
 
 
 def _legacy_eager(mapped: Mapped) -> str | None:
@@ -135,7 +137,7 @@ def _tl101(diag: Diagnostic, mapped: Mapped, text: str, fix_attention: str, mode
         return None
     legacy = _legacy_eager(mapped)
     # the rule could not tell whether this architecture takes the value in the targeted transformers: unsafe
-    safe = target == "sdpa" and not softcapped and "so the fix is unsafe" not in diag.message
+    safe = target == "sdpa" and not softcapped and diag.setting.known_valid
     entry = keys.top.get("attn_implementation")
     if entry is not None and isinstance(entry.value, str):
         swap = _swap(text, entry.span, target)
@@ -191,9 +193,9 @@ def _add_plugin(mapped: Mapped, text: str) -> dict | None:
 
 
 def _tl401(diag: Diagnostic, mapped: Mapped, text: str) -> dict | None:
-    if diag.setting is None or diag.setting[0] != "gradient_accumulation_steps":
+    if diag.setting is None or diag.setting.argument != "gradient_accumulation_steps":
         return None
-    steps = str(diag.setting[1])
+    steps = str(diag.setting.value)
     keys = mapped.keys
     entry = keys.top.get("gradient_accumulation_steps")
     batch_key = "micro_batch_size" if mapped.framework == K.AXOLOTL else "per_device_train_batch_size"

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from dataclasses import replace as replace_fields
 
 from trainlint.context import FileContext
+from trainlint.diagnostics import Setting
 from trainlint.edits import literal_in, launch_value_fix, make_fix, quote_of, replace, set_keyword
 from trainlint.facts import ModelLoad
 from trainlint.knowledge import libraries
@@ -70,7 +71,8 @@ def check(self: Rule, ctx: FileContext):
             f"{advice}",
             model.attn_implementation, seq,
         )
-        diag = replace_fields(diag, setting=("attn_implementation", plan.target) if plan.target else None)
+        diag = replace_fields(diag, setting=Setting("attn_implementation", plan.target, not plan.support_unknown)
+                              if plan.target else None)
         yield with_fit_note(ctx, diag.with_fix(_fix(ctx, model, plan)), attention="sdpa")
 
 
@@ -81,6 +83,7 @@ class Plan:
     target: str | None
     safe: bool
     advice: str  # the message's last clause: what to do, and why there is no fix or why it is unsafe
+    support_unknown: bool = False  # whether the architecture takes `target` in the targeted version is not known
 
 
 def plan_fix(ctx: FileContext, model_type: str | None, softcapped: bool) -> Plan:
@@ -117,7 +120,7 @@ def plan_fix(ctx: FileContext, model_type: str | None, softcapped: bool) -> Plan
         return Plan(None, False, f"{arch} does not support {target} in transformers {tv.version}; no fix offered")
     if supported is None:
         return Plan(target, False, f"set attn_implementation={instead} (whether {arch} supports {target} in "
-                                   f"transformers {tv.version} is not known, so the fix is unsafe)")
+                                   f"transformers {tv.version} is not known, so the fix is unsafe)", True)
     return Plan(target, target == "sdpa" and not softcapped, f"set attn_implementation={instead}")
 
 

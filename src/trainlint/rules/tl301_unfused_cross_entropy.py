@@ -134,8 +134,8 @@ def _trl_trainer_diagnostic(self: Rule, ctx: FileContext, trainer: TrainerCall, 
     seq = _completion_length(ctx, trainer, args) if name in ("GRPOTrainer", "RLOOTrainer", "PPOTrainer") \
         else ctx.seq_len
     shape = TrainerShape(ctx.batch, seq, row.rows, reference)
-    fixes = [ctx.spelling.advise(row.flags[0], True, "needs the liger-kernel package and a CUDA GPU")] if row.flags \
-        else []
+    fixes = [ctx.spelling.advise(row.flags[0], True, "needs the liger-kernel package and a CUDA GPU")] \
+        if row.flags and ctx.spelling.can_set(row.flags[0]) else []
     if any(not r.full_logits for r in trl_trainers.LOSS[name]):
         fixes.append("upgrade TRL to >= 1.15 (fused LM head)")
     if not fixes:
