@@ -9,12 +9,13 @@ re-lint the result.
 from __future__ import annotations
 
 import re
+from dataclasses import replace as dc_replace
 
 from trainlint.diagnostics import Diagnostic, Span
 from trainlint.edits import edit, make_fix, newline_of, replace, source_lines
 from trainlint.frameworks import knowledge as K
 from trainlint.frameworks.axolotl import dpo_liger_key
-from trainlint.frameworks.synth import Mapped
+from trainlint.frameworks.synth import Keys, Mapped
 from trainlint.knowledge.libraries import SOFTCAPPED
 from trainlint.spelling import Spelling
 
@@ -82,8 +83,11 @@ def spelling_for(mapped: Mapped, model_type: str | None, style: str = "yaml") ->
                     unsettable=() if dpo_liger else ("use_liger_kernel",))
     attention = (f"{base.advise('attn_implementation', 'flash_attention_2')} or flex_attention (SDPA cannot express "
                  f"its logit softcap)" if softcapped else base.advise("attn_implementation", "sdpa", "or flash_attention_2"))
+    # CutCrossEntropyArgs.check_chunked_cross_entropy_not_set (0.19.0 integrations/cut_cross_entropy/args.py:47-52)
+    # refuses the plugin together with chunked_cross_entropy
+    chunked = " with chunked_cross_entropy: false (the plugin refuses both)" if _chunked(mapped) else ""
     levers = (("attention", attention),
-              ("fused_loss", f"list {K.CCE_PLUGIN} in plugins: (or {K.LIGER_PLUGIN} with "
+              ("fused_loss", f"list {K.CCE_PLUGIN} in plugins:{chunked} (or {K.LIGER_PLUGIN} with "
                              f"liger_fused_linear_cross_entropy: true; either needs its package and a CUDA GPU)"))
     own = list(base.keys)
     values = []
@@ -93,6 +97,11 @@ def spelling_for(mapped: Mapped, model_type: str | None, style: str = "yaml") ->
         values.append((("attn_implementation", "eager"), True))
     trainers = tuple((name, "axolotl's trainer (a transformers Trainer)") for name in trainer_names)
     return Spelling(style, tuple(own), tuple(values), trainers, levers, base.unsettable)
+
+
+def _chunked(mapped: Mapped) -> bool:
+    value = mapped.keys.raw("chunked_cross_entropy")
+    return mapped.framework == K.AXOLOTL and bool(value) and value != "false"
 
 
 def _legacy_eager(mapped: Mapped) -> str | None:
@@ -176,6 +185,14 @@ def _add_plugin(mapped: Mapped, text: str) -> dict | None:
     if keys.raw("bf16") not in (True, "auto") and keys.raw("fp16") is not True:
         return None  # CutCrossEntropyArgs.check_dtype_is_half would refuse the config
     message = "Add the CutCrossEntropyPlugin to plugins: (needs cut-cross-entropy and a CUDA GPU)"
+    if _chunked(mapped):  # the plugin refuses chunked_cross_entropy: switch it off in the same fix
+        entry = keys.top["chunked_cross_entropy"]
+        off = _swap(text, entry.span, "false")
+        plugin = _add_plugin(_without_chunked(mapped), text)
+        if off is None or plugin is None:
+            return None
+        return make_fix("unsafe", "Add the CutCrossEntropyPlugin to plugins: and set chunked_cross_entropy: false "
+                                  "(needs cut-cross-entropy and a CUDA GPU)", *plugin["edits"], off)
     entry = keys.top.get("plugins")
     if entry is None:
         nl = newline_of(text)
@@ -190,6 +207,12 @@ def _add_plugin(mapped: Mapped, text: str) -> dict | None:
     row = entry.span.end_line
     return make_fix("unsafe", message, edit((row + 1, 1), (row + 1, 1),
                                             f"{indent}- {K.CCE_PLUGIN}{newline_of(text)}"))
+
+
+def _without_chunked(mapped: Mapped) -> Mapped:
+    keys = Keys(mapped.keys.reading)
+    keys.top.pop("chunked_cross_entropy", None)
+    return dc_replace(mapped, keys=keys)
 
 
 def _tl401(diag: Diagnostic, mapped: Mapped, text: str) -> dict | None:

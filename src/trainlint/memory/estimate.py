@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from trainlint.memory import (GIB, attention_scores_per_layer, eager_backward_bytes_per_score, loss_peak_bytes,
+from trainlint.memory import (GIB, attention_scores_per_layer, chunked_upcast_bytes_per_element, eager_backward_bytes_per_score, loss_peak_bytes,
                               math_scores_per_layer)
 
 # Not counted in the consumers: the CUDA context and the caching allocator's slack of one process, what a GPU must
@@ -81,7 +81,7 @@ class Plan:
     checkpointing: bool = False
     attention: str = "sdpa"  # "eager" | "sdpa" | "sdpa-math" (SDPA on the math kernel: knowledge/sdpa.py)
     loss: str = "full"  # "full" | "chunked" | "liger" | "chunked-upcast"
-    loss_chunks: int = 1  # "chunked-upcast": the chunks its fp32 upcast is split into (axolotl's default 8)
+    loss_chunks: int = 1  # "chunked-upcast": the chunks its fp32 upcast is split into (axolotl's default 8; reported)
     reference_logits: bool = False  # a reference / teacher model's logits are built in the same step (TRL DPO, KTO, GKD)
     reference_weights: bool = False  # a frozen copy of the weights kept as the reference (TRL DPO / KTO without PEFT)
     optimizer: str = "adamw"
@@ -313,17 +313,8 @@ def logits_bytes(p: Plan) -> int:
 
 
 def chunked_upcast_bytes(p: Plan) -> int:
-    """axolotl's chunked_cross_entropy (knowledge/libraries.py CHUNKED_UPCAST_PATCH): the model's full logits in the
-    compute dtype stay alive through the loss (each chunk the loss saves is a view of them) and their gradient is
-    as large (the chunks' gradients, joined by `chunk`'s backward); the fp32 copy, the log-softmax and its gradient
-    (memory.loss_bytes_per_element) exist for one chunk of ceil(seq / chunks) positions at a time. Not measured on
-    a GPU yet: the full path's per-logit figure applied to one chunk."""
-    g = p.geometry
-    chunks = max(p.loss_chunks, 1)
-    chunk_seq = -(-p.seq // chunks)
-    kept = 2 * p.batch * p.seq * g.vocab * p.act_bytes
-    return kept + loss_peak_bytes(p.batch, chunk_seq, g.vocab, p.act_bytes, trainable_head=not p.lora_r,
-                                  softcap=g.softcap)
+    """axolotl's chunked_cross_entropy: memory.chunked_upcast_bytes_per_element per logit."""
+    return p.batch * p.seq * p.geometry.vocab * chunked_upcast_bytes_per_element(p.act_bytes)
 
 
 def shard(p: Plan, weights: int, grads: int, optim: int) -> tuple[int, int, int]:

@@ -16,7 +16,8 @@ from trainlint.facts.names import TORCH_CROSS_ENTROPY, TORCH_LOG_SOFTMAX
 from trainlint.facts.values import UNKNOWN, UNSET, library_default
 from trainlint.knowledge import libraries, trl_trainers
 from trainlint.knowledge.heads import computes_vocab_logits
-from trainlint.memory import dtype_bytes, fmt_bytes, logits_bytes, loss_peak_bytes
+from trainlint.memory import (chunked_upcast_bytes_per_element, dtype_bytes, fmt_bytes, logits_bytes,
+                              loss_peak_bytes)
 from trainlint.rules.base import Rule, rule
 from trainlint.rules.fit import peak_saving, with_fit_note
 from trainlint.run import resolve
@@ -34,7 +35,24 @@ def _python_liger_fix(ctx: FileContext) -> str:
             f"upgrade it, or patch the model with liger-kernel's apply_liger_kernel_to_*() (needs a CUDA GPU)")
 
 
+def _chunked_cost(ctx: FileContext, model: ModelLoad, vocab: int) -> str:
+    """axolotl's chunked upcast (memory.chunked_upcast_bytes_per_element): the 16-bit logits stay, and the loss keeps
+    every chunk's fp32 log-softmax for backward."""
+    size = 4 if model.dtype.known and dtype_bytes(str(model.dtype.value), 2) == 4 else 2
+    label = "fp32" if size == 4 else "bf16"
+    per = chunked_upcast_bytes_per_element(size)
+    seq, batch = ctx.seq_len, ctx.batch
+    if seq.known and batch.known:
+        n = logits_bytes(batch.value, seq.value, vocab, 1)
+        return (f"the [{batch.value} x {seq.value:,} x {vocab:,}] logits are ~{fmt_bytes(n * size)} in {label} and the "
+                f"loss keeps every chunk's fp32 log-softmax (~{fmt_bytes(n * 4)}) for backward, ~{fmt_bytes(n * per)} "
+                f"at peak")
+    return f"the logits cost ~{fmt_bytes(vocab * per)} per token at peak ({vocab:,} x {per} bytes)"
+
+
 def _cost(ctx: FileContext, model: ModelLoad, vocab: int, shape: TrainerShape | None = None) -> str:
+    if shape is None and resolve(ctx).loss.path.value == "chunked-upcast":
+        return _chunked_cost(ctx, model, vocab)
     size = 4 if model.dtype.known and dtype_bytes(str(model.dtype.value), 2) == 4 else 2
     label = "fp32" if size == 4 else "bf16"
     seq, batch = (shape.seq, shape.batch) if shape is not None else (ctx.seq_len, ctx.batch)
@@ -195,9 +213,12 @@ def _trainer_diagnostic(self: Rule, ctx: FileContext, trainer: TrainerCall):
             return None
     model = ctx.model_for(trainer.model_variable)
     if trainer.class_name in ("Trainer", "Seq2SeqTrainer"):
-        diag = _diagnose(self, ctx, model, trainer.call.span,
-                         f"{ctx.spelling.trainer(trainer.class_name)} computes an unfused cross-entropy",
-                         _liger_fix(ctx))
+        loss = resolve(ctx).loss.path
+        what = f"{ctx.spelling.trainer(trainer.class_name)} computes an unfused cross-entropy"
+        if loss.value == "chunked-upcast":
+            # the fp32 copy is one chunk, but the full 16-bit logits and every chunk's fp32 log-softmax stay
+            what = f"{ctx.spelling.trainer(trainer.class_name)} computes its loss on the full logits with {loss.why}"
+        diag = _diagnose(self, ctx, model, trainer.call.span, what, _liger_fix(ctx))
         if diag is None or args is None:
             return diag
         # Unsafe: Liger needs the liger-kernel package and a CUDA GPU, and its kernels are not bit-identical.
@@ -271,10 +292,7 @@ def _one_vocabulary(ctx: FileContext) -> ModelLoad | None:
       fix_hint="`use_liger_kernel=True`, TRL's chunked SFT loss (TRL ≥ 1.15), or cut-cross-entropy",
       fix="unsafe", fix_runs_on="CUDA")  # Liger's and cut-cross-entropy's kernels are Triton: a CUDA GPU only
 def check(self: Rule, ctx: FileContext):
-    run = resolve(ctx)
-    if run.fused_loss_applied or run.loss.path.value == "chunked-upcast":
-        # chunked-upcast (axolotl's chunked_cross_entropy): the fp32 copy and the log-softmax, the bulk of the loss's
-        # peak, are one chunk; the 16-bit logits that remain are `estimate`'s (rules/TL301.md "When it does not fire")
+    if resolve(ctx).fused_loss_applied:
         return
     for trainer in ctx.facts.trainers:
         diag = _trainer_diagnostic(self, ctx, trainer)

@@ -76,7 +76,7 @@ def chunked_upcast(ctx: FileContext) -> tuple[Decided[str], int] | None:
             chunks = n.value if n.known and isinstance(n.value, int) and not isinstance(n.value, bool) and \
                 n.value > 0 else libraries.CHUNKED_UPCAST_CHUNKS
             return Decided("chunked-upcast", call.span, True,
-                           f"axolotl's chunked cross-entropy ({chunks} chunks)"), chunks
+                           f"axolotl's chunked_cross_entropy (the fp32 upcast in {chunks} chunks)"), chunks
     return None
 
 
