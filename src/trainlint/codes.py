@@ -28,6 +28,10 @@ class RuleInfo:
     summary: str  # one sentence: what it flags
     fix_hint: str  # one line: what to do (Markdown)
     fix: str = "none"  # one of FIX_KINDS
+    # what the fix's code needs to run at all, beyond the script's own (e.g. "CUDA": a Triton kernel); None when
+    # the fixed script runs wherever the original does. verify reads it: a fix whose kernel cannot run on the
+    # device it measures on is "not measurable here" (and never simulated).
+    fix_runs_on: str | None = None
 
     def __post_init__(self) -> None:
         if self.fix not in FIX_KINDS:

@@ -17,6 +17,7 @@ from trainlint.knowledge.models import ModelSpec, class_only_spec, lookup_model,
 from trainlint.knowledge.versions import Versions
 from trainlint.launch.model import Launch
 from trainlint.notebook import place
+from trainlint.spelling import PYTHON, Spelling
 
 
 @dataclass
@@ -30,6 +31,7 @@ class FileContext:
     launch: Launch = field(default_factory=Launch.defaults)  # the facts are resolved under this launch
     raw_facts: ScriptFacts | None = None  # the facts before resolution (parameters still symbolic)
     follow_notes: list[str] = field(default_factory=list)  # repository code that could not be followed
+    spelling: Spelling = PYTHON  # how the user writes a setting in this file (its front end's: trainlint.spelling)
 
     # -- models ---------------------------------------------------------------------------------------
     @cached_property

@@ -77,6 +77,17 @@ class Fix:
 
 
 @dataclass(frozen=True)
+class Setting:
+    """What a finding asks the user to set, in the library's terms: `argument` = `value`, e.g.
+    ("gradient_accumulation_steps", 8). `known_valid` False: whether the value loads for this architecture and
+    version is not known (its fix is then unsafe)."""
+
+    argument: str
+    value: object
+    known_valid: bool = True
+
+
+@dataclass(frozen=True)
 class Diagnostic:
     code: str
     name: str
@@ -92,6 +103,9 @@ class Diagnostic:
     # The defaults of a launch the finding rests on ("MODEL=org/model-7b, the default at finetune.sh:6"): it does
     # not hold once they are unknown, and the caller could override them. Empty for a certain finding.
     assumptions: tuple[str, ...] = field(default=(), compare=False)
+    # The setting the finding's advice asks for: a front end whose files spell settings otherwise (a framework
+    # config) builds its own edit from it.
+    setting: Setting | None = field(default=None, compare=False)
 
     def with_fix(self, fix: Fix | None) -> "Diagnostic":
         return replace(self, fix=fix)

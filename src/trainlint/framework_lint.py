@@ -209,20 +209,20 @@ def _check(path: Path, display: str, text: str, reading: ConfigReading, framewor
         if unread and p.code == "TL007":
             continue
         result.diagnostics.append(_meta(p.code, display, p.message, p.span.line, p.span.col))
+    from trainlint.frameworks.fixes import adapt, spelling_for
+
     ctx = FrameworkContext(path, display, mapped.facts, versions, settings, text, Launch.defaults(), mapped.facts,
                            mapped=mapped)
-    result.contexts.append(ctx)
-    result.context = result.context or ctx
-    from trainlint.frameworks.fixes import adapt
-
     spec = ctx.spec(mapped.facts.models[0])
     model_type = spec.model_type if spec is not None else None
+    # the rules word their findings as this config (or `llamafactory-cli train`'s flags) says a setting
+    ctx.spelling = spelling_for(mapped, model_type, "yaml" if fixes else "flag")
+    result.contexts.append(ctx)
+    result.context = result.context or ctx
     for code in sorted(codes & REGISTRY.keys()):
-        if code == "TL301" and mapped.loss_chunked:
-            continue  # axolotl chunked_cross_entropy: the loss is computed in chunks (knowledge.py)
         for diag in REGISTRY[code].run(ctx):
-            diag = adapt(diag, mapped, text, settings.fix_attention, model_type)
-            result.diagnostics.append(diag if fixes else replace(diag, fix=None, message=_as_flags(diag.message)))
+            result.diagnostics.append(adapt(diag, mapped, text, settings.fix_attention, model_type) if fixes
+                                      else diag.with_fix(None))
 
 
 def lint_cli_launches(path: Path, invocations, settings: Settings, codes: set[str], result: FileResult) -> None:
@@ -268,15 +268,6 @@ def flag_reading(path: Path, words) -> ConfigReading:
             entries.append(Entry(name, _typed(nxt.text), nxt.span, word.span))
         i += 2
     return ConfigReading(path, tuple(entries))
-
-
-_KEY_SETTING = re.compile(r"\b(?:set|add) (\w+): (\S+?)(?=[,;)]|\s|$)")
-
-
-def _as_flags(message: str) -> str:
-    """A framework finding's advice spelled for the command line it was written on: `set enable_liger_kernel:
-    true` -> `pass --enable_liger_kernel true`."""
-    return _KEY_SETTING.sub(lambda m: f"pass --{m.group(1)} {m.group(2)}", message)
 
 
 def _typed(text: str):

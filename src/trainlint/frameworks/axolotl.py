@@ -14,6 +14,7 @@ from trainlint.facts.model import ArgsObject, Evidence, ModelLoad, ScriptFacts, 
 from trainlint.facts.values import UNKNOWN, UNSET, Value
 from trainlint.frameworks import knowledge as K
 from trainlint.frameworks.synth import ORIGIN, Counter, Keys, Mapped, Problem, call, default, local_file
+from trainlint.knowledge.libraries import CHUNKED_UPCAST_CHUNKS, CHUNKED_UPCAST_PATCH
 from trainlint.knowledge.versions import parse_version
 
 # axolotl 0.19.0 utils/schemas/enums.py RLType -> the TRL trainer core/builders/rl.py builds for it.
@@ -138,7 +139,6 @@ def map_axolotl(keys: Keys, path: Path, display: str, release: str, note: str) -
             calls.append(call("peft.LoraConfig", lora_kwargs, here, n, target="lora_config"))
         calls.append(call("peft.get_peft_model", {}, here, n, target="model"))
 
-    loss_chunked = False
     if any(p.startswith(K.CCE_PLUGIN.rsplit(".", 1)[0] + ".") for p in plugins) and \
             keys.raw("cut_cross_entropy", True) is not False:
         calls.append(call("cut_cross_entropy.transformers.cce_patch", {}, keys.line_span("plugins") or here, n))
@@ -147,10 +147,14 @@ def map_axolotl(keys: Keys, path: Path, display: str, release: str, note: str) -
         flce = keys.value("liger_fused_linear_cross_entropy")
         calls.append(call("liger_kernel.transformers.apply_liger_kernel_to_model",
                           {"fused_linear_cross_entropy": (flce, None)}, keys.line_span("plugins") or here, n))
-    if keys.raw("chunked_cross_entropy") is True:
-        loss_chunked = True
+    if _truthy(keys.raw("chunked_cross_entropy")):
+        # loaders/patch_manager.py `if self.cfg.chunked_cross_entropy:` (knowledge/libraries.py CHUNKED_UPCAST_PATCH)
+        chunks = keys.value("chunked_cross_entropy_num_chunks") if _truthy(keys.raw("chunked_cross_entropy_num_chunks")) \
+            else default(CHUNKED_UPCAST_CHUNKS, "axolotl default (monkeypatch/loss/chunked.py)")
+        calls.append(call(CHUNKED_UPCAST_PATCH, {"num_output_chunks": (chunks, keys.line_span(
+            "chunked_cross_entropy_num_chunks"))}, keys.line_span("chunked_cross_entropy") or here, n))
 
-    args = _training_args(keys, here, n, adapter, path)
+    args = _training_args(keys, here, n, adapter, path, release)
     calls.append(args.call)
     rl = keys.raw("rl")
     trainer_name, library = ("Trainer", "transformers")
@@ -172,10 +176,19 @@ def map_axolotl(keys: Keys, path: Path, display: str, release: str, note: str) -
                         trainers=(trainer,), seq_evidence=(Evidence(seq, "sequence_len", seq_span),),
                         batch_evidence=(), accum_evidence=(), pip_pins=(), logits_accessed=False)
     spelled = {"per_device_train_batch_size": "micro_batch_size"}
-    return Mapped(K.AXOLOTL, release, note, facts, keys, problems, spelled, loss_chunked, "attn_implementation")
+    return Mapped(K.AXOLOTL, release, note, facts, keys, problems, spelled, "attn_implementation")
 
 
-def _training_args(keys: Keys, here: Span, n: Counter, adapter: object, path: Path) -> ArgsObject:
+def dpo_liger_key(keys: Keys, release: str) -> str | None:
+    """The key that sets DPOConfig's use_liger_kernel: `dpo_use_liger_kernel` (axolotl 0.18.0 and 0.19.0
+    utils/schemas/config.py; 0.19.0 core/trainers/dpo/__init__.py l.41-42 passes it as use_liger_kernel; not in
+    0.12.0) for rl dpo / ipo; None otherwise."""
+    if keys.raw("rl") in ("dpo", "ipo") and parse_version(release) >= parse_version("0.18.0"):
+        return "dpo_use_liger_kernel"
+    return None
+
+
+def _training_args(keys: Keys, here: Span, n: Counter, adapter: object, path: Path, release: str) -> ArgsObject:
     """The HF TrainingArguments axolotl builds (core/builders/causal.py), with the config's spans."""
     micro = keys.value("micro_batch_size")
     if micro.unset:
@@ -219,5 +232,8 @@ def _training_args(keys: Keys, here: Span, n: Counter, adapter: object, path: Pa
         "fsdp": (fsdp, keys.line_span("fsdp_config")),
         "max_steps": (keys.value("max_steps"), keys.line_span("max_steps")),
     }
+    own = dpo_liger_key(keys, release)
+    if own is not None:
+        kwargs["use_liger_kernel"] = (keys.value(own), keys.line_span(own))
     return ArgsObject(call("transformers.TrainingArguments", kwargs, here, n, target="training_args"),
                       "TrainingArguments", "transformers", "training_args")

@@ -1,9 +1,9 @@
-"""A rule's finding on a framework config, said in the config's own keys, with a fix that edits the YAML text.
+"""How a framework config says a setting (its Spelling: the framework's keys, values, trainer and levers, which the
+rules ask when they word a finding) and the fix that edits the YAML text for a finding.
 
-The rules speak HF's names (`attn_implementation="sdpa"`, `use_liger_kernel=True`, `per_device_train_batch_size`);
-here their message is rewritten into the framework's keys and the fix becomes a text edit of the YAML: a value
-replaced in place (its quotes kept) or a top-level key added on a line of its own after a related key, so
-comments, key order and quoting stay as written. fix.py / lint.py re-load and re-lint the result.
+A fix is a text edit of the YAML: a value replaced in place (its quotes kept) or a top-level key added on a line of
+its own after a related key, so comments, key order and quoting stay as written. fix.py / lint.py re-load and
+re-lint the result.
 """
 
 from __future__ import annotations
@@ -11,14 +11,18 @@ from __future__ import annotations
 import re
 from dataclasses import replace as dc_replace
 
-from trainlint.diagnostics import Diagnostic, Span
+from trainlint.diagnostics import Diagnostic, Edit, Fix, Span
 from trainlint.edits import edit, make_fix, newline_of, replace, source_lines
 from trainlint.frameworks import knowledge as K
-from trainlint.frameworks.synth import Mapped
+from trainlint.frameworks.axolotl import dpo_liger_key
+from trainlint.frameworks.synth import Keys, Mapped
 from trainlint.knowledge.libraries import SOFTCAPPED
+from trainlint.spelling import Spelling
 
 # What TL101's fix sets (settings `fix-attention`), in each framework's spelling; None: the framework has no such key.
 _LF_ATTENTION = {"sdpa": "sdpa", "flash_attention_2": "fa2", "flash_attention_3": "fa3", "flex_attention": None}
+# LLaMA-Factory's `flash_attn` values for transformers' attn_implementation (its model_args.py AttentionFunction)
+_LF_ATTENTION_VALUES = {"eager": "disabled", "sdpa": "sdpa", "flash_attention_2": "fa2", "flash_attention_3": "fa3"}
 
 
 def _value(text: str, span: Span) -> str:
@@ -28,7 +32,7 @@ def _value(text: str, span: Span) -> str:
     return lines[span.line - 1][span.col - 1:span.end_col - 1]
 
 
-def _swap(text: str, span: Span, new: str) -> dict | None:
+def _swap(text: str, span: Span, new: str) -> Edit | None:
     """Replace a plain scalar in place, keeping its quotes; None for anything else (a flow mapping, a block)."""
     old = _value(text, span)
     quote = old[0] if len(old) >= 2 and old[0] in "'\"" and old[-1] == old[0] else ""
@@ -37,7 +41,7 @@ def _swap(text: str, span: Span, new: str) -> dict | None:
     return replace(span, f"{quote}{new}{quote}")
 
 
-def _add_key(mapped: Mapped, text: str, after: str | None, line: str) -> dict:
+def _add_key(mapped: Mapped, text: str, after: str | None, line: str) -> Edit:
     """A new top-level `key: value` line after the key `after` (after its whole value), else at the end."""
     nl = newline_of(text)
     entry = mapped.keys.top.get(after) if after else None
@@ -51,108 +55,144 @@ def _add_key(mapped: Mapped, text: str, after: str | None, line: str) -> dict:
     return edit((len(lines), len(lines[-1]) + 1), (len(lines), len(lines[-1]) + 1), f"{nl}{line}{nl}")
 
 
+def spelling_for(mapped: Mapped, model_type: str | None, style: str = "yaml") -> Spelling:
+    """How the user sets things in this config (or on `llamafactory-cli train`'s command line: style "flag"): the
+    framework's own key for a transformers argument, its own values, its trainer, and its own levers where the advice
+    is not a key of the same meaning (the loss plugins of axolotl, LLaMA-Factory's liger key with its conditions)."""
+    softcapped = model_type in SOFTCAPPED
+    keys = mapped.keys
+    trainer_names: tuple[str, ...] = ("Trainer", "Seq2SeqTrainer")
+    if mapped.framework == K.LLAMAFACTORY:
+        base = Spelling(style, keys=(("attn_implementation", "flash_attn"),),
+                        values=tuple((("attn_implementation", hf), own) for hf, own in _LF_ATTENTION_VALUES.items()))
+        attention = base.advise("attn_implementation", "flash_attention_2", "SDPA cannot express Gemma 2's logit "
+                                                                             "softcap") if softcapped else \
+            base.advise("attn_implementation", "sdpa", "or fa2")
+        levers = [("attention", attention)]
+        if keys.raw("stage", K.LF_DEFAULTS["stage"]) in ("pt", "sft"):
+            # no Liger fusion outside pt / sft: there the stage's own trainer says what it has
+            levers.append(("fused_loss", base.advise(
+                "enable_liger_kernel", True, "LLaMA-Factory then fuses the loss for stage pt/sft; needs the liger-kernel "
+                                          "package and a CUDA GPU") if model_type in K.LF_LIGER_TYPES else
+                "LLaMA-Factory's enable_liger_kernel does not cover this model type; use a fused or chunked loss"))
+        trainers = tuple((name, "LLaMA-Factory's trainer (a Seq2SeqTrainer)") for name in trainer_names)
+        return Spelling(style, base.keys, base.values, trainers, tuple(levers))
+    dpo_liger = dpo_liger_key(keys, mapped.release)
+    # a TRL trainer's use_liger_kernel: axolotl's own dpo_use_liger_kernel key (>= 0.18), else no key sets it
+    base = Spelling(style, keys=tuple(mapped.spelled.items()) + ((("use_liger_kernel", dpo_liger),) if dpo_liger else ()),
+                    unsettable=() if dpo_liger else ("use_liger_kernel",))
+    attention = (f"{base.advise('attn_implementation', 'flash_attention_2')} or flex_attention (SDPA cannot express "
+                 f"its logit softcap)" if softcapped else base.advise("attn_implementation", "sdpa", "or flash_attention_2"))
+    # CutCrossEntropyArgs.check_chunked_cross_entropy_not_set (0.19.0 integrations/cut_cross_entropy/args.py:47-52)
+    # refuses the plugin together with chunked_cross_entropy
+    chunked = " with chunked_cross_entropy: false (the plugin refuses both)" if _chunked(mapped) else ""
+    levers = (("attention", attention),
+              ("fused_loss", f"list {K.CCE_PLUGIN} in plugins:{chunked} (or {K.LIGER_PLUGIN} with "
+                             f"liger_fused_linear_cross_entropy: true; either needs its package and a CUDA GPU)"))
+    own = list(base.keys)
+    values = []
+    legacy = _legacy_eager(mapped)
+    if legacy is not None:  # the eager attention was chosen by a legacy flag: that is what the user wrote
+        own.append(("attn_implementation", legacy))
+        values.append((("attn_implementation", "eager"), True))
+    trainers = tuple((name, "axolotl's trainer (a transformers Trainer)") for name in trainer_names)
+    return Spelling(style, tuple(own), tuple(values), trainers, levers, base.unsettable)
+
+
+def _chunked(mapped: Mapped) -> bool:
+    value = mapped.keys.raw("chunked_cross_entropy")
+    return mapped.framework == K.AXOLOTL and bool(value) and value != "false"
+
+
+def _legacy_eager(mapped: Mapped) -> str | None:
+    if mapped.framework != K.AXOLOTL:
+        return None
+    return next((name for name, impl in K.AXOLOTL_LEGACY_ATTENTION if impl == "eager" and name in mapped.keys.top),
+                None)
+
+
 def adapt(diag: Diagnostic, mapped: Mapped, text: str, fix_attention: str, model_type: str | None) -> Diagnostic:
-    """The rule's finding in the framework's words, with a YAML fix (or none)."""
+    """The rule's finding (already said in the config's spelling: spelling_for) with a YAML fix, or none."""
     if diag.code == "TL101":
-        return _tl101(diag, mapped, text, fix_attention, model_type)
+        return diag.with_fix(_tl101(diag, mapped, text, fix_attention, model_type))
     if diag.code == "TL301":
-        return _tl301(diag, mapped, text, model_type)
+        return diag.with_fix(_tl301(diag, mapped, text, model_type))
     if diag.code == "TL401":
-        return _tl401(diag, mapped, text)
+        return diag.with_fix(_tl401(diag, mapped, text))
     return diag.with_fix(None)
 
 
-def _tl101(diag: Diagnostic, mapped: Mapped, text: str, fix_attention: str, model_type: str | None) -> Diagnostic:
-    softcapped = model_type in SOFTCAPPED
-    keys = mapped.keys
-    if diag.fix is None and "no fix" in diag.message:
+def _tl101(diag: Diagnostic, mapped: Mapped, text: str, fix_attention: str, model_type: str | None) -> Fix | None:
+    if diag.setting is None:
         # the rule found no edit valid for the targeted transformers and architecture (tl101 plan_fix): the
         # framework's key would load the same attention, so no key is written either (issue 19)
-        return diag
+        return diag.fix
+    softcapped = model_type in SOFTCAPPED
+    keys = mapped.keys
     target = "flex_attention" if softcapped and fix_attention == "sdpa" else fix_attention
     if mapped.framework == K.LLAMAFACTORY:
         target = "flash_attention_2" if softcapped and fix_attention == "sdpa" else fix_attention
         spelled = _LF_ATTENTION.get(target)
-        advice = "set flash_attn: fa2 (SDPA cannot express Gemma 2's logit softcap)" if softcapped else \
-            "set flash_attn: sdpa (or fa2)"
-        message = re.sub(r"set attn_implementation=.*$", advice, diag.message)
-        message = message.replace('attn_implementation="eager"', "flash_attn: disabled")
-        fix = None
-        if spelled is not None:
-            safe = spelled == "sdpa"
-            entry = keys.top.get("flash_attn")
-            if entry is not None:
-                swap = _swap(text, entry.span, spelled)
-                fix = make_fix("safe" if safe else "unsafe", f"Set flash_attn: {spelled}", swap) if swap else None
-            elif softcapped or model_type not in ("mpt", "bloom", "gpt_oss"):
-                fix = make_fix("unsafe", f"Add flash_attn: {spelled}",
-                               _add_key(mapped, text, "model_name_or_path", f"flash_attn: {spelled}"))
-        return dc_replace(diag, message=message, fix=fix)
-    advice = ("set attn_implementation: flash_attention_2 or flex_attention (SDPA cannot express its logit softcap)"
-              if softcapped else "set attn_implementation: sdpa (or flash_attention_2)")
-    message = re.sub(r"set attn_implementation=.*$", advice, diag.message)
-    message = re.sub(r'attn_implementation="(\w+)"', r"attn_implementation: \1", message)
-    legacy = next((name for name, impl in K.AXOLOTL_LEGACY_ATTENTION if impl == "eager" and name in keys.top), None)
-    if legacy is not None:
-        message = message.replace("attn_implementation: eager", f"{legacy}: true")
+        if spelled is None:
+            return None
+        safe = spelled == "sdpa"
+        entry = keys.top.get("flash_attn")
+        if entry is not None:
+            swap = _swap(text, entry.span, spelled)
+            return make_fix("safe" if safe else "unsafe", f"Set flash_attn: {spelled}", swap) if swap else None
+        if softcapped or model_type not in ("mpt", "bloom", "gpt_oss"):
+            return make_fix("unsafe", f"Add flash_attn: {spelled}",
+                            _add_key(mapped, text, "model_name_or_path", f"flash_attn: {spelled}"))
+        return None
+    legacy = _legacy_eager(mapped)
     # the rule could not tell whether this architecture takes the value in the targeted transformers: unsafe
-    safe = target == "sdpa" and not softcapped and "so the fix is unsafe" not in diag.message
-    fix = None
+    safe = target == "sdpa" and not softcapped and diag.setting.known_valid
     entry = keys.top.get("attn_implementation")
     if entry is not None and isinstance(entry.value, str):
         swap = _swap(text, entry.span, target)
-        fix = make_fix("safe" if safe else "unsafe", f"Set attn_implementation: {target}", swap) if swap else None
-    elif legacy is not None:
+        return make_fix("safe" if safe else "unsafe", f"Set attn_implementation: {target}", swap) if swap else None
+    if legacy is not None:
         e = keys.top[legacy]
         if e.span.line == e.key_span.line:
-            fix = make_fix("safe" if safe else "unsafe", f"Replace {legacy}: true with attn_implementation: {target}",
-                           replace(Span(e.key_span.line, e.key_span.col, e.span.end_line, e.span.end_col),
-                                   f"attn_implementation: {target}"))
-    elif softcapped:  # nothing set and the architecture falls back to eager; flex/flash need a package or a GPU
-        fix = make_fix("unsafe", f"Add attn_implementation: {target}",
-                       _add_key(mapped, text, "base_model", f"attn_implementation: {target}"))
-    return dc_replace(diag, message=message, fix=fix)
+            return make_fix("safe" if safe else "unsafe", f"Replace {legacy}: true with attn_implementation: {target}",
+                            replace(Span(e.key_span.line, e.key_span.col, e.span.end_line, e.span.end_col),
+                                    f"attn_implementation: {target}"))
+        return None
+    if softcapped:  # nothing set and the architecture falls back to eager; flex/flash need a package or a GPU
+        return make_fix("unsafe", f"Add attn_implementation: {target}",
+                        _add_key(mapped, text, "base_model", f"attn_implementation: {target}"))
+    return None
 
 
-def _tl301(diag: Diagnostic, mapped: Mapped, text: str, model_type: str | None) -> Diagnostic:
+def _tl301(diag: Diagnostic, mapped: Mapped, text: str, model_type: str | None) -> Fix | None:
     keys = mapped.keys
-    # the trainer the framework builds, named as the user knows it
-    trainer = "LLaMA-Factory's trainer (a Seq2SeqTrainer)" if mapped.framework == K.LLAMAFACTORY else \
-        "axolotl's trainer (a transformers Trainer)"
-    diag = dc_replace(diag, message=re.sub(r"^(Seq2SeqTrainer|Trainer) computes", f"{trainer} computes", diag.message))
     if mapped.framework == K.LLAMAFACTORY:
-        if keys.raw("stage", K.LF_DEFAULTS["stage"]) not in ("pt", "sft"):
-            return diag  # the stage's own trainer said it (no Liger fusion outside pt / sft: no fix to offer)
-        supported = model_type in K.LF_LIGER_TYPES
-        advice = ("set enable_liger_kernel: true (LLaMA-Factory then fuses the loss for stage pt/sft; needs the "
-                  "liger-kernel package and a CUDA GPU)" if supported else
-                  "LLaMA-Factory's enable_liger_kernel does not cover this model type; use a fused or chunked loss")
-        message = re.sub(r"set use_liger_kernel=True.*$", advice, diag.message)
-        message = re.sub(r"; use_liger_kernel needs transformers.*$", f"; {advice}", message)
-        fix = None
-        if supported:
-            entry = keys.top.get("enable_liger_kernel")
-            if entry is not None:
-                swap = _swap(text, entry.span, "true")
-                fix = make_fix("unsafe", "Set enable_liger_kernel: true (needs liger-kernel and a CUDA GPU)", swap) \
-                    if swap else None
-            else:
-                fix = make_fix("unsafe", "Add enable_liger_kernel: true (needs liger-kernel and a CUDA GPU)",
-                               _add_key(mapped, text, "model_name_or_path", "enable_liger_kernel: true"))
-        return dc_replace(diag, message=message, fix=fix)
-    advice = (f"list {K.CCE_PLUGIN} in plugins: (or {K.LIGER_PLUGIN} with liger_fused_linear_cross_entropy: true; "
-              f"either needs its package and a CUDA GPU)")
-    message = re.sub(r"set use_liger_kernel=True.*$", advice, diag.message)
-    message = re.sub(r"; use_liger_kernel needs transformers.*$", f"; {advice}", message)
-    return dc_replace(diag, message=message, fix=_add_plugin(mapped, text))
+        if keys.raw("stage", K.LF_DEFAULTS["stage"]) not in ("pt", "sft") or model_type not in K.LF_LIGER_TYPES:
+            return None  # the stage's own trainer said it, or LLaMA-Factory's liger key does not cover the model
+        entry = keys.top.get("enable_liger_kernel")
+        if entry is not None:
+            swap = _swap(text, entry.span, "true")
+            return make_fix("unsafe", "Set enable_liger_kernel: true (needs liger-kernel and a CUDA GPU)", swap) \
+                if swap else None
+        return make_fix("unsafe", "Add enable_liger_kernel: true (needs liger-kernel and a CUDA GPU)",
+                        _add_key(mapped, text, "model_name_or_path", "enable_liger_kernel: true"))
+    return _add_plugin(mapped, text)
 
 
-def _add_plugin(mapped: Mapped, text: str) -> dict | None:
+def _add_plugin(mapped: Mapped, text: str) -> Fix | None:
     """Unsafe: cut-cross-entropy is a package of its own and needs a CUDA GPU and bf16/fp16 (its args.py)."""
     keys = mapped.keys
     if keys.raw("bf16") not in (True, "auto") and keys.raw("fp16") is not True:
         return None  # CutCrossEntropyArgs.check_dtype_is_half would refuse the config
     message = "Add the CutCrossEntropyPlugin to plugins: (needs cut-cross-entropy and a CUDA GPU)"
+    if _chunked(mapped):  # the plugin refuses chunked_cross_entropy: switch it off in the same fix
+        entry = keys.top["chunked_cross_entropy"]
+        off = _swap(text, entry.span, "false")
+        plugin = _add_plugin(_without_chunked(mapped), text)
+        if off is None or plugin is None:
+            return None
+        return make_fix("unsafe", "Add the CutCrossEntropyPlugin to plugins: and set chunked_cross_entropy: false "
+                                  "(needs cut-cross-entropy and a CUDA GPU)", *plugin.edits, off)
     entry = keys.top.get("plugins")
     if entry is None:
         nl = newline_of(text)
@@ -169,22 +209,23 @@ def _add_plugin(mapped: Mapped, text: str) -> dict | None:
                                             f"{indent}- {K.CCE_PLUGIN}{newline_of(text)}"))
 
 
-def _tl401(diag: Diagnostic, mapped: Mapped, text: str) -> Diagnostic:
-    message = diag.message.replace("auto_find_batch_size=True", "auto_find_batch_size: true")
-    for hf, own in mapped.spelled.items():
-        message = message.replace(hf, own)
-    m = re.search(r"set gradient_accumulation_steps=(\d+)", message)
-    fix = None
-    if m:
-        steps = m.group(1)
-        message = message.replace(m.group(0), f"set gradient_accumulation_steps: {steps}")
-        keys = mapped.keys
-        entry = keys.top.get("gradient_accumulation_steps")
-        batch_key = "micro_batch_size" if mapped.framework == K.AXOLOTL else "per_device_train_batch_size"
-        if entry is not None:
-            swap = _swap(text, entry.span, steps)
-            fix = make_fix("safe", f"Set gradient_accumulation_steps: {steps}", swap) if swap else None
-        elif not keys.has("batch_size"):
-            fix = make_fix("safe", f"Add gradient_accumulation_steps: {steps}",
-                           _add_key(mapped, text, batch_key, f"gradient_accumulation_steps: {steps}"))
-    return dc_replace(diag, message=message, fix=fix)
+def _without_chunked(mapped: Mapped) -> Mapped:
+    keys = Keys(mapped.keys.reading)
+    keys.top.pop("chunked_cross_entropy", None)
+    return dc_replace(mapped, keys=keys)
+
+
+def _tl401(diag: Diagnostic, mapped: Mapped, text: str) -> Fix | None:
+    if diag.setting is None or diag.setting.argument != "gradient_accumulation_steps":
+        return None
+    steps = str(diag.setting.value)
+    keys = mapped.keys
+    entry = keys.top.get("gradient_accumulation_steps")
+    batch_key = "micro_batch_size" if mapped.framework == K.AXOLOTL else "per_device_train_batch_size"
+    if entry is not None:
+        swap = _swap(text, entry.span, steps)
+        return make_fix("safe", f"Set gradient_accumulation_steps: {steps}", swap) if swap else None
+    if not keys.has("batch_size"):
+        return make_fix("safe", f"Add gradient_accumulation_steps: {steps}",
+                        _add_key(mapped, text, batch_key, f"gradient_accumulation_steps: {steps}"))
+    return None

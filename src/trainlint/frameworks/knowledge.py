@@ -68,7 +68,8 @@ KERNELS_PLUGIN_PREFIX = "axolotl.integrations.kernels."  # use_dsv4_kernels: Dee
 # so listing the plugin is enough; the plugin's pre_model_load calls `cce_patch(model_type)`.
 # 0.19.0 integrations/liger/args.py LigerArgs: `liger_fused_linear_cross_entropy: bool | None = None`: only an
 # explicit true makes LigerPlugin.pre_model_load pass fused_linear_cross_entropy=True to apply_liger_kernel_to_*.
-# 0.19.0 utils/schemas/config.py `chunked_cross_entropy` (core key): a chunked CE loss (monkeypatch/loss/chunked.py).
+# 0.19.0 utils/schemas/config.py `chunked_cross_entropy` (core key since 0.11.0): the loss upcasts one chunk of the
+# full 16-bit logits at a time (knowledge/libraries.py CHUNKED_UPCAST_PATCH cites it); the Run's loss path says so.
 
 # --- axolotl: adapters and checkpointing -----------------------------------------------------------------------------
 # 0.19.0 (and 0.12.0) loaders/adapter.py `load_adapter`: `if adapter is None: return`, then

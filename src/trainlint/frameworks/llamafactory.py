@@ -135,7 +135,7 @@ def map_llamafactory(keys: Keys, path: Path, display: str, release: str, note: s
                         trainers=(trainer,),
                         seq_evidence=(Evidence(seq, "cutoff_len", keys.line_span("cutoff_len") or Span.point(1)),),
                         batch_evidence=(), accum_evidence=(), pip_pins=(), logits_accessed=False)
-    return Mapped(K.LLAMAFACTORY, release, note, facts, keys, problems, {}, False, "flash_attn")
+    return Mapped(K.LLAMAFACTORY, release, note, facts, keys, problems, {}, "flash_attn")
 
 
 def _training_args(keys: Keys, here: Span, n: Counter, unsloth: bool, path: Path) -> ArgsObject:

@@ -117,5 +117,4 @@ class Mapped:
     keys: Keys
     problems: list[Problem] = field(default_factory=list)
     spelled: dict[str, str] = field(default_factory=dict)  # HF argument name -> the config's key for it
-    loss_chunked: bool = False  # a chunked loss TL301 should not report (axolotl chunked_cross_entropy)
     attention_key: str = "attn_implementation"  # the key a TL101 fix writes

@@ -77,6 +77,19 @@ TRAINING_ARGS_DEFAULTS = {"per_device_train_batch_size": 8, "gradient_accumulati
 # only "nll" / "dft" (an unknown value is rejected when the trainer builds its loss).
 CHUNKED_NLL_SINCE = (1, 4)
 
+# axolotl's `chunked_cross_entropy: true` (a core config key since axolotl 0.11.0; absent from 0.10.0's
+# utils/schemas/config.py; the same in 0.12.0, 0.18.0, 0.19.0): loaders/patch_manager.py
+# `_apply_chunked_cross_entropy_patch` (0.19.0 l.408-415) calls monkeypatch/loss/chunked.py `patch_chunked_ce_loss_fn`
+# (0.19.0 l.127-134, num_output_chunks `chunked_cross_entropy_num_chunks` or 8), which replaces transformers'
+# `LOSS_MAPPING["ForCausalLM"]` (read at call time: transformers 5.25.0 modeling_utils.py `loss_function`, l.4817-4829).
+# The model still builds its full logits in the compute dtype (modeling_llama.py l.471 `self.lm_head(hidden_states)`);
+# the loss splits them along the sequence (`source.chunk(n, dim=1)`, chunked.py l.93-95) and upcasts one chunk at a
+# time (`F.cross_entropy(logits.float(), ...)` per chunk, l.33-35, l.66-67): only one chunk's fp32 copy exists.
+# The patch replaces the causal-LM loss a model computes from `labels`: transformers' Trainer; a TRL trainer's own loss
+# (DPO, KTO, GRPO ...) does not go through it.
+CHUNKED_UPCAST_PATCH = "axolotl.monkeypatch.loss.chunked.patch_chunked_ce_loss_fn"
+CHUNKED_UPCAST_CHUNKS = 8  # chunked.py l.127 `num_output_chunks: int = 8`
+
 # TRL SFTConfig.max_length default (trl/trainer/sft_config.py); `max_seq_length` before 0.20.
 SFT_MAX_LENGTH_DEFAULT = 1024
 

@@ -118,3 +118,15 @@ def loss_peak_bytes(batch: int, seq: int, vocab: int, dtype_size: int = 2, train
                     softcap: bool = False) -> int:
     """L1 'The logits, again' priced at loss_bytes_per_element."""
     return logits_elements(batch, seq, vocab) * loss_bytes_per_element(dtype_size, trainable_head, softcap)
+
+
+def chunked_upcast_bytes_per_element(dtype_size: int = 2) -> int:
+    """axolotl's chunked_cross_entropy (knowledge/libraries.py CHUNKED_UPCAST_PATCH): the logits in the compute dtype,
+    a second logits-sized tensor in that dtype, and every chunk's fp32 log-softmax kept for backward (the fp32 copy
+    itself is one chunk at a time). M: bench/measure_chunked_upcast.py (MemTracker, CPU, axolotl 0.19.0's patch,
+    a tiny Llama with the 128,256-token vocabulary, batch 2 x 1,024, bf16): the step peaks at 9.1 bytes per logit
+    with the parameters and the other activations (0.5 + ~0.6), against 12.6 for transformers' own loss; 2 x 2 + 4
+    = 8 here. The number of chunks does not change it (the saved log-softmax covers every chunk). axolotl
+    torch.compiles the per-chunk loss; under MemTracker it ran eagerly (the same peak with and without), and what
+    inductor keeps on a GPU was not measured."""
+    return 2 * dtype_size + 4

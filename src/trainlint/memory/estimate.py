@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from trainlint.memory import (GIB, attention_scores_per_layer, eager_backward_bytes_per_score, loss_peak_bytes,
+from trainlint.memory import (GIB, attention_scores_per_layer, chunked_upcast_bytes_per_element, eager_backward_bytes_per_score, loss_peak_bytes,
                               math_scores_per_layer)
 
 # Not counted in the consumers: the CUDA context and the caching allocator's slack of one process, what a GPU must
@@ -121,7 +121,8 @@ class Plan:
     lora_parameters: tuple[str, ...] = ()  # PEFT target_parameters (the fused expert weights: "experts.gate_up_proj")
     checkpointing: bool = False
     attention: str = "sdpa"  # "eager" | "sdpa" | "sdpa-math" (SDPA on the math kernel: knowledge/sdpa.py)
-    loss: str = "full"  # "full" | "chunked" | "liger"
+    loss: str = "full"  # "full" | "chunked" | "liger" | "chunked-upcast"
+    loss_chunks: int = 1  # "chunked-upcast": the chunks its fp32 upcast is split into (axolotl's default 8; reported)
     reference_logits: bool = False  # a reference / teacher model's logits are built in the same step (TRL DPO, KTO, GKD)
     reference_weights: bool = False  # a frozen copy of the weights kept as the reference (TRL DPO / KTO without PEFT)
     optimizer: str = "adamw"
@@ -526,11 +527,18 @@ def logits_bytes(p: Plan) -> int:
         return int(min(CHUNKED_LOSS_BYTES, full))
     if p.loss == "liger":
         return int(tokens * g.hidden * LIGER_BYTES_PER_TOKEN_PER_HIDDEN)
+    if p.loss == "chunked-upcast":
+        return chunked_upcast_bytes(p)
     if p.reference_logits:
         # knowledge/trl_trainers.py: the reference forward runs under no_grad while the policy's loss graph is
         # alive; its logits are at least one more [batch x seq x vocab] tensor in the activation dtype
         full += tokens * g.vocab * p.act_bytes
     return full
+
+
+def chunked_upcast_bytes(p: Plan) -> int:
+    """axolotl's chunked_cross_entropy: memory.chunked_upcast_bytes_per_element per logit."""
+    return p.batch * p.seq * p.geometry.vocab * chunked_upcast_bytes_per_element(p.act_bytes)
 
 
 def shard(p: Plan, weights: int, grads: int, optim: int) -> tuple[int, int, int]:
@@ -632,7 +640,7 @@ def _core(p: Plan) -> Estimate:
 # The change each finding's fix makes to the run: (Plan field, its value when the finding applies, the value after).
 FIXES = {"TL101": ("attention", "eager", "sdpa"),  # attn_implementation="sdpa"
          "TL102": ("attention", "sdpa-math", "sdpa"),  # bf16 weights or autocast: a fused SDPA kernel takes them
-         "TL301": ("loss", "full", "liger")}  # use_liger_kernel=True: the fused linear cross-entropy
+         "TL301": ("loss", ("full", "chunked-upcast"), "liger")}  # use_liger_kernel=True / cut-cross-entropy
 
 
 def fix_saving(p: Plan, code: str) -> int:
@@ -640,7 +648,7 @@ def fix_saving(p: Plan, code: str) -> int:
     change (FIXES); 0 when the finding does not apply to the plan or the fix does not lower the peak. The one figure
     for a saving: the rule's message, estimate's lever, and verify's prediction (with and without --simulate)."""
     field_name, before, after = FIXES[code]
-    if getattr(p, field_name) != before:
+    if getattr(p, field_name) not in (before if isinstance(before, tuple) else (before,)):
         return 0
     return max(0, _core(p).peak - _core(replace(p, **{field_name: after})).peak)
 

@@ -102,7 +102,8 @@ def describe_plan(r: Report) -> str:
         parts.append(f"batch {p.batch} x {p.seq:,} tokens")
     parts.append("sdpa attention on the math kernel" if p.attention == "sdpa-math" else f"{p.attention} attention")
     parts.append("checkpointing " + ("on" if p.checkpointing else "off"))
-    parts.append({"full": "unfused loss", "chunked": "TRL chunked loss", "liger": "fused (Liger) loss"}[p.loss])
+    parts.append({"full": "unfused loss", "chunked": "TRL chunked loss", "liger": "fused (Liger) loss",
+                  "chunked-upcast": f"full logits, fp32 upcast in {p.loss_chunks} chunks"}[p.loss])
     parts.append(p.optimizer)
     if p.sharding:
         parts.append(f"{p.sharding} over {p.world_size} GPU(s)")

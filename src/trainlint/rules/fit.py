@@ -108,7 +108,8 @@ def peak_saving(ctx: FileContext, model, code: str, fix: str) -> str:
 
     plan = known_plan(ctx, model)
     field_name, before, _after = FIXES[code]
-    if plan is None or getattr(plan, field_name) != before:  # (the plan does not see the run as the rule does)
+    if plan is None or getattr(plan, field_name) not in (before if isinstance(before, tuple) else (before,)):
+        # (the plan does not see the run as the rule does)
         return ""
     saved = fix_saving(plan, code)
     if saved > 0:

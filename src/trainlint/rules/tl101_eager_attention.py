@@ -7,8 +7,10 @@ trainlint/knowledge/libraries.py default_attention).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from dataclasses import replace as replace_fields
 
 from trainlint.context import FileContext
+from trainlint.diagnostics import Setting, Fix
 from trainlint.edits import literal_in, launch_value_fix, make_fix, quote_of, replace, set_keyword
 from trainlint.facts import ModelLoad
 from trainlint.knowledge import libraries
@@ -64,12 +66,16 @@ def check(self: Rule, ctx: FileContext):
             cost = f"the score matrix ({heads} heads x {seq.value:,}^2) keeps ~{fmt_bytes(per_seq)} per layer per sequence"
         else:
             cost = f"the score matrix grows with batch x heads x {seq.value:,}^2 per layer (model size unknown)"
+        # a plan with a target says "set attn_implementation=..."; the file's front end may say it its own way
+        advice = ctx.spelling.lever("attention", plan.advice) if plan.target is not None else plan.advice
         diag = self.diagnostic(
             ctx, model.anchor,
             f"eager attention at sequence length {seq.value:,} ({why}): {cost}; "
-            f"{plan.advice}",
+            f"{advice}",
             model.attn_implementation, seq,
         )
+        diag = replace_fields(diag, setting=Setting("attn_implementation", plan.target, not plan.support_unknown)
+                              if plan.target else None)
         yield with_fit_note(ctx, diag.with_fix(_fix(ctx, model, plan)), attention="sdpa")
 
 
@@ -80,6 +86,7 @@ class Plan:
     target: str | None
     safe: bool
     advice: str  # the message's last clause: what to do, and why there is no fix or why it is unsafe
+    support_unknown: bool = False  # whether the architecture takes `target` in the targeted version is not known
 
 
 def plan_fix(ctx: FileContext, model_type: str | None, softcapped: bool) -> Plan:
@@ -116,11 +123,11 @@ def plan_fix(ctx: FileContext, model_type: str | None, softcapped: bool) -> Plan
         return Plan(None, False, f"{arch} does not support {target} in transformers {tv.version}; no fix offered")
     if supported is None:
         return Plan(target, False, f"set attn_implementation={instead} (whether {arch} supports {target} in "
-                                   f"transformers {tv.version} is not known, so the fix is unsafe)")
+                                   f"transformers {tv.version} is not known, so the fix is unsafe)", True)
     return Plan(target, target == "sdpa" and not softcapped, f"set attn_implementation={instead}")
 
 
-def _fix(ctx: FileContext, model: ModelLoad, plan: Plan) -> dict | None:
+def _fix(ctx: FileContext, model: ModelLoad, plan: Plan) -> Fix | None:
     """Ruff's contract: SDPA computes the same attention as eager on an architecture that declares it, so
     switching is safe; anything that needs an extra package, is not known to load for this architecture, or
     drops outputs the script asked for (output_attentions) is unsafe."""

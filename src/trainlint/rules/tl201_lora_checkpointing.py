@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from trainlint.context import FileContext, is_peft_from_pretrained
 from trainlint.edits import insert_line_after, make_fix, non_reentrant_kwargs, set_keyword
-from trainlint.diagnostics import Span
+from trainlint.diagnostics import Span, Fix
 from trainlint.facts import Call, TrainerCall
 from trainlint.facts.names import PEFT_WRAP, TORCH_CHECKPOINT
 from trainlint.knowledge import libraries, trl_trainers
@@ -246,7 +246,7 @@ def _advice(ctx: FileContext) -> str:
     return FIX
 
 
-def _fix(ctx: FileContext, wraps: list[PeftWrap], span: Span) -> dict | None:
+def _fix(ctx: FileContext, wraps: list[PeftWrap], span: Span) -> Fix | None:
     """Safe: `enable_input_require_grads()` only registers a forward hook that marks the embeddings'
     output as requiring grad; `use_reentrant=False` is torch's recommended checkpoint mode."""
     for call in ctx.facts.calls:

@@ -8,6 +8,7 @@ against the GPU as `trainlint estimate` does (rules/fit.py).
 from __future__ import annotations
 
 from trainlint.context import FileContext
+from trainlint.diagnostics import Fix
 from trainlint.edits import make_fix, non_reentrant_kwargs, replace, set_keyword
 from trainlint.knowledge import libraries
 from trainlint.memory import fmt_bytes
@@ -71,7 +72,7 @@ def estimate_activations_with_gc(fit: Fit) -> int:
     return activations_bytes(dc_replace(fit.plan, checkpointing=True))
 
 
-def _fix(ctx: FileContext, lora: bool) -> dict | None:
+def _fix(ctx: FileContext, lora: bool) -> Fix | None:
     """Safe: checkpointing recomputes the same forward (same numerics), at ~30% more compute. With LoRA the
     non-reentrant variant, so the fix cannot create TL201 (transformers >= 4.35 has the kwargs)."""
     args = ctx.main_args

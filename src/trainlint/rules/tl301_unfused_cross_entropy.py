@@ -16,18 +16,21 @@ from trainlint.facts.names import TORCH_CROSS_ENTROPY, TORCH_LOG_SOFTMAX
 from trainlint.facts.values import UNKNOWN, UNSET, library_default
 from trainlint.knowledge import libraries, trl_trainers
 from trainlint.knowledge.heads import computes_vocab_logits
-from trainlint.memory import dtype_bytes, fmt_bytes, logits_bytes, loss_peak_bytes
+from trainlint.memory import (chunked_upcast_bytes_per_element, dtype_bytes, fmt_bytes, logits_bytes,
+                              loss_peak_bytes)
 from trainlint.rules.base import Rule, rule
 from trainlint.rules.fit import peak_saving, with_fit_note
 from trainlint.run import resolve
 from trainlint.run.loss import row_flags, sft_loss
 
-_LIGER_FIX = "set use_liger_kernel=True (needs the liger-kernel package and a CUDA GPU)"
-
-
 def _liger_fix(ctx: FileContext) -> str:
+    """The advice for a transformers Trainer's loss, in the file's spelling (a framework has its own lever)."""
+    return ctx.spelling.lever("fused_loss", _python_liger_fix(ctx))
+
+
+def _python_liger_fix(ctx: FileContext) -> str:
     if ctx.versions.transformers.at_least(*libraries.LIGER_FIELD_SINCE):
-        return _LIGER_FIX
+        return ctx.spelling.advise("use_liger_kernel", True, "needs the liger-kernel package and a CUDA GPU")
     return (f"use_liger_kernel needs transformers >= 4.45 and this file targets {ctx.versions.transformers.version}: "
             f"upgrade it, or patch the model with liger-kernel's apply_liger_kernel_to_*() (needs a CUDA GPU)")
 
@@ -39,7 +42,24 @@ def _void_liger_fix(why: str) -> str:
             "linear_cross_entropy) on the hidden states and the LM head's weight")
 
 
+def _chunked_cost(ctx: FileContext, model: ModelLoad, vocab: int) -> str:
+    """axolotl's chunked upcast (memory.chunked_upcast_bytes_per_element): the 16-bit logits stay, and the loss keeps
+    every chunk's fp32 log-softmax for backward."""
+    size = 4 if model.dtype.known and dtype_bytes(str(model.dtype.value), 2) == 4 else 2
+    label = "fp32" if size == 4 else "bf16"
+    per = chunked_upcast_bytes_per_element(size)
+    seq, batch = ctx.seq_len, ctx.batch
+    if seq.known and batch.known:
+        n = logits_bytes(batch.value, seq.value, vocab, 1)
+        return (f"the [{batch.value} x {seq.value:,} x {vocab:,}] logits are ~{fmt_bytes(n * size)} in {label} and the "
+                f"loss keeps every chunk's fp32 log-softmax (~{fmt_bytes(n * 4)}) for backward, ~{fmt_bytes(n * per)} "
+                f"at peak")
+    return f"the logits cost ~{fmt_bytes(vocab * per)} per token at peak ({vocab:,} x {per} bytes)"
+
+
 def _cost(ctx: FileContext, model: ModelLoad, vocab: int, shape: TrainerShape | None = None) -> str:
+    if shape is None and resolve(ctx).loss.path.value == "chunked-upcast":
+        return _chunked_cost(ctx, model, vocab)
     size = 4 if model.dtype.known and dtype_bytes(str(model.dtype.value), 2) == 4 else 2
     label = "fp32" if size == 4 else "bf16"
     seq, batch = (shape.seq, shape.batch) if shape is not None else (ctx.seq_len, ctx.batch)
@@ -139,7 +159,8 @@ def _trl_trainer_diagnostic(self: Rule, ctx: FileContext, trainer: TrainerCall, 
     seq = _completion_length(ctx, trainer, args) if name in ("GRPOTrainer", "RLOOTrainer", "PPOTrainer") \
         else ctx.seq_len
     shape = TrainerShape(ctx.batch, seq, row.rows, reference)
-    fixes = [f"set {row.flags[0]}=True (needs the liger-kernel package and a CUDA GPU)"] if row.flags else []
+    fixes = [ctx.spelling.advise(row.flags[0], True, "needs the liger-kernel package and a CUDA GPU")] \
+        if row.flags and ctx.spelling.can_set(row.flags[0]) else []
     if any(not r.full_logits for r in trl_trainers.LOSS[name]):
         fixes.append("upgrade TRL to >= 1.15 (fused LM head)")
     if not fixes:
@@ -205,8 +226,12 @@ def _trainer_diagnostic(self: Rule, ctx: FileContext, trainer: TrainerCall):
             return None
     model = ctx.model_for(trainer.model_variable)
     if trainer.class_name in ("Trainer", "Seq2SeqTrainer"):
-        diag = _diagnose(self, ctx, model, trainer.call.span, f"{trainer.class_name} computes an unfused cross-entropy",
-                         _liger_fix(ctx))
+        loss = resolve(ctx).loss.path
+        what = f"{ctx.spelling.trainer(trainer.class_name)} computes an unfused cross-entropy"
+        if loss.value == "chunked-upcast":
+            # the fp32 copy is one chunk, but the full 16-bit logits and every chunk's fp32 log-softmax stay
+            what = f"{ctx.spelling.trainer(trainer.class_name)} computes its loss on the full logits with {loss.why}"
+        diag = _diagnose(self, ctx, model, trainer.call.span, what, _liger_fix(ctx))
         if diag is None or args is None:
             return diag
         # Unsafe: Liger needs the liger-kernel package and a CUDA GPU, and its kernels are not bit-identical.
@@ -278,7 +303,7 @@ def _one_vocabulary(ctx: FileContext) -> ModelLoad | None:
       summary="A training loss materialises the full [batch x seq x vocab] logits (and their fp32 copy) on a "
               "large vocabulary.",
       fix_hint="`use_liger_kernel=True`, TRL's chunked SFT loss (TRL ≥ 1.15), or cut-cross-entropy",
-      fix="unsafe")
+      fix="unsafe", fix_runs_on="CUDA")  # Liger's and cut-cross-entropy's kernels are Triton: a CUDA GPU only
 def check(self: Rule, ctx: FileContext):
     if resolve(ctx).fused_loss_applied:
         return

@@ -18,6 +18,7 @@ checked.
 from __future__ import annotations
 
 from trainlint.context import FileContext
+from trainlint.diagnostics import Fix
 from trainlint.edits import make_fix, set_keyword
 from trainlint.facts import ArgsObject, TrainerCall
 from trainlint.knowledge.heads import head_for
@@ -109,7 +110,7 @@ def _unfused_eval(ctx: FileContext, args: ArgsObject | None, vocab: int) -> str 
 ARGMAX = "lambda logits, labels: (logits[0] if isinstance(logits, tuple) else logits).argmax(-1)"
 
 
-def _fix(ctx: FileContext, trainer: TrainerCall) -> dict | None:
+def _fix(ctx: FileContext, trainer: TrainerCall) -> Fix | None:
     """Unsafe: compute_metrics then receives token ids instead of logits (a metric that needs probabilities,
     such as perplexity from the logits, must be rewritten)."""
     if trainer.call.opaque_kwargs:

@@ -8,8 +8,10 @@ Docs: rules/TL401.md. The batch shape is the Run's (trainlint/run/batch.py).
 from __future__ import annotations
 
 import math
+from dataclasses import replace as replace_fields
 
 from trainlint.context import FileContext
+from trainlint.diagnostics import Setting, Fix
 from trainlint.edits import launch_value_fix, make_fix, replace, set_keyword
 from trainlint.facts import ScriptFacts
 from trainlint.facts.names import DATALOADER
@@ -36,12 +38,12 @@ def _pairs(run: Run, old: ScriptFacts):
         yield loop_shape(old), run.batch.loop
 
 
-def _keep_message(old: Shape, new: Shape) -> str:
+def _keep_message(ctx: FileContext, old: Shape, new: Shape) -> str:
     target = old.batch * old.accum
     if target % new.batch == 0:
-        return f"set {new.accum_name}={target // new.batch} to keep {target}"
+        return f"{ctx.spelling.advise(new.accum_name, target // new.batch)} to keep {target}"
     up = math.ceil(target / new.batch)
-    return (f"no integer {new.accum_name} keeps {target} at batch {new.batch}; {up} gives {up * new.batch}, "
+    return (f"no integer {ctx.spelling.name(new.accum_name)} keeps {target} at batch {new.batch}; {up} gives {up * new.batch}, "
             f"or pick a batch that divides {target}")
 
 
@@ -54,12 +56,13 @@ def _keep_message(old: Shape, new: Shape) -> str:
 def check(self: Rule, ctx: FileContext):
     for args in ctx.facts.args_objects:
         if args.get("auto_find_batch_size").is_(True):
+            name = ctx.spelling.name
             yield self.diagnostic(
                 ctx, args.call.kw_span("auto_find_batch_size") or args.call.span,
-                "auto_find_batch_size=True: on each out-of-memory retry the Trainer multiplies the batch by 0.9 "
-                "and never rescales gradient_accumulation_steps, so the effective batch (and the learning-rate "
-                "schedule) changes silently; set per_device_train_batch_size and raise gradient_accumulation_steps "
-                "instead")
+                f"{ctx.spelling.setting('auto_find_batch_size', True)}: on each out-of-memory retry the Trainer "
+                f"multiplies the batch by 0.9 and never rescales gradient_accumulation_steps, so the effective batch "
+                f"(and the learning-rate schedule) changes silently; set {name('per_device_train_batch_size')} and "
+                f"raise {name('gradient_accumulation_steps')} instead")
     if not ctx.facts.args_objects and not any(c.is_api(*DATALOADER) for c in ctx.facts.calls):
         return
     old_facts, _ = ctx.base
@@ -71,16 +74,19 @@ def check(self: Rule, ctx: FileContext):
         before, after = old.batch * old.accum, new.batch * new.accum
         if after >= before:
             continue
-        accum_change = (f"{new.accum_name} stays {new.accum}" if new.accum == old.accum
-                        else f"{new.accum_name} {old.accum} -> {new.accum}")
+        accum_name, batch_name = ctx.spelling.name(new.accum_name), ctx.spelling.name(new.batch_name)
+        accum_change = (f"{accum_name} stays {new.accum}" if new.accum == old.accum
+                        else f"{accum_name} {old.accum} -> {new.accum}")
         diag = self.diagnostic(
             ctx, new.span,
-            f"{new.batch_name} {old.batch} -> {new.batch} but {accum_change}: effective batch per device "
-            f"{before} -> {after}; {_keep_message(old, new)}")
-        yield diag.with_fix(_fix(ctx, old, new))
+            f"{batch_name} {old.batch} -> {new.batch} but {accum_change}: effective batch per device "
+            f"{before} -> {after}; {_keep_message(ctx, old, new)}")
+        target = old.batch * old.accum
+        setting = Setting(new.accum_name, target // new.batch) if target % new.batch == 0 else None
+        yield replace_fields(diag, setting=setting).with_fix(_fix(ctx, old, new))
 
 
-def _fix(ctx: FileContext, old: Shape, new: Shape) -> dict | None:
+def _fix(ctx: FileContext, old: Shape, new: Shape) -> Fix | None:
     """Safe when the division is exact: the same samples per optimizer step, in more micro-steps."""
     target = old.batch * old.accum
     if target % new.batch:

@@ -15,6 +15,7 @@ Full fine-tuning in fp32 under mixed precision is not this: those fp32 weights a
 from __future__ import annotations
 
 from trainlint.context import FileContext
+from trainlint.diagnostics import Fix
 from trainlint.edits import make_fix, replace, set_keyword
 from trainlint.facts import ModelLoad
 from trainlint.knowledge import libraries
@@ -91,7 +92,7 @@ def _undecided_alternative(ctx: FileContext, model: ModelLoad) -> bool:
     return any(loaded_in_fp32(ctx, other) is None for other in others)
 
 
-def _fix(ctx: FileContext, model: ModelLoad, keyword: str, target: str) -> dict | None:
+def _fix(ctx: FileContext, model: ModelLoad, keyword: str, target: str) -> Fix | None:
     """Unsafe: bf16 needs a GPU with bf16 support (Ampere or newer; not T4/V100), and 16-bit frozen weights
     change the numerics slightly (the forward runs in 16 bit instead of autocasting fp32 weights)."""
     torch_alias = next((alias for alias, qual in ctx.facts.imports if qual == "torch"), None)

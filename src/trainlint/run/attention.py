@@ -20,7 +20,7 @@ def attention_in_effect(ctx: FileContext, model: ModelLoad, spec: ModelSpec | No
     """(implementation, why) for a model load; implementation None when it cannot be known."""
     impl = model.attn_implementation
     if impl.known and isinstance(impl.value, str):
-        return impl.value, f'attn_implementation="{impl.value}"'
+        return impl.value, ctx.spelling.setting("attn_implementation", impl.value)
     if impl.unknown:
         return None, "attn_implementation is not statically known"
     if model.call.kw("trust_remote_code").is_(True) and impl.unset:

@@ -1,8 +1,9 @@
 """The loss path: how the training loss treats the vocabulary logits, for the targeted library versions.
 
 "liger" (Liger's fused linear cross-entropy or cut-cross-entropy: no logits), "chunked" (TRL's chunked SFT loss,
-TRL >= 1.15's fused LM head, the chunked distillation loss) or "full" (the [batch x seq x vocab] logits and the
-loss's fp32 copy). Library facts: trainlint/knowledge/libraries.py (sft_loss_is_chunked), knowledge/trl_trainers.py
+TRL >= 1.15's fused LM head, the chunked distillation loss), "chunked-upcast" (axolotl's chunked_cross_entropy: the
+full logits in the compute dtype, their fp32 copy one chunk at a time) or "full" (the [batch x seq x vocab] logits
+and the loss's fp32 copy). Library facts: trainlint/knowledge/libraries.py (sft_loss_is_chunked), knowledge/trl_trainers.py
 (per TRL trainer and version: full logits, rows per example, the reference / teacher model, the fused flags).
 """
 
@@ -98,8 +99,24 @@ def _liger_not_the_loss(ctx: FileContext, trainer: TrainerCall) -> str | None:
             f"its forward reads the full logits" + (f" (the fused loss is {row.flags[0]}=True)" if row.flags else ""))
 
 
+def chunked_upcast(ctx: FileContext) -> tuple[Decided[str], int] | None:
+    """axolotl's chunked cross-entropy patch (knowledge/libraries.py CHUNKED_UPCAST_PATCH) under a transformers
+    Trainer, whose loss is the model's own (the patched ForCausalLMLoss): (the path, its number of chunks); else
+    None (no patch, or a TRL trainer whose loss does not go through it)."""
+    if not ctx.facts.trainers or any(t.library == "trl" for t in ctx.facts.trainers):
+        return None
+    for call in ctx.facts.calls:
+        if call.is_api(libraries.CHUNKED_UPCAST_PATCH):
+            n = call.kw("num_output_chunks")
+            chunks = n.value if n.known and isinstance(n.value, int) and not isinstance(n.value, bool) and \
+                n.value > 0 else libraries.CHUNKED_UPCAST_CHUNKS
+            return Decided("chunked-upcast", call.span, True,
+                           f"axolotl's chunked_cross_entropy (the fp32 upcast in {chunks} chunks)"), chunks
+    return None
+
+
 def loss_path(ctx: FileContext) -> Decided[str]:
-    """How the training loss treats the logits: "liger" (fused), "chunked" (TRL) or "full"; `span` is where the
+    """How the training loss treats the logits: "liger" (fused), "chunked" (TRL), "chunked-upcast" (axolotl) or "full"; `span` is where the
     deciding setting is written (None for a library default); `certain` False when the path is the targeted
     version's default (the caller could pass another loss_type)."""
     call = _fused_call(ctx)
@@ -107,6 +124,9 @@ def loss_path(ctx: FileContext) -> Decided[str]:
         return Decided("liger", call.span, True, f"{call.short}(...)")
     if fused_loss_applied(ctx):
         return Decided("liger", None, True, "cut-cross-entropy imported")
+    upcast = chunked_upcast(ctx)
+    if upcast is not None:
+        return upcast[0]
     for trainer in ctx.facts.trainers:
         args = ctx.trainer_args(trainer)
         void = None
@@ -189,8 +209,11 @@ class Loss:
     path: Decided[str]
     shape: LogitsShape | None  # only on the "full" path
     reference_copy: str | None  # the TRL trainer that keeps a frozen copy of the model
+    chunks: int | None = None  # on the "chunked-upcast" path: the chunks the fp32 upcast is split into
 
 
 def resolve_loss(ctx: FileContext) -> Loss:
     path = loss_path(ctx)
-    return Loss(path, logits_shape(ctx) if path.value == "full" else None, reference_copy(ctx))
+    upcast = chunked_upcast(ctx) if path.value == "chunked-upcast" else None
+    return Loss(path, logits_shape(ctx) if path.value == "full" else None, reference_copy(ctx),
+                upcast[1] if upcast is not None else None)

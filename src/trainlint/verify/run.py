@@ -171,6 +171,14 @@ def _cuda_verdict(predicted_saving: int, measured_saving: int, predicted_peak: i
     return {"verdict": "not confirmed", "note": f"outside ±{CUDA_TOLERANCE:.0%}: {figures}"}
 
 
+def fix_runs_on(code: str) -> str | None:
+    """What the rule's fix needs to run (its declaration's `fix_runs_on`, codes.RuleInfo); None for a code without."""
+    from trainlint.rules import REGISTRY
+
+    found = REGISTRY.get(code)
+    return found.fix_runs_on if found is not None else None
+
+
 def verdicts(found: list[Diagnostic], applied: list[Diagnostic], original: RunResult, fixed: RunResult,
              predicted: tuple, device: str) -> list[dict]:
     est_orig, est_fixed = predicted
@@ -190,11 +198,15 @@ def verdicts(found: list[Diagnostic], applied: list[Diagnostic], original: RunRe
                 together = f"the fixed script (every applied fix) was predicted {fmt_bytes(max(compare, 0))} lower: "
         if id(d) not in applied_ids:
             row.update(verdict="not measurable here", note="trainlint has no fix to apply for this finding")
-        elif d.code == "TL301" and not device.startswith("cuda"):
+        elif (runs_on := fix_runs_on(d.code)) == "CUDA" and not device.startswith("cuda"):
             row.update(verdict="not measurable here",
-                       note="Liger's fused cross-entropy needs a CUDA GPU (Triton); no number is invented")
-        elif d.code == "TL301" and "liger" in str((fixed.data.get("error") or {}).get("message", "")).lower():
-            row.update(verdict="not measurable here", note="the fixed run needs the liger-kernel package")
+                       note="the fix's kernel needs a CUDA GPU (Liger and cut-cross-entropy are Triton kernels); "
+                            "no number is invented")
+        elif runs_on is not None and (fixed.data.get("error") or {}).get("type") in ("ModuleNotFoundError",
+                                                                                     "ImportError"):
+            row.update(verdict="not measurable here",
+                       note=f"the fixed run needs a package that is not installed here: "
+                            f"{(fixed.data.get('error') or {}).get('message', '')}")
         elif not original.ok or not fixed.ok:
             failed = [r.label for r in (original, fixed) if not r.ok]
             if d.code == "TL201" and original.data.get("adapter_grad_ok") is False and fixed.ok \

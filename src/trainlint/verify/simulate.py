@@ -72,7 +72,7 @@ def simulate_script(script: Path, settings: Settings, codes: tuple[str, ...] | N
     from trainlint.memory import fmt_bytes
     from trainlint.memory.estimate import FIXES, estimate, fix_saving
     from trainlint.planning import Overrides, PlanError, plan_for
-    from trainlint.verify.run import VerifyError, fixed_source
+    from trainlint.verify.run import VerifyError, fix_runs_on, fixed_source
 
     script = script.resolve()
     if not script.is_file():
@@ -110,8 +110,9 @@ def simulate_script(script: Path, settings: Settings, codes: tuple[str, ...] | N
         like = "the prediction" if expected == pred else (
             f"the {fmt_bytes(max(expected, 0))} predicted for the runs simulated (transformers' default loss, "
             f"unquantized, every applied fix)")
-        if d.code == "TL301":
-            verdict, note = "not measurable here", "the fused loss is a CUDA kernel; the simulation runs the default loss"
+        if fix_runs_on(d.code) is not None:
+            verdict, note = "not measurable here", (f"the fix's kernel needs {fix_runs_on(d.code)}; the simulation "
+                                                    f"runs transformers' default loss on the CPU")
         elif d.code in ("TL201", "TL401"):
             verdict, note = "not measurable here", "a correctness finding: run `trainlint verify` without --simulate"
         elif d not in applied:
