@@ -60,8 +60,8 @@ def test_chunked_cross_entropy_is_the_chunked_upcast_path_and_tl301_says_what_it
         "axolotl.integrations.cut_cross_entropy.CutCrossEntropyPlugin in plugins: with chunked_cross_entropy: false "
         "(the plugin refuses both)")
     # the fix switches the key off in the same edit as it lists the plugin
-    edits = sorted(diag.fix["edits"], key=lambda e: (e["location"]["row"], e["location"]["column"]))
-    assert [e["content"] for e in edits] == ["false", "plugins:\n  - axolotl.integrations.cut_cross_entropy."
+    edits = sorted(diag.fix.edits, key=lambda e: e.start)
+    assert [e.content for e in edits] == ["false", "plugins:\n  - axolotl.integrations.cut_cross_entropy."
                                                       "CutCrossEntropyPlugin\n"]
 
 
