@@ -178,7 +178,8 @@ class Resolver:
         f = self.facts
         calls = tuple(c for c in self.walk(f.calls) if _runs(c))
         kept = {id(c) for c in calls}
-        models = tuple(m for m in self.walk(f.models) if id(m.call) in kept)
+        # a registry lookup whose key stays unknown picks no class: that load is not judged (nothing is guessed)
+        models = tuple(m for m in self.walk(f.models) if id(m.call) in kept and not (m.registry and not m.class_name))
         args_objects = tuple(a for a in self.walk(f.args_objects) if id(a.call) in kept) + self._parsed_args()
         trainers = tuple(t for t in self.walk(f.trainers) if id(t.call) in kept)
         seq = self.walk(f.seq_evidence)

@@ -263,10 +263,13 @@ def _parse_override_value(text: str) -> tuple[bool, Any]:
     return True, text
 
 
-def _value_word(word: Word) -> Word:
-    from trainlint.launch.bind import _inline
-
-    return _inline(word)
+def _value_span(word: Word) -> Span:
+    """Where the value of `key=value` is written: after the `=` when the word is written plainly (as
+    launch/bind.py `_inline` places `--flag=value`), else the word's own origin or span."""
+    name, _, _ = word.text.partition("=")
+    if word.raw == word.text and word.origin is None:
+        return Span(word.span.line, word.span.col + len(name) + 1, word.span.end_line, word.span.end_col)
+    return word.origin or word.span
 
 
 def _set(tree: dict, path: str, leaf: Leaf, delete: bool = False) -> None:
@@ -465,8 +468,7 @@ def compose(source: HydraSource, script: Path, words: list[Word], file: str, bas
             continue
         ok, parsed = _parse_override_value(value)
         if word is not None:
-            at = _value_word(word)
-            leaf = Leaf(parsed, at.origin or at.span, file, ok, _assumed(word), "" if ok else f"{text}: not read")
+            leaf = Leaf(parsed, _value_span(word), file, ok, _assumed(word), "" if ok else f"{text}: not read")
         else:
             leaf = Leaf(parsed, source.span, "", ok, (), "" if ok else f"{text}: not read")
         _set(composition.tree, key, leaf)
@@ -478,9 +480,8 @@ def compose(source: HydraSource, script: Path, words: list[Word], file: str, bas
 
 
 def _assumed(word: Word) -> tuple[str, ...]:
-    from trainlint.launch.bind import assumed
-
-    return assumed(word)
+    """The defaults the word rests on, said (as launch/bind.py `assumed`)."""
+    return tuple(dict.fromkeys(a.said(_display(Path(a.file))) for a in word.assumed))
 
 
 def hydra_bindings(facts: ScriptFacts, script: Path | None, words: list[Word], file: str, base_dir: Path,
