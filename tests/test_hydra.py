@@ -382,3 +382,44 @@ def test_check_command_on_a_hydra_project_has_no_traceback(tmp_path):
     assert "Traceback" not in r.stderr
     assert r.returncode in (0, 1)
     assert "TL005" in r.stdout
+
+
+def test_instantiate_with_a_target_is_the_call_it_names(project):
+    script = '''\
+        import hydra
+        from hydra.utils import instantiate
+        from transformers import AutoTokenizer, Trainer, TrainingArguments
+
+
+        @hydra.main(config_path="conf", config_name="config", version_base=None)
+        def main(cfg):
+            model = instantiate(cfg.model)
+            tokenizer = AutoTokenizer.from_pretrained(cfg.model.pretrained_model_name_or_path)
+            data = tokenizer(["..."], max_length=cfg.seq, truncation=True)
+            Trainer(model=model, args=TrainingArguments(output_dir="o", per_device_train_batch_size=1)).train()
+
+
+        main()
+        '''
+    config = '''\
+        seq: 8192
+        model:
+          _target_: transformers.AutoModelForCausalLM.from_pretrained
+          pretrained_model_name_or_path: Qwen/Qwen2.5-7B
+          attn_implementation: eager
+        '''
+    files = {"train.py": script, "conf/config.yaml": config}
+    assert found(project(files)) == [("TL101", "conf/config.yaml", 5, 24), ("TL301", "conf/config.yaml", 4, 34)]
+    # a target that is not a model class's from_pretrained (or not known): nothing is judged about it
+    other = config.replace("transformers.AutoModelForCausalLM.from_pretrained", "mypkg.build_model")
+    assert project({**files, "conf/config.yaml": other}) == []
+    assert project({**files, "run.sh": "python train.py model._target_=${TARGET}\n"}) == []
+
+
+def test_a_group_chosen_by_a_variable(project):
+    files = {"train.py": SCRIPT, **CONFIGS}
+    # the launcher's own variable: read as the shell would expand it
+    rows = project({**files, "run.sh": "MODEL=qwen\npython train.py model=$MODEL\n"})
+    assert found(rows) == [("TL301", "configs/model/qwen.yaml", 1, 15)]
+    # a variable the caller sets: the group's values are not known, nothing is claimed from them
+    assert project({**files, "run.sh": "python train.py model=$MODEL\n"}) == []

@@ -11,8 +11,8 @@ from typing import Any
 from trainlint.diagnostics import Span
 from trainlint.facts.model import (PEFT_CONFIG, SYMBOLIC, Arg, ArgsObject, Call, ClassDef, Compare, Cond,
                                    Evidence, ModelLoad, Param, ParsedObject, ScriptFacts, registry_class)
-from trainlint.facts.names import ARGS_CLASSES
-from trainlint.facts.values import UNKNOWN, Value, map_fields
+from trainlint.facts.names import ARGS_CLASSES, MODEL_CLASS_RE
+from trainlint.facts.values import UNKNOWN, UNSET, Value, map_fields
 from trainlint.knowledge.versions import Versions
 from trainlint.launch.model import Launch, hydra_binding
 
@@ -109,6 +109,41 @@ class Resolver:
         kwargs.update(call.kwargs)
         return replace(call, kwargs=tuple(kwargs.items()), opaque_kwargs=original.opaque_rest, unpacked=())
 
+    def _instantiated(self, model: ModelLoad, node: Value) -> ModelLoad:
+        """`hydra.utils.instantiate(cfg.model)` with `_target_: transformers.AutoModelForCausalLM.from_pretrained`:
+        the load that call makes, its keywords the node's keys (each where it is written); class "" (not judged)
+        when the target is not a model class's from_pretrained / from_config or is not known."""
+        items = self._mapping(node) or {}
+        target = items.get("_target_")
+        if target is None or not target.known or not isinstance(target.value, str):
+            return model
+        owner, _, method = target.value.rpartition(".")
+        short = owner.rsplit(".", 1)[-1]
+        if method not in ("from_pretrained", "from_config") or not (MODEL_CLASS_RE.match(short) or
+                                                                   short == "AutoModel") or short.startswith("Peft"):
+            return model
+        explicit = dict(model.call.kwargs)
+
+        def kw(*names: str) -> Value:
+            for name in names:
+                if name in explicit:
+                    return explicit[name]
+                if name in items:
+                    return items[name]
+            return UNSET
+
+        quantization = kw("quantization_config")
+        four, eight = kw("load_in_4bit"), kw("load_in_8bit")
+        quant = Value("known", "4bit", four.origin) if four.is_(True) else \
+            Value("known", "8bit", eight.origin) if eight.is_(True) else \
+            Value("known", None, None, "library default") if quantization.unset else UNKNOWN
+        return replace(model, kind=method, class_name=short,
+                       model_id=kw("pretrained_model_name_or_path") if method == "from_pretrained" else UNSET,
+                       attn_implementation=kw("attn_implementation"), output_attentions=kw("output_attentions"),
+                       use_flash_attention_2=kw("use_flash_attention_2"),
+                       dtype=kw("dtype") if not kw("dtype").unset else kw("torch_dtype"), quantization=quant,
+                       anchor=target.origin or model.anchor)
+
     def _peft_config(self, obj: str) -> Value:
         use = self.param(Param(obj, "use_peft"))
         if not use.known:
@@ -170,6 +205,8 @@ class Resolver:
                     new = self._expanded(obj, new)
                 if isinstance(obj, ModelLoad) and obj.registry and not obj.registry_key.known:
                     new = replace(new, class_name=registry_class(obj.registry, new.registry_key))
+                if isinstance(obj, ModelLoad) and obj.instantiated.state == "param":
+                    new = self._instantiated(new, obj.instantiated)
                 self._memo[key] = new
             return self._memo[key]
         return obj
@@ -179,7 +216,8 @@ class Resolver:
         calls = tuple(c for c in self.walk(f.calls) if _runs(c))
         kept = {id(c) for c in calls}
         # a registry lookup whose key stays unknown picks no class: that load is not judged (nothing is guessed)
-        models = tuple(m for m in self.walk(f.models) if id(m.call) in kept and not (m.registry and not m.class_name))
+        models = tuple(m for m in self.walk(f.models) if id(m.call) in kept and not (
+            (m.registry or m.instantiated.state == "param") and not m.class_name))
         args_objects = tuple(a for a in self.walk(f.args_objects) if id(a.call) in kept) + self._parsed_args()
         trainers = tuple(t for t in self.walk(f.trainers) if id(t.call) in kept)
         seq = self.walk(f.seq_evidence)

@@ -436,6 +436,9 @@ class _Collector(cst.CSTVisitor):
             name = self.qualname(self._alias(target) if isinstance(target, cst.Name) else target)
             if name:
                 self.fire_entries.append((name, self._span(node), self.scope))
+        if short in ("instantiate", "call") and self.qualname(func) in H.INSTANTIATE:
+            self._keep_call(node, H.INSTANTIATE_NAME, short, None, self.raw_calls)  # read by facts/extract.py
+            return
         interesting = (
             short in INTERESTING_SHORTS
             or MODEL_CLASS_RE.match(short) is not None

@@ -13,6 +13,7 @@ import libcst as cst
 from trainlint.diagnostics import Span
 from trainlint.facts.collector import _Collector, _RawCall  # (tests/test_positions.py patches _Collector here)
 from trainlint.facts.evalsets import eval_sets
+from trainlint.facts.hydra import INSTANTIATE_NAME
 from trainlint.facts.evaluate import MODULE_SCOPE, _dotted, _enclosing_scopes, _Resolver
 from trainlint.facts.model import (ArgsObject, registry_class, Call, Evidence, FunctionDef, ModelLoad, Param, ParsedObject, ScriptFacts,
                                    TrainerCall)
@@ -81,7 +82,8 @@ def extract_facts(module: cst.Module, path: str, text: str,
             if (model_arg.state == "param" or model_arg.known and isinstance(model_arg.value, str)) and lib == "trl":
                 models.append(_string_model(call, model_arg, raw, resolver, collector))
             continue
-        model = _model_load(raw, call, resolver, collector)
+        model = _model_load(raw, call, resolver, collector) if call.qualname != INSTANTIATE_NAME else \
+            _instantiated(call)
         if model is not None:
             models.append(model)
 
@@ -222,6 +224,16 @@ def _build_call(raw: _RawCall, resolver: _Resolver, c: _Collector) -> Call:
         unpacked=tuple(mappings),
         opaque_rest=opaque,
     )
+
+
+def _instantiated(call: Call) -> ModelLoad | None:
+    """`hydra.utils.instantiate(cfg.model)`: a model load once the node's `_target_` is read (resolve.py)."""
+    node = call.arg(0, "config")
+    if node.state != "param" or not isinstance(node.value, Param):
+        return None
+    return ModelLoad(call=call, kind="from_pretrained", class_name="", model_id=UNKNOWN, attn_implementation=UNSET,
+                     output_attentions=UNSET, use_flash_attention_2=UNSET, dtype=UNSET, quantization=UNKNOWN,
+                     inline_config=(), config_class=None, variable=call.target, anchor=call.span, instantiated=node)
 
 
 def _bound_node(name: str, scope: str, c: _Collector) -> cst.BaseExpression | None:

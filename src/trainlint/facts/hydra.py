@@ -18,6 +18,8 @@ INITIALIZE = {"hydra.initialize", "hydra.experimental.initialize", "hydra.initia
 LOAD = "omegaconf.OmegaConf.load"
 MERGE = {"omegaconf.OmegaConf.merge", "omegaconf.OmegaConf.unsafe_merge"}
 FROM_CLI = "omegaconf.OmegaConf.from_cli"
+INSTANTIATE = {"hydra.utils.instantiate", "hydra.utils.call"}
+INSTANTIATE_NAME = "hydra.utils.instantiate"
 # calls that hand back the same configuration (a container, a resolved copy): `OmegaConf.to_container(cfg.training)`
 SAME = {"omegaconf.OmegaConf.to_container", "omegaconf.OmegaConf.to_object", "omegaconf.OmegaConf.create"}
 

@@ -132,6 +132,10 @@ class ModelLoad:
     # class_name is "" while the key is not known.
     registry: tuple[tuple[str, str], ...] = ()
     registry_key: Value = UNSET
+    # `hydra.utils.instantiate(cfg.model)`: the config node (a Value of state "param"); its `_target_`
+    # (`transformers.AutoModelForCausalLM.from_pretrained`) names the call and its keys are the keywords, read when
+    # the facts are resolved (resolve.py); class_name is "" until then
+    instantiated: Value = UNSET
 
     def inline(self, name: str) -> Value:
         for key, value in self.inline_config:

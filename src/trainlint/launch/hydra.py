@@ -397,6 +397,7 @@ def compose(source: HydraSource, script: Path, words: list[Word], file: str, bas
         return out
     config_path, config_name = source.config_path, source.config_name
     overrides: list[tuple[str, Word | None]] = [(o, None) for o in source.overrides]
+    unknown_keys: list[tuple[str, Word]] = []
     if source.cli:
         i = 0
         while i < len(words):
@@ -404,7 +405,10 @@ def compose(source: HydraSource, script: Path, words: list[Word], file: str, bas
             text = word.text
             i += 1
             if text is None:
-                if source.kind == "main":
+                key = word.raw.split("=", 1)[0].lstrip("+~") if "=" in (word.raw or "") else ""
+                if key and "$" not in key and not key.startswith("-"):
+                    unknown_keys.append((key, word))  # `model._target_=${TARGET}`: that key is not known
+                else:
                     out.notes.append(f"an argument is not known here ({word.note or 'set at run time'})")
                 continue
             flag, eq, rest = text.partition("=")
@@ -472,6 +476,15 @@ def compose(source: HydraSource, script: Path, words: list[Word], file: str, bas
         else:
             leaf = Leaf(parsed, source.span, "", ok, (), "" if ok else f"{text}: not read")
         _set(composition.tree, key, leaf)
+    for key, word in unknown_keys:
+        if not key.startswith("hydra."):
+            if source.kind != "load" and "." not in key and (root / key).is_dir():
+                composition.notes.append(f"{key}: the config group's option is not known here; not composed")
+                for path, leaf in _leaves(_at(composition.tree, key)):
+                    leaf.known, leaf.value, leaf.why = False, None, f"{key} is chosen by {word.raw}"
+                continue
+            _set(composition.tree, key, Leaf(None, word.origin or word.span, file, False, (),
+                                             word.note or f"{word.raw}: not known here"))
     interpolator = _Interpolator(composition.tree, composition, root)
     for path, leaf in list(_leaves(composition.tree)):
         interpolator.leaf(path, leaf)
