@@ -375,7 +375,10 @@ def lint_text(path: Path, text: str, settings: Settings, codes: set[str], raw: b
                 from trainlint.launch.discover import launches_for
 
                 launches = launches_for(path, facts, versions, settings)
-        result.diagnostics.extend(_hydra_problems(launches, display))
+        if facts.hydra:  # the configs composed decide its values: a change to one must not keep a cached result
+            result.diagnostics.extend(_hydra_problems(launches, display))
+            result.reached = list(result.reached) + [Path(s).resolve() for launch in launches for s in launch.sources
+                                                     if s.endswith((".yaml", ".yml")) and Path(s).is_file()]
 
         def context(launch: Launch) -> FileContext:
             return FileContext(path, display, resolve_facts(facts, launch, versions), versions, settings, text,
