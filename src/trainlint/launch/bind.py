@@ -15,7 +15,7 @@ from trainlint.discovery import display as _display
 from trainlint.facts.model import ArgparseParam, ClassDef, ScriptFacts
 from trainlint.facts.values import Value
 from trainlint.knowledge.versions import Versions
-from trainlint.launch.model import ConfigReading, Launch, Word
+from trainlint.launch.model import HYDRA_DEFAULT, ConfigReading, Launch, Word
 
 
 
@@ -327,7 +327,8 @@ def bind_words(facts: ScriptFacts, versions: Versions, words: list[Word], file: 
     if facts.hydra:  # Hydra / OmegaConf configs, composed under these words (launch/hydra.py)
         from trainlint.launch.hydra import hydra_bindings
 
-        found, problems, files, notes = hydra_bindings(facts, script, words, file, base_dir, read_config, facts.path)
+        found, problems, files, notes = hydra_bindings(facts, script, words, file, base_dir, read_config, facts.path,
+                                                       documented=label != HYDRA_DEFAULT)
         binder.bindings.update(found)
         binder.sources += files
         binder.notes += notes

@@ -16,7 +16,7 @@ from trainlint.discovery import display, file_stamp
 from trainlint.facts.model import ScriptFacts
 from trainlint.facts.values import Value
 from trainlint.knowledge.versions import Versions
-from trainlint.launch.model import ConfigReading, Invocation, Launch, LaunchProblem, Word
+from trainlint.launch.model import HYDRA_DEFAULT, ConfigReading, Invocation, Launch, LaunchProblem, Word
 from trainlint.notebook import place
 from trainlint.launch.shell import cut_short
 from trainlint.launch.tree import (DOC_SUFFIXES, LAUNCHER_SUFFIXES, MAX_LAUNCHER_BYTES, NOTEBOOK_SUFFIX, candidates,
@@ -521,7 +521,7 @@ def _hydra_default(path: Path, facts: ScriptFacts, versions: Versions, settings:
     from trainlint.launch.bind import bind_words
 
     me = path.resolve()
-    return [bind_words(facts, versions, [], "", "hydra config", me.parent,
+    return [bind_words(facts, versions, [], "", HYDRA_DEFAULT, me.parent,
                        config_reader([me.parent, repo_root(path, settings)], texts), script=me)]
 
 

@@ -123,7 +123,8 @@ def _package_header(path: Path) -> str | None:
 
 
 class _Composer:
-    def __init__(self, root: Path, read, choices: dict[str, tuple[str, Word | None]]) -> None:
+    def __init__(self, root: Path, read, choices: dict[str, tuple[str, Word | None]], documented: bool = True) -> None:
+        self.documented = documented
         self.root = root
         self.read = read  # path -> ConfigReading (launch/configs.py read_config)
         self.choices = choices  # group -> (option, the launch word that chose it) from the command line
@@ -147,7 +148,7 @@ class _Composer:
             path = self.root / f"{rel}.yml"
         if not path.is_file():
             if not optional:
-                if where is not None:
+                if where is not None and self.documented:
                     self.problem(where[0], where[1], f"config {rel}.yaml is not in {_display(self.root)}: Hydra "
                                                      f"fails with MissingConfigException")
                 else:
@@ -389,8 +390,11 @@ def _config_root(source: HydraSource, script: Path, config_path: str | None) -> 
     return path if path.is_absolute() else (script.parent / path)
 
 
-def compose(source: HydraSource, script: Path, words: list[Word], file: str, base_dir: Path, read) -> Composition:
-    """The config `source` reads under a launch whose script words are `words` (written in `file`)."""
+def compose(source: HydraSource, script: Path, words: list[Word], file: str, base_dir: Path, read,
+            documented: bool = True) -> Composition:
+    """The config `source` reads under a launch whose script words are `words` (written in `file`). `documented`:
+    False when no launch was found and the config is composed as the script names it; a group option that is not
+    there is then a note, not a problem (a defaults list may name a placeholder every documented run overrides)."""
     out = Composition()
     if not source.known:
         out.notes.append(f"{source.variable}: the config's path or name is not a literal; not composed")
@@ -438,6 +442,8 @@ def compose(source: HydraSource, script: Path, words: list[Word], file: str, bas
             _merge(composition.tree, _tree_of(reading, display))
         root = base_dir
     else:
+        if config_name is not None and config_name.endswith((".yaml", ".yml")):
+            config_name = config_name.rsplit(".", 1)[0]  # Hydra drops the extension (`config_name="train.yaml"`)
         root = _config_root(source, script, config_path)
         if root is None or config_name is None:
             out.notes.append(f"{source.variable}: no config_path / config_name to compose")
@@ -451,8 +457,11 @@ def compose(source: HydraSource, script: Path, words: list[Word], file: str, bas
             else:
                 plain.append((text, word))
         overrides = plain
-        composer = _Composer(root, lambda p: read(str(p)), choices)
+        composer = _Composer(root, lambda p: read(str(p)), choices, documented)
         if not (root / f"{config_name}.yaml").is_file() and not (root / f"{config_name}.yml").is_file():
+            if not documented:
+                out.notes.append(f"the Hydra config {config_name}.yaml is not in {_display(root)}")
+                return out
             composer.out.problems.append(LaunchProblem(script, source.span or Span.point(1),
                                                        f"the Hydra config {config_name}.yaml is not in "
                                                        f"{_display(root)}: Hydra fails with MissingConfigException"))
@@ -498,7 +507,8 @@ def _assumed(word: Word) -> tuple[str, ...]:
 
 
 def hydra_bindings(facts: ScriptFacts, script: Path | None, words: list[Word], file: str, base_dir: Path,
-                   read, facts_file: str) -> tuple[list[tuple[str, Value]], list[LaunchProblem], list[str], list[str]]:
+                   read, facts_file: str, documented: bool = True
+                   ) -> tuple[list[tuple[str, Value]], list[LaunchProblem], list[str], list[str]]:
     """The bindings of every config the script reads, composed under the launch's words: (bindings, problems,
     files read, notes)."""
     script = script if script is not None else Path(facts.path).resolve()
@@ -507,7 +517,7 @@ def hydra_bindings(facts: ScriptFacts, script: Path | None, words: list[Word], f
     files: list[str] = []
     notes: list[str] = []
     for source in facts.hydra:
-        composition = compose(source, script, words, file, base_dir, read)
+        composition = compose(source, script, words, file, base_dir, read, documented)
         problems += composition.problems
         files += composition.files
         notes += composition.notes

@@ -136,6 +136,7 @@ class ConfigReading:
         return tuple(e for e in self.entries if e.depth == 0)
 
 
+HYDRA_DEFAULT = "hydra config"  # the label of the run composed as the script names its config (no launch found)
 HYDRA = "hydra:"  # the prefix of a binding read from a Hydra / OmegaConf config (launch/hydra.py)
 
 
