@@ -433,3 +433,40 @@ def test_a_group_chosen_by_a_variable(project):
     assert found(rows) == [("TL301", "configs/model/qwen.yaml", 1, 15)]
     # a variable the caller sets: the group's values are not known, nothing is claimed from them
     assert project({**files, "run.sh": "python train.py model=$MODEL\n"}) == []
+
+
+LORA = '''\
+import hydra
+from omegaconf import OmegaConf
+from peft import LoraConfig, get_peft_model
+from transformers import AutoModelForCausalLM, Trainer, TrainingArguments
+
+
+@hydra.main(config_path="conf", config_name="sft", version_base="1.3")
+def main(cfg):
+    model = AutoModelForCausalLM.from_pretrained(cfg.model.path)
+    model = get_peft_model(model, LoraConfig(r=cfg.lora.r, target_modules=["q_proj", "v_proj"]))
+    args = TrainingArguments(**OmegaConf.to_container(cfg.train, resolve=True))
+    Trainer(model=model, args=args).train()
+
+
+if __name__ == "__main__":
+    main()
+'''
+
+
+def test_lora_checkpointing_from_the_config_and_its_override(project):
+    # transformers 4.40.0 pinned: reentrant checkpointing by default, and get_peft_model hooks no inputs (TL201)
+    files = {"train.py": LORA, "requirements.txt": "transformers==4.40.0\n",
+             "conf/sft.yaml": "model:\n  path: meta-llama/Llama-3.2-1B\nlora:\n  r: 8\ntrain:\n  output_dir: out\n"
+                              "  gradient_checkpointing: true\n  per_device_train_batch_size: 2\n"}
+    assert found(project(files, {"select": ["TL201"]})) == [("TL201", "conf/sft.yaml", 7, 27)]
+    launched = {**files, "run.sh": "python train.py train.gradient_checkpointing=false\n"}
+    assert project(launched, {"select": ["TL201"]}) == []
+    # `++` forces a key in; `~` deletes one (the library default, off, applies)
+    deleted = {**files, "run.sh": "python train.py '~train.gradient_checkpointing'\n"}
+    assert project(deleted, {"select": ["TL201"]}) == []
+    forced = {**files, "conf/sft.yaml": files["conf/sft.yaml"].replace("  gradient_checkpointing: true\n", ""),
+              "run.sh": "python train.py ++train.gradient_checkpointing=true\n"}
+    column = forced["run.sh"].index("=true") + 2  # the value after `=`
+    assert found(project(forced, {"select": ["TL201"]})) == [("TL201", "run.sh", 1, column)]

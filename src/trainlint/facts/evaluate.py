@@ -298,7 +298,8 @@ class _Resolver:
                 isinstance(node.args[0].value, cst.Name) and node.args[0].value.value in self.c.parsed_names:
             # trl's get_peft_config(model_args): a LoraConfig when --use_peft, else None
             return Param(node.args[0].value.value, P.PEFT_CONFIG), "param", None
-        if self.c.qualname(node.func) in _SAME_CONFIG and node.args and node.args[0].keyword is None:
+        qualname = getattr(self.c, "qualname", None)
+        if qualname is not None and node.args and node.args[0].keyword is None and qualname(node.func) in _SAME_CONFIG:
             return self._eval(node.args[0].value, scope, depth + 1)  # `OmegaConf.to_container(cfg.training)`
         if name in ("field", "dataclasses.field"):
             for arg in node.args:
