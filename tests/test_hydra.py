@@ -171,16 +171,32 @@ def test_interpolation_of_plain_and_relative_references(project):
           - _self_
         context: 8192
         data:
-          max_length: ${context}
-          other: ${.max_length}
+          max_length: ${..context}
         model:
-          attn_implementation: ${model.kernel}
+          attn_implementation: ${.kernel}
           kernel: eager
+        name: ${model.name_or_path}-${data.max_length}
         '''
     rows = project({"train.py": SCRIPT, **configs})
     # the value is where the referenced literal is written
-    assert found(rows) == [("TL101", "configs/train.yaml", 11, 11), ("TL301", "configs/model/llama3.yaml", 1, 15)]
+    assert found(rows) == [("TL101", "configs/train.yaml", 10, 11), ("TL301", "configs/model/llama3.yaml", 1, 15)]
     assert "8,192" in next(r for r in rows if r[0] == "TL101")[4]
+    configs["configs/train.yaml"] = configs["configs/train.yaml"].replace("context: 8192", "context: 1024")
+    assert found(project({"train.py": SCRIPT, **configs})) == [("TL301", "configs/model/llama3.yaml", 1, 15)]
+
+
+def test_interpolated_strings_compose():
+    from trainlint.launch.hydra import Composition, Leaf, _Interpolator, _leaves
+
+    tree = {"model": {"name": Leaf("org/m", None, "a.yaml")}, "run": {"dir": Leaf("out/${model.name}-${.n}", None,
+                                                                                 "a.yaml"), "n": Leaf(3, None, "a.yaml")},
+            "env": Leaf("${oc.env:HOME}/x", None, "a.yaml"), "late": Leaf("${now:%H}", None, "a.yaml")}
+    out = Composition(tree)
+    interpolator = _Interpolator(tree, out, None)
+    leaves = {path: interpolator.leaf(path, leaf) for path, leaf in list(_leaves(tree))}
+    assert (leaves["run.dir"].known, leaves["run.dir"].value) == (True, "out/org/m-3")
+    assert not leaves["env"].known and not leaves["late"].known
+    assert out.problems == []
 
 
 def test_run_time_resolvers_leave_the_value_unknown(project):

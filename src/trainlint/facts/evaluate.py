@@ -177,7 +177,8 @@ class _Resolver:
                 parts.insert(0, node.attr.value)
                 node = node.value
             elif isinstance(node, cst.Subscript) and len(node.slice) == 1 and \
-                    isinstance(node.slice[0].slice, cst.Index) and isinstance(node.slice[0].slice.value, cst.SimpleString):
+                    isinstance(node.slice[0].slice, cst.Index) and \
+                    isinstance(node.slice[0].slice.value, cst.SimpleString):
                 key = node.slice[0].slice.value.evaluated_value
                 if not isinstance(key, str):
                     return None

@@ -15,8 +15,8 @@ from trainlint.facts.collector import _Collector, _RawCall  # (tests/test_positi
 from trainlint.facts.evalsets import eval_sets
 from trainlint.facts.hydra import INSTANTIATE_NAME
 from trainlint.facts.evaluate import MODULE_SCOPE, _dotted, _enclosing_scopes, _Resolver
-from trainlint.facts.model import (ArgsObject, registry_class, Call, Evidence, FunctionDef, ModelLoad, Param, ParsedObject, ScriptFacts,
-                                   TrainerCall)
+from trainlint.facts.model import (ArgsObject, Call, Evidence, FunctionDef, ModelLoad, Param, ParsedObject,
+                                   ScriptFacts, TrainerCall, registry_class)
 from trainlint.facts.names import (  # the tables live apart so lint.py can use them without LibCST
     ACCELERATOR,
     ARGS_CLASSES,
