@@ -373,6 +373,10 @@ def lint_text(path: Path, text: str, settings: Settings, codes: set[str], raw: b
                 from trainlint.launch.discover import launches_for
 
                 launches = launches_for(path, facts, versions, settings)
+        if facts.hydra:  # the configs composed decide its values: a change to one must not keep a cached result
+            result.diagnostics.extend(_hydra_problems(launches, display))
+            result.reached = list(result.reached) + [Path(s).resolve() for launch in launches for s in launch.sources
+                                                     if s.endswith((".yaml", ".yml")) and Path(s).is_file()]
 
         def context(launch: Launch) -> FileContext:
             return FileContext(path, display, resolve_facts(facts, launch, versions), versions, settings, text,
@@ -399,6 +403,22 @@ def lint_text(path: Path, text: str, settings: Settings, codes: set[str], raw: b
     except RecursionError:
         result.diagnostics = [_meta("TL001", display, "could not be analysed: expressions nested too deeply")]
     return _finish(result, settings, codes, text)
+
+
+def _hydra_problems(launches, display: str) -> list[Diagnostic]:
+    """TL005 in each Hydra / OmegaConf config the script reads that cannot be composed (launch/hydra.py), once."""
+    from trainlint.launch.discover import display as shown
+
+    out, seen = [], set()
+    for launch in launches:
+        for problem in getattr(launch, "problems", ()):
+            key = (str(problem.file), problem.span, problem.message)
+            if key in seen:
+                continue
+            seen.add(key)
+            out.append(_meta("TL005", shown(problem.file), f"cannot compose this config fully ({display} reads it): "
+                                                          f"{problem.message}", problem.span.line, problem.span.col))
+    return out
 
 
 def _with_repository_code(facts, module, display: str, text: str, starts, path: Path, settings: Settings,

@@ -10,11 +10,11 @@ from typing import Any
 
 from trainlint.diagnostics import Span
 from trainlint.facts.model import (PEFT_CONFIG, SYMBOLIC, Arg, ArgsObject, Call, ClassDef, Compare, Cond,
-                                   Evidence, Param, ParsedObject, ScriptFacts)
-from trainlint.facts.names import ARGS_CLASSES
-from trainlint.facts.values import UNKNOWN, Value, map_fields
+                                   Evidence, ModelLoad, Param, ParsedObject, ScriptFacts, registry_class)
+from trainlint.facts.names import ARGS_CLASSES, MODEL_CLASS_RE
+from trainlint.facts.values import UNKNOWN, UNSET, Value, map_fields
 from trainlint.knowledge.versions import Versions
-from trainlint.launch.model import Launch
+from trainlint.launch.model import Launch, hydra_binding
 
 
 class Resolver:
@@ -37,6 +37,8 @@ class Resolver:
             return self._peft_config(p.obj)
         if parsed.parser == "argparse":
             return self._argparse(p.attr)
+        if parsed.parser == "hydra":
+            return self._hydra(p.obj, p.attr)
         if parsed.class_name is None:
             return UNKNOWN
         return self._field(parsed.class_name, p.attr)
@@ -62,6 +64,85 @@ class Resolver:
             else:
                 return library_field_default(klass, name, self.versions)
         return UNKNOWN
+
+    def _hydra(self, obj: str, path: str) -> Value:
+        """Key `path` of the composed config (launch/hydra.py binds its leaves): a leaf's Value, or a node's
+        mapping (known when every leaf under it is bound; its origin is its first leaf's)."""
+        bound = self.launch.get(hydra_binding(obj, path))
+        if bound is not None:
+            return bound
+        items = self._hydra_items(obj, path)
+        if not items:
+            return UNKNOWN
+        origin = next((v.origin for v in items.values() if v.origin is not None), None)
+        return Value("known", {k: v.value if v.known else UNKNOWN for k, v in items.items()}, origin,
+                     "hydra config", tuple(dict.fromkeys(a for v in items.values() for a in v.assumed)))
+
+    def _hydra_items(self, obj: str, path: str) -> dict[str, Value]:
+        """The children of node `path` (every key one level below it), each a Value."""
+        prefix = hydra_binding(obj, path) + "."
+        children: list[str] = []
+        for name, _ in self.launch.bindings:
+            if name.startswith(prefix):
+                child = name[len(prefix):].split(".", 1)[0]
+                if child not in children:
+                    children.append(child)
+        return {child: self._hydra(obj, f"{path}.{child}") for child in children}
+
+    def _mapping(self, v: Value) -> dict[str, Value] | None:
+        """`**cfg.trainer.args`: the keywords it passes, each with the span of its value; None when not known."""
+        if v.state != "param" or not isinstance(v.value, Param):
+            return None
+        parsed = self.facts.parsed_object(v.value.obj)
+        if parsed is None or parsed.parser != "hydra":
+            return None
+        items = self._hydra_items(v.value.obj, v.value.attr)
+        return items or None
+
+    def _expanded(self, original: Call, call: Call) -> Call:
+        kwargs: dict[str, Value] = {}
+        for mapping in original.unpacked:
+            items = self._mapping(mapping)
+            if items is None:
+                return call
+            kwargs.update(items)
+        kwargs.update(call.kwargs)
+        return replace(call, kwargs=tuple(kwargs.items()), opaque_kwargs=original.opaque_rest, unpacked=())
+
+    def _instantiated(self, model: ModelLoad, node: Value) -> ModelLoad:
+        """`hydra.utils.instantiate(cfg.model)` with `_target_: transformers.AutoModelForCausalLM.from_pretrained`:
+        the load that call makes, its keywords the node's keys (each where it is written); class "" (not judged)
+        when the target is not a model class's from_pretrained / from_config or is not known."""
+        items = self._mapping(node) or {}
+        target = items.get("_target_")
+        if target is None or not target.known or not isinstance(target.value, str):
+            return model
+        owner, _, method = target.value.rpartition(".")
+        short = owner.rsplit(".", 1)[-1]
+        if method not in ("from_pretrained", "from_config") or not (MODEL_CLASS_RE.match(short) or
+                                                                   short == "AutoModel") or short.startswith("Peft"):
+            return model
+        explicit = dict(model.call.kwargs)
+
+        def kw(*names: str) -> Value:
+            for name in names:
+                if name in explicit:
+                    return explicit[name]
+                if name in items:
+                    return items[name]
+            return UNSET
+
+        quantization = kw("quantization_config")
+        four, eight = kw("load_in_4bit"), kw("load_in_8bit")
+        quant = Value("known", "4bit", four.origin) if four.is_(True) else \
+            Value("known", "8bit", eight.origin) if eight.is_(True) else \
+            Value("known", None, None, "library default") if quantization.unset else UNKNOWN
+        return replace(model, kind=method, class_name=short,
+                       model_id=kw("pretrained_model_name_or_path") if method == "from_pretrained" else UNSET,
+                       attn_implementation=kw("attn_implementation"), output_attentions=kw("output_attentions"),
+                       use_flash_attention_2=kw("use_flash_attention_2"),
+                       dtype=kw("dtype") if not kw("dtype").unset else kw("torch_dtype"), quantization=quant,
+                       anchor=target.origin or model.anchor)
 
     def _peft_config(self, obj: str) -> Value:
         use = self.param(Param(obj, "use_peft"))
@@ -119,7 +200,14 @@ class Resolver:
         if is_dataclass(obj) and not isinstance(obj, (type, Span, ScriptFacts)):
             key = id(obj)
             if key not in self._memo:
-                self._memo[key] = map_fields(obj, self.walk)
+                new = map_fields(obj, self.walk)
+                if isinstance(obj, Call) and obj.unpacked:
+                    new = self._expanded(obj, new)
+                if isinstance(obj, ModelLoad) and obj.registry and not obj.registry_key.known:
+                    new = replace(new, class_name=registry_class(obj.registry, new.registry_key))
+                if isinstance(obj, ModelLoad) and obj.instantiated.state == "param":
+                    new = self._instantiated(new, obj.instantiated)
+                self._memo[key] = new
             return self._memo[key]
         return obj
 
@@ -127,7 +215,9 @@ class Resolver:
         f = self.facts
         calls = tuple(c for c in self.walk(f.calls) if _runs(c))
         kept = {id(c) for c in calls}
-        models = tuple(m for m in self.walk(f.models) if id(m.call) in kept)
+        # a registry lookup whose key stays unknown picks no class: that load is not judged (nothing is guessed)
+        models = tuple(m for m in self.walk(f.models) if id(m.call) in kept and not (
+            (m.registry or m.instantiated.state == "param") and not m.class_name))
         args_objects = tuple(a for a in self.walk(f.args_objects) if id(a.call) in kept) + self._parsed_args()
         trainers = tuple(t for t in self.walk(f.trainers) if id(t.call) in kept)
         seq = self.walk(f.seq_evidence)
@@ -173,7 +263,7 @@ class Resolver:
         others = {f.name for p in self.facts.parsed if p.variable != parsed.variable and p.class_name
                   for k in self.facts.mro(p.class_name) if isinstance(k, ClassDef) for f in k.fields}
         for name, value in self.launch.bindings:
-            if name not in others:
+            if name not in others and not name.startswith("hydra:"):
                 kwargs[name] = value
         spans = tuple((k, v.origin) for k, v in kwargs.items() if v.origin is not None)
         return Call(qualname=library_class, short=library_class, receiver=None, target=parsed.variable, args=(),

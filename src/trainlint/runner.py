@@ -97,7 +97,7 @@ def _key(path: Path, settings: Settings, codes: frozenset[str]) -> str | None:
     return h.hexdigest()
 
 
-_PARAMETER_BYTES = re.compile(rb"HfArgumentParser|TrlParser|ArgumentParser|parse_args")
+_PARAMETER_BYTES = re.compile(rb"HfArgumentParser|TrlParser|ArgumentParser|parse_args|hydra|OmegaConf")
 
 
 def _launch_stamp(path: Path, settings: Settings) -> str:

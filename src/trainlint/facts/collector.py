@@ -8,8 +8,9 @@ from dataclasses import dataclass
 import libcst as cst
 
 from trainlint.diagnostics import Span
+from trainlint.facts import hydra as H
 from trainlint.facts import params as P
-from trainlint.facts.evaluate import MODULE_SCOPE, _dotted, _dotted_or_none
+from trainlint.facts.evaluate import MODULE_SCOPE, _dotted, _dotted_or_none, _enclosing_scopes
 from trainlint.facts.loops import LoopWatcher
 from trainlint.facts.model import Param
 from trainlint.facts.names import (  # the tables live apart so lint.py can use them without LibCST
@@ -85,6 +86,10 @@ class _Collector(cst.CSTVisitor):
         self.fire_entries: list[tuple[str, Span, str]] = []  # `fire.Fire(fn)`: (fn through imports, span, scope)
         self.marks: dict[str, set[str]] = {}  # scope -> "logits" read / loss calls made there (facts/trainers.py)
         self.loops = LoopWatcher(self._span)  # loss accumulated in loops (facts/loops.py, TL203)
+        # Hydra / OmegaConf configs (facts/hydra.py): the sources, and (scope, variable) -> the variable's source
+        self.hydra_sources: list = []
+        self.hydra_names: dict[tuple[str, str], str] = {}
+        self._hydra_init: tuple[bool, str | None] | None = None  # the last `initialize(config_path=)` seen
 
     # -- helpers -------------------------------------------------------------------------------------
     def _span(self, node: cst.CSTNode) -> Span:
@@ -180,6 +185,10 @@ class _Collector(cst.CSTVisitor):
         self._bind(node.name.value, None)
         self._scopes.append(f"{self.scope}.{node.name.value}" if self.scope != MODULE_SCOPE else node.name.value)
         self.function_nodes.append((self.scope, node))
+        if node.decorators and self._hydra_imported():
+            source = H.main_source(node, self.qualname, self._span(node.name))
+            if source is not None:
+                self._hydra_found(source)
         for param in (*node.params.posonly_params, *node.params.params, *node.params.kwonly_params):
             self._bind(param.name.value, None)
             self.func_params.add((self.scope, param.name.value))
@@ -228,6 +237,12 @@ class _Collector(cst.CSTVisitor):
                     self.parsed_names.add(name)
             if len(node.targets) == 1:
                 self.params.parse_assigned(node.targets[0].target, *parse, self._span(node.value), self.qualname)
+        if len(node.targets) == 1 and isinstance(node.targets[0].target, cst.Name) and self._hydra_imported():
+            known_sources = {src.variable: src for src in self.hydra_sources if self._hydra_visible(src.variable)}
+            source = H.assigned_source(node.targets[0].target.value, node.value, self.qualname,
+                                       self._span(node.value), self._hydra_init, known_sources)
+            if source is not None:
+                self._hydra_found(source)
         if len(node.targets) == 1 and isinstance(node.targets[0].target, cst.Name):
             kind = P.parser_kind(node.value, self.qualname)
             if kind is not None:
@@ -402,6 +417,10 @@ class _Collector(cst.CSTVisitor):
         else:
             return
         keywords = {a.keyword.value for a in node.args if a.keyword is not None}
+        if short.startswith("initialize") and self._hydra_imported():
+            init = H.initialize_path(node, self.qualname)
+            if init is not None:
+                self._hydra_init = init
         if short in LOSS_CALLS:
             self.marks.setdefault(self.scope, set()).add(short)
         if isinstance(func, cst.Attribute) and receiver == "self":
@@ -417,6 +436,9 @@ class _Collector(cst.CSTVisitor):
             name = self.qualname(self._alias(target) if isinstance(target, cst.Name) else target)
             if name:
                 self.fire_entries.append((name, self._span(node), self.scope))
+        if short in ("instantiate", "call") and self.qualname(func) in H.INSTANTIATE:
+            self._keep_call(node, H.INSTANTIATE_NAME, short, None, self.raw_calls)  # read by facts/extract.py
+            return
         interesting = (
             short in INTERESTING_SHORTS
             or MODEL_CLASS_RE.match(short) is not None
@@ -436,6 +458,18 @@ class _Collector(cst.CSTVisitor):
         if receiver is not None and receiver not in self.imports:
             qualname = f"{receiver}.{short}"
         self._keep_call(node, qualname, short, receiver if receiver not in self.imports else None, self.raw_calls)
+
+    def _hydra_imported(self) -> bool:
+        return any(q.split(".")[0] in ("hydra", "omegaconf") for q in self.imports.values())
+
+    def _hydra_found(self, source) -> None:
+        self.hydra_sources.append(source)
+        self.hydra_names[(self.scope, source.variable)] = source.variable
+        self.parsed_names.add(source.variable)
+
+    def _hydra_visible(self, name: str, scope: str | None = None) -> bool:
+        """`name` is bound to a Hydra / OmegaConf config in `scope` (default: the current one) or one enclosing it."""
+        return any((s, name) in self.hydra_names for s in _enclosing_scopes(scope or self.scope))
 
     def _alias(self, name: cst.Name) -> cst.Name:
         """The class a plain name stands for when every binding of it so far (in this scope, else the module's) is

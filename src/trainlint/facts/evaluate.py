@@ -13,6 +13,8 @@ from trainlint.facts.names import CONFIG_CLASS_RE, MODULE_SCOPE
 from trainlint.facts.values import UNKNOWN, Value, known
 
 _MAX_DEPTH = 24
+_SAME_CONFIG = {"omegaconf.OmegaConf.to_container", "omegaconf.OmegaConf.to_object", "omegaconf.OmegaConf.create",
+                "omegaconf.DictConfig", "builtins.dict", "dict"}
 TORCH_DTYPES = {"float32", "float", "bfloat16", "float16", "half", "float64", "double", "int8", "uint8"}
 
 
@@ -164,7 +166,42 @@ class _Resolver:
             return inner[0], "constant", inner[2] or self.c.literal_spans.get(id(bound[0]))
         return _NOPE
 
+    def _chain(self, node: cst.BaseExpression, scope: str):
+        """`cfg.model.name_or_path`, `cfg["model"]["name_or_path"]` on a Hydra / OmegaConf config: its Param (the
+        dotted path as attribute); on a function's parameter, two levels deep or through string keys, its Arg (the
+        caller passes `cfg` or `cfg.model`, facts/inline.py); None otherwise."""
+        parts: list[str] = []
+        subscripted = False
+        while True:
+            if isinstance(node, cst.Attribute):
+                parts.insert(0, node.attr.value)
+                node = node.value
+            elif isinstance(node, cst.Subscript) and len(node.slice) == 1 and \
+                    isinstance(node.slice[0].slice, cst.Index) and \
+                    isinstance(node.slice[0].slice.value, cst.SimpleString):
+                key = node.slice[0].slice.value.evaluated_value
+                if not isinstance(key, str):
+                    return None
+                parts.insert(0, key)
+                node = node.value
+                subscripted = True
+            else:
+                break
+        if not isinstance(node, cst.Name) or not parts or node.value in self.c.imports:
+            return None
+        visible = getattr(self.c, "_hydra_visible", None)
+        if visible is not None and visible(node.value, scope):
+            return Param(node.value, ".".join(parts))
+        if len(parts) >= 2 or subscripted:
+            owner = self._parameter_scope(node.value, scope)
+            if owner is not None and getattr(self.c, "_hydra_imported", lambda: False)():
+                return Arg(owner, node.value, ".".join(parts))
+        return None
+
     def _attribute(self, node: cst.Attribute, scope: str, depth: int):
+        chained = self._chain(node, scope)
+        if chained is not None:
+            return chained, "param", None
         # `args.batch_size` read back from an argparse default, `cfg.max_len` from a dataclass default
         if isinstance(node.value, cst.Name) and self.c.imports.get(node.value.value, "").endswith("TaskType"):
             return node.attr.value, "literal", None  # peft's TaskType.SEQ_CLS is the string "SEQ_CLS"
@@ -262,6 +299,9 @@ class _Resolver:
                 isinstance(node.args[0].value, cst.Name) and node.args[0].value.value in self.c.parsed_names:
             # trl's get_peft_config(model_args): a LoraConfig when --use_peft, else None
             return Param(node.args[0].value.value, P.PEFT_CONFIG), "param", None
+        qualname = getattr(self.c, "qualname", None)
+        if qualname is not None and node.args and node.args[0].keyword is None and qualname(node.func) in _SAME_CONFIG:
+            return self._eval(node.args[0].value, scope, depth + 1)  # `OmegaConf.to_container(cfg.training)`
         if name in ("field", "dataclasses.field"):
             for arg in node.args:
                 if arg.keyword is not None and arg.keyword.value == "default":
@@ -269,6 +309,10 @@ class _Resolver:
         return _NOPE
 
     def _subscript(self, node: cst.Subscript, scope: str, depth: int):
+        chained = self._chain(node, scope)
+        if chained is not None:
+            return chained, "param", None
+        # `MODEL_REGISTRY[args.model_type]`: a registry dict of classes read by a key (facts/extract.py reads it)
         if len(node.slice) != 1 or not isinstance(node.slice[0].slice, cst.Index):
             return _NOPE
         container = self._eval(node.value, scope, depth + 1)

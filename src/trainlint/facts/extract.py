@@ -6,14 +6,17 @@ from __future__ import annotations
 
 import ast
 import re
+from dataclasses import replace
 
 import libcst as cst
 
 from trainlint.diagnostics import Span
 from trainlint.facts.collector import _Collector, _RawCall  # (tests/test_positions.py patches _Collector here)
 from trainlint.facts.evalsets import eval_sets
+from trainlint.facts.hydra import INSTANTIATE_NAME
 from trainlint.facts.evaluate import MODULE_SCOPE, _dotted, _enclosing_scopes, _Resolver
-from trainlint.facts.model import ArgsObject, Call, Evidence, FunctionDef, ModelLoad, Param, ScriptFacts, TrainerCall
+from trainlint.facts.model import (ArgsObject, Call, Evidence, FunctionDef, ModelLoad, Param, ParsedObject,
+                                   ScriptFacts, TrainerCall, registry_class)
 from trainlint.facts.names import (  # the tables live apart so lint.py can use them without LibCST
     ACCELERATOR,
     ARGS_CLASSES,
@@ -79,7 +82,8 @@ def extract_facts(module: cst.Module, path: str, text: str,
             if (model_arg.state == "param" or model_arg.known and isinstance(model_arg.value, str)) and lib == "trl":
                 models.append(_string_model(call, model_arg, raw, resolver, collector))
             continue
-        model = _model_load(raw, call, resolver, collector)
+        model = _model_load(raw, call, resolver, collector) if call.qualname != INSTANTIATE_NAME else \
+            _instantiated(call)
         if model is not None:
             models.append(model)
 
@@ -106,9 +110,23 @@ def extract_facts(module: cst.Module, path: str, text: str,
         parse_functions=tuple(sorted(collector.params.parse_functions)),
         marks=tuple(sorted((scope, tuple(sorted(m))) for scope, m in collector.marks.items())),
         loss_accumulations=collector.loops.build(text), eval_sets=eval_sets(collector, resolver, trainers),
-        **collector.params.build(lambda node: resolver.value(node, MODULE_SCOPE) if node is not None else UNKNOWN,
-                                 collector.literal_spans),
+        **_with_hydra(collector.params.build(
+            lambda node: resolver.value(node, MODULE_SCOPE) if node is not None else UNKNOWN,
+            collector.literal_spans), collector),
     ))
+
+
+def _with_hydra(built: dict, c: _Collector) -> dict:
+    """The Hydra / OmegaConf configs the script reads, each a parsed object of parser "hydra" (facts/hydra.py)."""
+    if not c.hydra_sources:
+        return built
+    seen = {p.variable for p in built["parsed"]}
+    extra = []
+    for source in c.hydra_sources:
+        if source.variable not in seen:
+            seen.add(source.variable)
+            extra.append(ParsedObject(source.variable, "hydra", None, (source.kind,), source.span or Span.point(1)))
+    return dict(built, parsed=built["parsed"] + tuple(extra), hydra=tuple(c.hydra_sources))
 
 
 def _collect(module: cst.Module, text: str, starts: list[tuple[int, int]] | None,
@@ -138,6 +156,7 @@ def _build_call(raw: _RawCall, resolver: _Resolver, c: _Collector) -> Call:
     kw_names: list[tuple[str, str | None]] = []
     opaque = False
     splat = None
+    mappings: list[Value] = []
     for arg in raw.node.args:
         if arg.star == "*":
             opaque = True  # positional splat: positions after it are unknown
@@ -149,6 +168,9 @@ def _build_call(raw: _RawCall, resolver: _Resolver, c: _Collector) -> Call:
             continue
         if arg.star == "**":
             unpacked = resolver.value(arg.value, raw.scope)
+            if unpacked.state == "param" and isinstance(unpacked.value, Param) and c.hydra_names:
+                mappings.append(unpacked)  # `**cfg.trainer.args`: expanded once a launch composes the config
+                continue
             if unpacked.known and isinstance(unpacked.value, dict):
                 for key, item in unpacked.value.items():
                     kwargs[key] = UNKNOWN if isinstance(item, Value) else \
@@ -195,16 +217,74 @@ def _build_call(raw: _RawCall, resolver: _Resolver, c: _Collector) -> Call:
         kwargs=tuple(kwargs.items()),
         kw_spans=tuple(kw_spans),
         kw_names=tuple(kw_names),
-        opaque_kwargs=opaque,
+        opaque_kwargs=opaque or bool(mappings),
         span=raw.span,
         index=raw.index,
         scope=raw.scope,
+        unpacked=tuple(mappings),
+        opaque_rest=opaque,
     )
+
+
+def _instantiated(call: Call) -> ModelLoad | None:
+    """`hydra.utils.instantiate(cfg.model)`: a model load once the node's `_target_` is read (resolve.py)."""
+    node = call.arg(0, "config")
+    if node.state != "param" or not isinstance(node.value, Param):
+        return None
+    return ModelLoad(call=call, kind="from_pretrained", class_name="", model_id=UNKNOWN, attn_implementation=UNSET,
+                     output_attentions=UNSET, use_flash_attention_2=UNSET, dtype=UNSET, quantization=UNKNOWN,
+                     inline_config=(), config_class=None, variable=call.target, anchor=call.span, instantiated=node)
+
+
+def _bound_node(name: str, scope: str, c: _Collector) -> cst.BaseExpression | None:
+    for candidate in _enclosing_scopes(scope):
+        values = c.bindings.get((candidate, name))
+        if values is not None:
+            return values[0] if len(values) == 1 else None
+    return None
+
+
+def _registry(node: cst.BaseExpression, scope: str, resolver: _Resolver, c: _Collector):
+    """`MODEL_REGISTRY[key]` (directly, or through `cls = MODEL_REGISTRY[key]`) where the registry is a dict literal,
+    bound once, of model classes: its (key, class) pairs and the key's Value; None otherwise."""
+    if isinstance(node, cst.Name):
+        node = _bound_node(node.value, scope, c)
+    if not (isinstance(node, cst.Subscript) and isinstance(node.value, cst.Name) and len(node.slice) == 1
+            and isinstance(node.slice[0].slice, cst.Index)):
+        return None
+    table = _bound_node(node.value.value, scope, c)
+    if not isinstance(table, cst.Dict) or not table.elements:
+        return None
+    pairs = []
+    for element in table.elements:
+        if not isinstance(element, cst.DictElement) or not isinstance(element.key, cst.SimpleString) or \
+                not isinstance(element.value, (cst.Name, cst.Attribute)):
+            return None
+        short = (c.qualname(element.value) or "").split(".")[-1]
+        if not (MODEL_CLASS_RE.match(short) or short == "AutoModel"):
+            return None
+        pairs.append((element.key.evaluated_value, short))
+    return tuple(pairs), resolver.value(node.slice[0].slice.value, scope)
 
 
 def _model_load(raw: _RawCall, call: Call, resolver: _Resolver, c: _Collector) -> ModelLoad | None:
     func = raw.node.func
-    if call.short in ("from_pretrained", "from_config") and isinstance(func, cst.Attribute):
+    registry = _registry(func.value, raw.scope, resolver, c) \
+        if call.short in ("from_pretrained", "from_config") and isinstance(func, cst.Attribute) else None
+    if registry is not None:
+        model = _model_load_of(raw, call, resolver, c, registry_class(*registry))
+        return replace(model, registry=registry[0], registry_key=registry[1]) if model is not None else None
+    return _model_load_of(raw, call, resolver, c)
+
+
+def _model_load_of(raw: _RawCall, call: Call, resolver: _Resolver, c: _Collector,
+                   registry_pick: str | None = None) -> ModelLoad | None:
+    func = raw.node.func
+    if registry_pick is not None:
+        kind, class_name = call.short, registry_pick
+        model_id = call.arg(0, "pretrained_model_name_or_path") if kind == "from_pretrained" else UNSET
+        config_node = _first_arg_node(raw.node, 0, "config") if kind == "from_config" else None
+    elif call.short in ("from_pretrained", "from_config") and isinstance(func, cst.Attribute):
         owner = _dotted(func.value)
         owner_qual = c.qualname(func.value) or owner
         owner_short = owner_qual.split(".")[-1]  # through `import ... as` aliases

@@ -298,6 +298,10 @@ class _Binder:
             owner = _parameter_of(caller, hop.scope, plain)
             if owner is not None:
                 return Value("param", Arg(owner, plain, arg.attr), None, "param")
+        if passed.state == "param" and isinstance(passed.value, Param):
+            parsed = self.caller.facts.parsed_object(passed.value.obj)
+            if parsed is not None and parsed.parser == "hydra":  # `build_model(cfg.model)`: a node of the config
+                return Value("param", Param(passed.value.obj, f"{passed.value.attr}.{arg.attr}"), None, "param")
         if passed.state == "param" and isinstance(passed.value, Arg) and passed.value.attr is None:
             return Value("param", replace(passed.value, attr=arg.attr), None, "param")
         if passed.known and isinstance(passed.value, dict) and arg.attr in passed.value:

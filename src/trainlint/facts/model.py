@@ -42,6 +42,11 @@ class Call:
     # a `fire.Fire(fn)` entry (facts/extract.py _fire_hops): a call of fn whose every parameter is a command-line
     # option (Param("argparse", name)) with fn's own default
     fire: bool = False
+    # `**cfg.trainer.args`, `**OmegaConf.to_container(cfg.training)`: mappings read from a Hydra / OmegaConf config
+    # (Values of state "param"), expanded into keywords once a launch composes the config (resolve.py); until then
+    # they make `opaque_kwargs` True. `opaque_rest`: the call is opaque for another reason as well.
+    unpacked: tuple[Value, ...] = ()
+    opaque_rest: bool = False
 
     @property
     def library(self) -> str | None:
@@ -122,12 +127,28 @@ class ModelLoad:
     config_class: str | None  # "LlamaConfig" when the config is built inline
     variable: str | None
     anchor: Span  # where a diagnostic about this load points
+    # `REGISTRY[key].from_pretrained(...)` with `REGISTRY = {"llama": LlamaForCausalLM, ...}`: the dict's (key, class)
+    # pairs and the key's Value; a key a launch decides picks the class when the facts are resolved (resolve.py);
+    # class_name is "" while the key is not known.
+    registry: tuple[tuple[str, str], ...] = ()
+    registry_key: Value = UNSET
+    # `hydra.utils.instantiate(cfg.model)`: the config node (a Value of state "param"); its `_target_`
+    # (`transformers.AutoModelForCausalLM.from_pretrained`) names the call and its keys are the keywords, read when
+    # the facts are resolved (resolve.py); class_name is "" until then
+    instantiated: Value = UNSET
 
     def inline(self, name: str) -> Value:
         for key, value in self.inline_config:
             if key == name:
                 return value
         return UNSET
+
+
+def registry_class(pairs: tuple[tuple[str, str], ...], key: Value) -> str:
+    """The class a registry lookup picks: "" while the key is not known, or not in the dict (a KeyError)."""
+    if key.known and isinstance(key.value, str):
+        return dict(pairs).get(key.value, "")
+    return ""
 
 
 @dataclass(frozen=True)
@@ -291,11 +312,31 @@ class ArgparseParam:
 
 
 @dataclass(frozen=True)
+class HydraSource:
+    """A Hydra / OmegaConf config the script reads into `variable` (launch/hydra.py composes it under a launch).
+
+    kind "main": `@hydra.main(config_path=, config_name=)` on a function whose first parameter is `variable`;
+    "compose": `cfg = compose(config_name=, overrides=[...])` after `initialize(config_path=)`;
+    "load": `cfg = OmegaConf.load("x.yaml")`, or `OmegaConf.merge` of such loads (`files`, in merge order) and
+    `OmegaConf.from_cli()` (`cli`: the launch's `key=value` words apply, as for "main")."""
+
+    variable: str
+    kind: str
+    config_path: str | None  # as written, relative to the script's folder (Hydra's rule for config_path)
+    config_name: str | None
+    files: tuple[str, ...] = ()  # "load": paths as written, relative to where the run starts
+    overrides: tuple[str, ...] = ()  # `compose(overrides=[...])` written in the script
+    cli: bool = False
+    span: Span | None = None
+    known: bool = True  # False when a path or name is not a literal: nothing is composed
+
+
+@dataclass(frozen=True)
 class ParsedObject:
     """A variable bound to what a command-line parser returns."""
 
     variable: str
-    parser: str  # "hf" (HfArgumentParser) | "trl" (TrlParser) | "argparse"
+    parser: str  # "hf" (HfArgumentParser) | "trl" (TrlParser) | "argparse" | "hydra" (a Hydra / OmegaConf config)
     class_name: str | None  # the dataclass it is an instance of (None for an argparse namespace)
     methods: tuple[str, ...]  # how it is filled: "parse_args_into_dataclasses", "parse_json_file", ...
     span: Span  # the parse call (a launch-decided finding relates to it)
@@ -361,6 +402,7 @@ class ScriptFacts:
         return next((f for f in self.functions if f.scope == scope), None)
     loss_accumulations: tuple[LossAccumulation, ...] = field(default=())  # facts/loops.py (TL203)
     eval_sets: tuple[EvalSet, ...] = field(default=())  # facts/evalsets.py (TL302)
+    hydra: tuple[HydraSource, ...] = field(default=())  # Hydra / OmegaConf configs the script reads
 
     @property
     def declares_parameters(self) -> bool:

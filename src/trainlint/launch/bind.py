@@ -15,7 +15,7 @@ from trainlint.discovery import display as _display
 from trainlint.facts.model import ArgparseParam, ClassDef, ScriptFacts
 from trainlint.facts.values import Value
 from trainlint.knowledge.versions import Versions
-from trainlint.launch.model import ConfigReading, Launch, Word
+from trainlint.launch.model import HYDRA_DEFAULT, ConfigReading, Launch, Word
 
 
 
@@ -305,7 +305,7 @@ def convert(kind: str, words: list[Word]) -> tuple[bool, Any, str]:
 
 def bind_words(facts: ScriptFacts, versions: Versions, words: list[Word], file: str, label: str, base_dir: Path,
                read_config, span: Span | None = None, world_size: Value | None = None,
-               sources: tuple[str, ...] = ()) -> Launch:
+               sources: tuple[str, ...] = (), script: Path | None = None) -> Launch:
     """The Launch of a script run with `words` (its own arguments, as a launcher or `check -- ...` gives them)."""
     binder = Binder(file, label)
     dataclass_parser = any(p.parser in ("hf", "trl") for p in facts.parsed)
@@ -323,6 +323,15 @@ def bind_words(facts: ScriptFacts, versions: Versions, words: list[Word], file: 
                 binder.sources.append(_display(reading.file))
     if facts.argparse_params:
         bind_argparse(binder, facts.argparse_params, words, file)
+    problems = ()
+    if facts.hydra:  # Hydra / OmegaConf configs, composed under these words (launch/hydra.py)
+        from trainlint.launch.hydra import hydra_bindings
+
+        found, problems, files, notes = hydra_bindings(facts, script, words, file, base_dir, read_config, facts.path,
+                                                       documented=label != HYDRA_DEFAULT)
+        binder.bindings.update(found)
+        binder.sources += files
+        binder.notes += notes
     for name in ("deepspeed",):  # a path the script resolves from the directory it is run in
         value = binder.bindings.get(name)
         if value is not None and value.known and isinstance(value.value, str) and value.value.endswith(".json"):
@@ -344,4 +353,4 @@ def bind_words(facts: ScriptFacts, versions: Versions, words: list[Word], file: 
             binder.sources.append(_display(reading.file))
     return Launch(label, file or None, span, tuple(binder.bindings.items()), world_size,
                   ((file,) if file else ()) + sources + tuple(binder.sources),
-                  tuple(binder.notes))
+                  tuple(binder.notes), problems=tuple(problems))

@@ -16,7 +16,7 @@ from trainlint.discovery import display, file_stamp
 from trainlint.facts.model import ScriptFacts
 from trainlint.facts.values import Value
 from trainlint.knowledge.versions import Versions
-from trainlint.launch.model import ConfigReading, Invocation, Launch, LaunchProblem, Word
+from trainlint.launch.model import HYDRA_DEFAULT, ConfigReading, Invocation, Launch, LaunchProblem, Word
 from trainlint.notebook import place
 from trainlint.launch.shell import cut_short
 from trainlint.launch.tree import (DOC_SUFFIXES, LAUNCHER_SUFFIXES, MAX_LAUNCHER_BYTES, NOTEBOOK_SUFFIX, candidates,
@@ -350,7 +350,7 @@ def _moved(reading: ConfigReading, file: Path, rows: int) -> ConfigReading:
 
 
 def launch_of(inv: Invocation, launcher: Path, root: Path, facts: ScriptFacts, versions: Versions,
-              texts: dict[str, str] | None = None) -> Launch:
+              texts: dict[str, str] | None = None, script: Path | None = None) -> Launch:
     from trainlint.launch.bind import bind_words
 
     where = display(launcher)
@@ -365,7 +365,7 @@ def launch_of(inv: Invocation, launcher: Path, root: Path, facts: ScriptFacts, v
     read = config_reader(bases, texts, notebook)
     world = _world_size(inv, where, read)
     launch = bind_words(facts, versions, list(inv.args), where, place(where, inv.span.line), bases[0], read,
-                        inv.span, world)
+                        inv.span, world, script=script)
     sharding = _accelerate_sharding(inv, read)
     if sharding is not None:
         launch = replace(launch, sharding=sharding)
@@ -491,9 +491,10 @@ def launches_for(path: Path, facts: ScriptFacts, versions: Versions, settings: S
 
         words = [Word(a, Span.point(1), a) for a in settings.launch_args]
         bases = [Path.cwd(), path.parent]
-        return [bind_words(facts, versions, words, "", "command line", Path.cwd(), config_reader(bases, texts))]
+        return [bind_words(facts, versions, words, "", "command line", Path.cwd(), config_reader(bases, texts),
+                           script=path)]
     if not settings.discover_launches:
-        return []
+        return _hydra_default(path, facts, versions, settings, texts) if facts.hydra else []
     me = path.resolve()
     out: list[Launch] = []
     launchers = [(Path(f), _read_as(Path(f), texts)) for f in settings.launch_files] if settings.launch_files \
@@ -504,13 +505,24 @@ def launches_for(path: Path, facts: ScriptFacts, versions: Versions, settings: S
         mine = [inv for inv in indexed.invocations if target_of(inv, launcher, here) == me and not cut_short(inv)
                 and (not only or _names_config(inv, launcher, here, only))]
         for ordinal, inv in enumerate(mine):
-            launch = launch_of(inv, launcher, here, facts, versions, texts)
+            launch = launch_of(inv, launcher, here, facts, versions, texts, script=me)
             out.append(replace(launch, launcher=str(launcher.resolve()), ordinal=ordinal))
     if not out and settings.launches:
         stated = _stated_launch(path, facts, versions, settings)
         if stated is not None:
             out.append(stated)
+    if not out and facts.hydra:
+        out = _hydra_default(path, facts, versions, settings, texts)
     return out
+
+
+def _hydra_default(path: Path, facts: ScriptFacts, versions: Versions, settings: Settings, texts) -> list[Launch]:
+    """No launch found: the Hydra / OmegaConf config as the script names it, composed without overrides."""
+    from trainlint.launch.bind import bind_words
+
+    me = path.resolve()
+    return [bind_words(facts, versions, [], "", HYDRA_DEFAULT, me.parent,
+                       config_reader([me.parent, repo_root(path, settings)], texts), script=me)]
 
 
 def _stated_launch(path: Path, facts: ScriptFacts, versions: Versions, settings: Settings) -> Launch | None:
@@ -529,7 +541,8 @@ def _stated_launch(path: Path, facts: ScriptFacts, versions: Versions, settings:
     where = f"{settings.source} launches.\"{pattern}\""
     words = [Word(a, Span.point(1), a) for a in shlex.split(str(args))]
     return bind_words(facts, versions, words, "", where, path.resolve().parent,
-                      config_reader([path.resolve().parent, settings.root], dict(settings.launch_texts)))
+                      config_reader([path.resolve().parent, settings.root], dict(settings.launch_texts)),
+                      script=path.resolve())
 
 
 def _read_as(path: Path, texts: dict[str, str]) -> Indexed:

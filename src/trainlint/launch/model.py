@@ -136,6 +136,15 @@ class ConfigReading:
         return tuple(e for e in self.entries if e.depth == 0)
 
 
+HYDRA_DEFAULT = "hydra config"  # the label of the run composed as the script names its config (no launch found)
+HYDRA = "hydra:"  # the prefix of a binding read from a Hydra / OmegaConf config (launch/hydra.py)
+
+
+def hydra_binding(variable: str, path: str) -> str:
+    """The binding name of key `path` ("model.name_or_path") of the config the script holds in `variable`."""
+    return f"{HYDRA}{variable}.{path}"
+
+
 @dataclass(frozen=True)
 class Launch:
     """One way the script is run: its parameters bound to values, each carrying where it is written.
@@ -162,6 +171,9 @@ class Launch:
     ordinal: int = 0  # which of that launcher's invocations of the script this is
     gpu: Any = None  # launch.gpu.LaunchGpu: the GPU the job requests (`#SBATCH --gres=gpu:l4:1`), or None
     gpu_note: str = ""  # why the GPU it requests is not known (an ambiguous type), for --verbose
+    # Hydra / OmegaConf configs that could not be composed fully (broken YAML, a missing group file, a cyclic
+    # interpolation): reported as TL005 in the config file (lint.py)
+    problems: tuple[LaunchProblem, ...] = ()
 
     @staticmethod
     def defaults() -> "Launch":
