@@ -287,9 +287,10 @@ def test_check_judges_the_fit_over_the_launchs_processes_as_estimate_does(tmp_pa
     # as `estimate` does (it used to assume one process and say ~64 GiB)
     repo = layout("trl_recipe", tmp_path)
     r = run("estimate", "README.md", "--gpu", "32GB", cwd=repo)
-    assert "= peak                                                   38.9 GiB" in r.stdout, r.stdout
+    # (38.9 before the frozen-RMSNorm correction: a frozen norm weight keeps no 16-bit normalised output, issue 26)
+    assert "= peak                                                   38.7 GiB" in r.stdout, r.stdout
     r = run("check", "--no-cache", "--gpu", "32GB", ".", cwd=repo)
-    assert "this alone makes the run fit the 32 GiB GPU: ~39.5 GiB -> ~8.5 GiB" in r.stdout, r.stdout
+    assert "this alone makes the run fit the 32 GiB GPU: ~39.4 GiB -> ~8.5 GiB" in r.stdout, r.stdout
     r = run("check", "--no-cache", "--gpu", "40GB", "--select", "TL701", ".", cwd=repo)
     assert "TL701" not in r.stdout  # 38.9 GiB + the CUDA context fits 40 GiB
 
