@@ -15,15 +15,21 @@ from __future__ import annotations
 from trainlint.context import FileContext
 from trainlint.memory import fmt_bytes
 from trainlint.rules.base import Rule, rule
-from trainlint.run import resolve
+from trainlint.run import PlanError, resolve
 
 
 def _policy(ctx: FileContext):
     run = resolve(ctx)
     trained = run.trained
-    if trained is None or trained.geometry.value is None:
+    if trained is None:
         return None, None
-    return trained.geometry.value.params, trained.precision.value[0]
+    try:
+        geometry = trained.geometry  # raises PlanError when the model or its size is not known
+    except PlanError:
+        return None, None
+    if geometry.value is None:
+        return None, None
+    return geometry.value.params, trained.precision.value[0]
 
 
 @rule("TL304", "reference-model-resident", consumer="weights and precision",
