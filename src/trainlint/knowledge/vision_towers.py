@@ -115,3 +115,68 @@ def adapted_blocks(fam: VisionFamily, target_modules: object, exclude_modules: o
 
 def _readable(targets: object) -> bool:
     return isinstance(targets, str) or (isinstance(targets, list) and all(isinstance(t, str) for t in targets))
+
+
+# -- image tokens per sample (issue 28 part 1, item 2) ------------------------------------------------------------
+
+@dataclass(frozen=True)
+class ImageProcessor:
+    """The Qwen-VL image processor's settings that decide an image's token count: the image is resized so that
+    both sides are multiples of patch_size * merge_size and its area lies in [min_pixels, max_pixels]; each
+    merge_size x merge_size group of patches becomes one token (transformers 5.25.0
+    `models/qwen2_vl/image_processing_qwen2_vl.py` `smart_resize` l.64-90; 4.57.1 l.55; 4.45.0 l.100)."""
+
+    patch_size: int
+    merge_size: int
+    min_pixels: int
+    max_pixels: int
+    source: str
+
+    @property
+    def factor(self) -> int:
+        return self.patch_size * self.merge_size
+
+    def tokens(self, height: int, width: int) -> int:
+        """Image tokens for one height x width image (the `<|image_pad|>` tokens; `smart_resize` in integers)."""
+        import math
+
+        f = self.factor
+        h_bar = round(height / f) * f
+        w_bar = round(width / f) * f
+        if h_bar * w_bar > self.max_pixels:
+            beta = math.sqrt((height * width) / self.max_pixels)
+            h_bar = max(f, math.floor(height / beta / f) * f)
+            w_bar = max(f, math.floor(width / beta / f) * f)
+        elif h_bar * w_bar < self.min_pixels:
+            beta = math.sqrt(self.min_pixels / (height * width))
+            h_bar = math.ceil(height * beta / f) * f
+            w_bar = math.ceil(width * beta / f) * f
+        return (h_bar // f) * (w_bar // f)
+
+    def max_tokens(self) -> int:
+        """The most tokens one image can take: max_pixels / factor^2 (any aspect ratio reaches it within a
+        rounding step)."""
+        return self.max_pixels // (self.factor * self.factor)
+
+    def with_pixels(self, min_pixels: int | None, max_pixels: int | None, why: str) -> "ImageProcessor":
+        return ImageProcessor(self.patch_size, self.merge_size, min_pixels or self.min_pixels,
+                              max_pixels or self.max_pixels, why)
+
+
+# What `AutoProcessor.from_pretrained(<hub id>)` loads: the checkpoint's preprocessor_config.json, not the class
+# defaults. Qwen2-VL / Qwen2.5-VL checkpoints: min_pixels 3136, max_pixels 12845056 (= 16384 * 28 * 28), patch 14,
+# merge 2; Qwen3-VL: size {"shortest_edge": 65536, "longest_edge": 16777216} (= 16384 * 32 * 32), patch 16, merge 2.
+# These values were not read from the hub files here: they are as quoted from those files by public code
+# (search-corpus file ids 69393411951 `QWEN25_PREPROCESSOR`, 62983406432 `VISION_DEFAULTS`), and the 16,384-token
+# ceiling is the one reported in EvolvingLMMs-Lab/lmms-eval#436 and QwenLM/Qwen3-VL#2026. The class defaults differ:
+# transformers 4.45.0-5.25.0 `Qwen2VLImageProcessor` max_pixels = 28 * 28 * 1280 (1,280 tokens; 5.25.0 l.96,
+# 4.57.1 l.142, 4.45.0 l.176), which is what a processor built without a checkpoint uses.
+CHECKPOINT_PROCESSORS: dict[str, ImageProcessor] = {
+    "Qwen2-VL": ImageProcessor(14, 2, 3136, 12845056, "the checkpoint's preprocessor_config.json max_pixels=12845056"),
+    "Qwen2.5-VL": ImageProcessor(14, 2, 3136, 12845056, "the checkpoint's preprocessor_config.json max_pixels=12845056"),
+    "Qwen3-VL": ImageProcessor(16, 2, 65536, 16777216,
+                               "the checkpoint's preprocessor_config.json longest_edge=16777216"),
+}
+CLASS_DEFAULT_MAX_PIXELS = 28 * 28 * 1280
+# the tokens around each image in the Qwen-VL chat template: <|vision_start|> ... <|vision_end|>
+IMAGE_WRAP_TOKENS = 2
