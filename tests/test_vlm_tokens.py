@@ -137,3 +137,36 @@ def test_a_text_model_has_no_image_tokens(tmp_path):
     assert run.images.value is None
     notes = plan_for(run.ctx, Overrides())[2]
     assert not any("image" in n for n in notes)
+
+
+# -- the catalog's vision towers ------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("model_id", ["Qwen/Qwen2-VL-7B-Instruct", "Qwen/Qwen2.5-VL-7B-Instruct",
+                                      "Qwen/Qwen2.5-VL-3B-Instruct"])
+def test_the_catalogs_vision_tower_counts_are_the_towers_built_from_their_geometry(model_id):
+    import json
+
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    root = Path(__file__).resolve().parents[1]
+    entry = next(e for e in json.loads((root / "src/trainlint/knowledge/models.json").read_text())["models"]
+                 if e["id"] == model_id)
+    v = entry["vision"]
+    with torch.device("meta"):
+        if entry["model_type"] == "qwen2_vl":
+            from transformers.models.qwen2_vl.modeling_qwen2_vl import Qwen2VisionTransformerPretrainedModel as Tower
+            cfg = transformers.Qwen2VLVisionConfig(depth=v["depth"], embed_dim=v["hidden_size"], mlp_ratio=4,
+                                                   num_heads=v["num_heads"], hidden_size=v["out_hidden_size"],
+                                                   patch_size=v["patch_size"])
+        else:
+            from transformers.models.qwen2_5_vl.modeling_qwen2_5_vl import (
+                Qwen2_5_VisionTransformerPretrainedModel as Tower)
+            cfg = transformers.Qwen2_5_VLVisionConfig(depth=v["depth"], hidden_size=v["hidden_size"],
+                                                      intermediate_size=3420, num_heads=v["num_heads"],
+                                                      out_hidden_size=v["out_hidden_size"],
+                                                      patch_size=v["patch_size"], window_size=v["window_size"],
+                                                      fullatt_block_indexes=v["fullatt_block_indexes"])
+        tower = Tower(cfg)
+    assert sum(p.numel() for p in tower.parameters()) == v["num_parameters"]
+    assert sum(p.numel() for p in tower.blocks.parameters()) == v["blocks_parameters"]
+    assert entry["hidden_size"] == v["out_hidden_size"]  # the merger projects into the text decoder's width
