@@ -170,3 +170,36 @@ def test_the_catalogs_vision_tower_counts_are_the_towers_built_from_their_geomet
     assert sum(p.numel() for p in tower.parameters()) == v["num_parameters"]
     assert sum(p.numel() for p in tower.blocks.parameters()) == v["blocks_parameters"]
     assert entry["hidden_size"] == v["out_hidden_size"]  # the merger projects into the text decoder's width
+
+
+# -- TL101 judges the image tokens when no max length is set --------------------------------------------------
+
+EAGER_VLM = '''
+import torch
+from peft import LoraConfig, get_peft_model
+from transformers import AutoProcessor, Qwen2_5_VLForConditionalGeneration, Trainer, TrainingArguments
+
+model = Qwen2_5_VLForConditionalGeneration.from_pretrained(
+    "Qwen/Qwen2.5-VL-7B-Instruct", torch_dtype=torch.bfloat16, attn_implementation="eager")
+processor = AutoProcessor.from_pretrained("Qwen/Qwen2.5-VL-7B-Instruct"{processor})
+model = get_peft_model(model, LoraConfig(r=16, target_modules=["q_proj", "v_proj"]))
+args = TrainingArguments(output_dir="out", per_device_train_batch_size=1, gradient_checkpointing=True)
+Trainer(model=model, args=args, train_dataset=ds).train()
+'''
+
+
+def test_eager_attention_on_a_vlm_without_max_length_is_judged_at_its_image_tokens(lint):
+    found = lint(EAGER_VLM.format(processor=""), settings={"select": ["TL101"]})
+    assert [(c, line) for c, line, _ in found] == [("TL101", 7)]  # the attn_implementation keyword
+    assert "eager attention at sequence length 16,386" in found[0][2]
+    assert "assuming Qwen2.5-VL image tokens: up to 16,384 per image" in found[0][2]
+
+
+def test_the_assumed_image_tokens_are_hidden_by_certain_only(lint):
+    assert lint(EAGER_VLM.format(processor=""), settings={"select": ["TL101"], "certain-only": True}) == []
+
+
+def test_a_small_max_pixels_keeps_tl101_quiet(lint):
+    # 256 tokens per image: under the long-context threshold
+    found = lint(EAGER_VLM.format(processor=", max_pixels=256 * 28 * 28"), settings={"select": ["TL101"]})
+    assert found == []

@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from trainlint.context import FileContext
+from trainlint.facts import Value
 from trainlint.knowledge import vision_towers
 from trainlint.knowledge.vision_towers import IMAGE_WRAP_TOKENS, ImageProcessor, VisionFamily
 from trainlint.run.decided import Decided
@@ -96,3 +97,13 @@ def image_tokens(ctx: FileContext) -> Decided[ImageTokens | None]:
     notes.append(f"1 image per sample assumed ({per_image:,} tokens with <|vision_start|>/<|vision_end|>)")
     return Decided(ImageTokens(fam.name, per_image, 1, processor), span, False,
                    f"{fam.name} processor ({processor.source})", tuple(notes))
+
+
+def sequence_with_images(seq: Value, images: Decided[ImageTokens | None]) -> Value:
+    """The sequence a rule judges: the script's own length when it sets one (a max length bounds text and image
+    tokens together); when it sets none, the image tokens of one sample, carried as an assumption (`assumed`)."""
+    if not seq.unset or images.value is None:
+        return seq
+    return Value("known", images.value.per_sample, images.span,
+                 f"{images.value.family} image tokens of one sample, no max length set",
+                 assumed=images.notes)
