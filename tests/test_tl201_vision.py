@@ -210,3 +210,17 @@ def test_peft_target_matching_follows_peft():
     assert vision_towers.adapted_blocks(fam, None) is None
     assert vision_towers.family_of(None, "Qwen/Qwen3-VL-30B-A3B-Instruct").name == "Qwen3-VL"
     assert vision_towers.family_of(None, "Qwen/Qwen2.5-7B-Instruct") is None
+
+
+@pytest.mark.parametrize("kwargs, fires", [
+    ("", False),  # transformers 5.x's Trainer checkpoints non-reentrant by default
+    ('\n    gradient_checkpointing_kwargs={"use_reentrant": True},', True),
+])
+def test_qwen3_vl_under_the_5x_trainer(lint, kwargs, fires):
+    src = trainer_script(targets='["q_proj", "v_proj", "qkv"]', kwargs=kwargs).replace(
+        "Qwen2_5_VLForConditionalGeneration", "Qwen3VLForConditionalGeneration").replace(
+        "Qwen/Qwen2.5-VL-7B-Instruct", "Qwen/Qwen3-VL-8B-Instruct")
+    found = lint(src, files={"requirements.txt": "transformers==5.25.0\npeft==0.17.1\n"})
+    assert codes(found) == (["TL201"] if fires else [])
+    if fires:
+        assert "but Qwen3-VL's vision model exposes none" in found[0][2]
