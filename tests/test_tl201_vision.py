@@ -224,3 +224,17 @@ def test_qwen3_vl_under_the_5x_trainer(lint, kwargs, fires):
     assert codes(found) == (["TL201"] if fires else [])
     if fires:
         assert "but Qwen3-VL's vision model exposes none" in found[0][2]
+
+
+def test_a_llamafactory_qwen3_vl_config_with_the_tower_unfrozen_is_not_flagged(tmp_path):
+    # LLaMA-Factory's own checkpoint function marks every checkpointed block's inputs, vision blocks included
+    # (rules/TL201.md, Framework configs); found on realrepos-dev (examples/train_lora/qwen3vl_lora_sft.yaml)
+    (tmp_path / "requirements.txt").write_text("transformers==4.57.1\npeft==0.17.1\n")
+    config = tmp_path / "qwen3vl_lora_sft.yaml"
+    config.write_text("model_name_or_path: Qwen/Qwen3-VL-4B-Instruct\nimage_max_pixels: 262144\nstage: sft\n"
+                      "do_train: true\nfinetuning_type: lora\nlora_rank: 8\nlora_target: all\n"
+                      "freeze_vision_tower: false\ndataset: mllm_demo\ntemplate: qwen3_vl_nothink\ncutoff_len: 2048\n"
+                      "output_dir: saves/out\nper_device_train_batch_size: 1\nbf16: true\n")
+    s = Settings(root=tmp_path)
+    found = lint_file(config, s, enabled_codes(s, select=("TL201",))).diagnostics
+    assert [d.code for d in found if d.code == "TL201"] == []
