@@ -53,6 +53,17 @@ def plan_for(ctx: FileContext, overrides: Overrides) -> tuple[Plan, ModelLoad, l
         unknown.append("batch")
     elif not overrides.batch and ctx.batch.via == "library default":
         notes.append(f"batch {batch}: the library default (per_device_train_batch_size)")
+    images = run.images
+    if images.value is not None and not overrides.seq:
+        tokens = images.value.per_sample
+        notes += images.notes
+        if seq is None:  # TRL's vision advice is max_length=None: the sample is as long as its image makes it
+            seq = tokens
+            notes.append(f"sequence length not set: taken as the {tokens:,} image tokens of one sample (the text "
+                         f"tokens are not counted); pass --seq")
+        elif tokens > seq:  # max_length bounds text and image tokens together (trl 1.16.0 sft_trainer.py l.488-495)
+            notes.append(f"max length {seq:,} is shorter than one image's {tokens:,} tokens: truncation cuts an "
+                         f"image's tokens, which the model rejects (image features and image tokens do not match)")
     if seq is None:
         unknown.append("sequence length")
     elif not overrides.seq and ctx.seq_len.via == "SFTConfig.max_length default":

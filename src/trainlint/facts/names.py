@@ -30,14 +30,14 @@ INTERESTING_SHORTS = {
     "gradient_checkpointing_disable", "checkpoint", "checkpoint_sequential", "LoraConfig", "cross_entropy",
     "CrossEntropyLoss", "nll_loss", "log_softmax", "LogSoftmax", "DataLoader", "Accelerator", "add_argument", "HfArgumentParser",
     "_apply_liger_kernel_to_instance", "LigerFusedLinearCrossEntropyLoss", "cce_patch", "linear_cross_entropy",
-    "BitsAndBytesConfig", "backward", "step", "train", "inject_adapter_in_model",
+    "BitsAndBytesConfig", "backward", "step", "train", "inject_adapter_in_model", "register_forward_hook",
     "AdamW", "Adam", "SGD", "AdamW8bit", "Adam8bit", "PagedAdamW8bit", "PagedAdamW32bit", "PagedAdamW", "Adafactor",
     *ARGS_CLASSES, *TRAINER_CLASSES,
 }
 INTERESTING_KWARGS = {"labels", "max_length", "max_seq_length", "model_max_length", "block_size", "batch_size",
                       "use_reentrant", "gradient_accumulation_steps"}
-MODEL_CLASS_RE = re.compile(r"^[A-Z][A-Za-z0-9]*For[A-Z][A-Za-z0-9]*$")
-CONFIG_CLASS_RE = re.compile(r"^[A-Z][A-Za-z0-9]*Config$")
+MODEL_CLASS_RE = re.compile(r"^[A-Z][A-Za-z0-9_]*For[A-Z][A-Za-z0-9]*$")
+CONFIG_CLASS_RE = re.compile(r"^[A-Z][A-Za-z0-9_]*Config$")
 LIGER_APPLY_RE = re.compile(r"^apply_liger_kernel_to_\w+$")
 
 SEQ_NAMES = {"max_seq_length", "max_seq_len", "max_length", "max_len", "seq_len", "seq_length",

@@ -98,7 +98,17 @@ def known_plan(ctx: FileContext, model=None) -> "Plan | None":
         plan, trained, _notes, unknown = plan_for(ctx, Overrides())
     except PlanError:
         return None
+    if ctx.seq_len.unset and plan_for_images(ctx):
+        # a VLM sample's length taken from its image tokens is `estimate`'s assumption (run/vision.py), listed
+        # there; a finding's GiB and verdicts do not rest on it (TL101 names it where it uses it)
+        return None
     return None if unknown or (model is not None and trained is not model) else plan
+
+
+def plan_for_images(ctx: FileContext) -> bool:
+    from trainlint.run import resolve
+
+    return resolve(ctx).images.value is not None
 
 
 def peak_saving(ctx: FileContext, model, code: str, fix: str) -> str:

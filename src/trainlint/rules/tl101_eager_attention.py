@@ -18,6 +18,7 @@ from trainlint.memory import attention_scores_per_layer, dtype_bytes, fmt_bytes
 from trainlint.rules.base import Rule, rule
 from trainlint.rules.fit import peak_saving, with_fit_note
 from trainlint.run import resolve
+from trainlint.run.vision import sequence_with_images
 
 
 def _is_eager(impl: str) -> bool:
@@ -30,10 +31,11 @@ def _is_eager(impl: str) -> bool:
       fix_hint='`attn_implementation="sdpa"` (or `flash_attention_2`; `flex_attention` for soft-capped Gemma 2)',
       fix="safe or unsafe")
 def check(self: Rule, ctx: FileContext):
-    seq = ctx.seq_len
+    run = resolve(ctx)
+    # a vision-language sample with no max length is as long as its image tokens (run/vision.py), an assumption
+    seq = sequence_with_images(ctx.seq_len, run.images) if ctx.seq_len.unset else ctx.seq_len
     if not (seq.known and seq.value >= ctx.settings.long_context):
         return
-    run = resolve(ctx)
     for model in ctx.facts.models:
         spec = ctx.spec(model)
         attention = run.model(model).attention
@@ -76,6 +78,9 @@ def check(self: Rule, ctx: FileContext):
         )
         diag = replace_fields(diag, setting=Setting("attn_implementation", plan.target, not plan.support_unknown)
                               if plan.target else None)
+        if seq.assumed:
+            diag = replace_fields(diag, message=f"{diag.message} (assuming {'; '.join(seq.assumed)})",
+                                  assumptions=tuple(dict.fromkeys(diag.assumptions + seq.assumed)))
         yield with_fit_note(ctx, diag.with_fix(_fix(ctx, model, plan)), attention="sdpa")
 
 

@@ -13,12 +13,14 @@ from trainlint.edits import insert_line_after, make_fix, non_reentrant_kwargs, s
 from trainlint.diagnostics import Span, Fix
 from trainlint.facts import Call, TrainerCall
 from trainlint.facts.names import PEFT_WRAP, TORCH_CHECKPOINT
-from trainlint.knowledge import libraries, trl_trainers
+from trainlint.knowledge import libraries, trl_trainers, vision_towers
 from trainlint.rules.base import Rule, rule
+from trainlint.run import resolve
 from trainlint.run.checkpointing import GC_ENABLE, GC_KWARGS, reentrant_in_effect
 from trainlint.run.checkpointing import kwargs_of as _kwargs_of
 
 HEAD_TASKS = {"SEQ_CLS", "TOKEN_CLS", "QUESTION_ANS"}
+FRAMEWORKS = ("llamafactory.", "axolotl.")  # the synthesized calls of a framework config (frameworks/synth.py)
 FIX = ('call model.enable_input_require_grads() before training, or pass '
        'gradient_checkpointing_kwargs={"use_reentrant": False}')
 
@@ -220,17 +222,110 @@ def _hand_rolled(ctx: FileContext):
       fix="safe")
 def check(self: Rule, ctx: FileContext):
     wraps = peft_wraps(ctx)
-    if not ctx.uses_peft or _hooked_explicitly(ctx):
+    if not ctx.uses_peft:
         return
     findings: list[tuple[Span, str, tuple]] = []
-    findings.extend(_hand_rolled(ctx) if wraps else [])
-    findings.extend(_manual_gc(ctx, wraps))
-    findings.extend(_trainers(ctx, wraps))
+    if not _hooked_explicitly(ctx):
+        findings.extend(_hand_rolled(ctx) if wraps else [])
+        findings.extend(_manual_gc(ctx, wraps))
+        findings.extend(_trainers(ctx, wraps))
     symptom = _symptom(ctx)
     for span, why, decided in findings[:1]:
         diag = self.diagnostic(ctx, span, f"LoRA with reentrant checkpointing and nothing enabling input grads "
                                           f"({why}): {symptom}; {_advice(ctx)}", *decided)
         yield diag.with_fix(_fix(ctx, wraps, span))
+    if findings:
+        return
+    vision = _vision_tower(ctx, wraps)
+    if vision is not None:
+        span, message, decided = vision
+        yield self.diagnostic(ctx, span, message, *decided).with_fix(_non_reentrant_fix(ctx, span))
+
+
+def _vision_tower(ctx: FileContext, wraps: list[PeftWrap]) -> tuple[Span, str, tuple] | None:
+    """The vision-language case (issue 28): the text embeddings are hooked (by the script, PEFT, TRL or the
+    Trainer, all through `enable_input_require_grads`), but LoRA also adapts the vision tower's blocks, which run
+    under reentrant checkpointing on the patch embedding of `pixel_values`. Decided per adapted module group:
+    only the vision adapters are judged here (knowledge/vision_towers.py has the per-version facts)."""
+    if any(c.qualname.startswith(FRAMEWORKS) or (c.qualified or "").startswith(FRAMEWORKS) for c in ctx.facts.calls):
+        # LLaMA-Factory's own checkpoint function marks every checkpointed block's inputs (rules/TL201.md,
+        # Framework configs); axolotl's vision-tower targets are not read yet: not judged
+        return None
+    model = ctx.model_for(wraps[0].base_variable if wraps else None)
+    if model is None:
+        return None
+    spec = ctx.spec(model)
+    model_id = model.model_id.value if model.model_id.known else None
+    fam = vision_towers.family_of(model.class_name, model_id, spec.model_type if spec is not None else None)
+    if fam is None:
+        return None
+    adapted: list[str] = []
+    target_value = None
+    for cfg in ctx.facts.calls_to("peft.LoraConfig"):
+        targets, exclude = cfg.kw("target_modules"), cfg.kw("exclude_modules")
+        if not targets.known or (not exclude.unset and not exclude.known):
+            continue  # not readable (or PEFT's default, which has no entry for these model types): not guessed
+        hit = vision_towers.adapted_blocks(fam, targets.value, exclude.value if exclude.known else None)
+        if hit:
+            adapted, target_value = hit, targets
+            break
+    if not adapted:
+        return None
+    ck = resolve(ctx).checkpointing
+    if ck.on.value is not True or ck.reentrant.value is not True:
+        return None
+    tv = ctx.versions.transformers
+    if vision_towers.vision_input_hooked(fam, tv) is not False:
+        return None
+    if _tower_hooked_by_script(ctx):
+        return None
+    span = ck.on.span or ck.reentrant.span or (ctx.facts.trainers[0].call.span if ctx.facts.trainers else None) \
+        or model.anchor
+    how = (f"transformers {tv.version}'s enable_input_require_grads() hooks only get_input_embeddings(), the text "
+           f"embeddings" if not tv.at_least(*vision_towers.HOOKS_EVERY_SUBMODEL_SINCE) else
+           f"transformers {tv.version}'s enable_input_require_grads() hooks each sub-model's get_input_embeddings(), "
+           f"but {fam.name}'s vision model exposes none")
+    names = ", ".join(f"visual.blocks.*.{leaf}" for leaf in adapted)
+    message = (f"LoRA adapters inside the {fam.name} vision tower ({names}) get no gradient: the vision blocks run "
+               f"under reentrant checkpointing ({ck.reentrant.why}) on the patch embedding of pixel_values, which "
+               f"does not require grad, and {how}; the text adapters train while the vision adapters stay at their "
+               f"init (silent); pass gradient_checkpointing_kwargs={{\"use_reentrant\": False}}, or hook the vision "
+               f"input: model.{fam.patch_embed}.register_forward_hook(lambda m, i, o: o.requires_grad_(True))")
+    return span, message, (target_value,)
+
+
+def _tower_hooked_by_script(ctx: FileContext) -> bool:
+    """A forward hook the script registers on a vision module (`model.visual.patch_embed.register_forward_hook`),
+    the workaround the vision fine-tuning repositories use."""
+    lines = ctx.text.splitlines()
+    for call in ctx.facts.calls:
+        if call.short != "register_forward_hook" or call.span.file:
+            continue
+        text = "\n".join(lines[call.span.line - 1:call.span.end_line])
+        head = text.split("register_forward_hook")[0]
+        if any(word in head for word in vision_towers.TOWER_WORDS):
+            return True
+    return False
+
+
+def _non_reentrant_fix(ctx: FileContext, span: Span) -> dict | None:
+    """Safe: non-reentrant checkpointing gives every checkpointed block's adapters their gradient whatever
+    requires grad at its input (torch's recommended mode)."""
+    if not ctx.versions.transformers.at_least(*libraries.GC_KWARGS_SINCE):
+        return None
+    kwargs = non_reentrant_kwargs(ctx.text)
+    for call in ctx.facts.calls:
+        if call.span == span and call.short in GC_ENABLE:
+            kw = next((k for k in GC_KWARGS if call.has_kw(k)), GC_KWARGS[0])
+            edits = set_keyword(call, kw, kwargs, ctx.text)
+            return make_fix("safe", f"Pass {kw}={kwargs}", *edits) if edits else None
+    args = ctx.main_args
+    if args is None or args.call.span.file:
+        return None
+    kw = "activation_checkpointing_kwargs" if args.call.has_kw("activation_checkpointing") else \
+        "gradient_checkpointing_kwargs"
+    edits = set_keyword(args.call, kw, kwargs, ctx.text)
+    return make_fix("safe", f"Pass {kw}={kwargs}", *edits) if edits else None
 
 
 def _advice(ctx: FileContext) -> str:

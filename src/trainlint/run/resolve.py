@@ -26,6 +26,7 @@ from trainlint.run.loss import Loss, fused_loss_applied, resolve_loss
 from trainlint.run.model import Lora, ModelRun, lora, training_model
 from trainlint.run.optimizer import optimizer
 from trainlint.run.parallel import offload, sharding
+from trainlint.run.vision import ImageTokens, image_tokens
 
 _KEY = "_trainlint_run"  # where resolve() keeps a context's Run
 
@@ -55,6 +56,11 @@ class Run:
         """The model the run trains (run/model.py training_model)."""
         load = training_model(self.ctx)
         return self.model(load) if load is not None else None
+
+    @cached_property
+    def images(self) -> Decided[ImageTokens | None]:
+        """The image tokens each sample adds, for a vision-language model (run/vision.py)."""
+        return image_tokens(self.ctx)
 
     @cached_property
     def lora(self) -> Decided[Lora | None]:

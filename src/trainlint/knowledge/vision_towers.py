@@ -1,0 +1,182 @@
+"""Vision-language models' vision towers: which LoRA targets land in the checkpointed vision blocks, and
+whether transformers' input hook (`enable_input_require_grads`) reaches the vision input, per family and version.
+
+Why it matters (TL201): under reentrant checkpointing a block whose inputs do not require grad gives its
+adapters no gradient. The vision blocks' input is the patch embedding of `pixel_values` (a frozen conv), so
+unless something hooks that embedding, LoRA inside the vision blocks never trains, while the hook on the text
+embeddings (the one PEFT, TRL and the Trainer install through `enable_input_require_grads`) serves only the
+text decoder.
+
+Library facts (read in the released sources, and measured on CPU by tests/fixtures/tl201_vision/):
+- transformers 4.45.0 .. 4.57.1 `modeling_utils.py` `enable_input_require_grads` (4.57.1 l.2858, 4.52.4 l.2466,
+  4.49.0 l.1846, 4.45.0 l.1800) hooks `self.get_input_embeddings()` only: the text `embed_tokens`.
+  `_set_gradient_checkpointing` (4.57.1 l.3726-3729) sets `gradient_checkpointing` on every submodule that has
+  the attribute, the vision tower's included (`Qwen2VisionTransformerPretrainedModel.__init__`), so its blocks are
+  checkpointed too, reentrant by default (l.3692 `{"use_reentrant": True}`).
+- transformers 5.0.0 .. 5.25.0 `enable_input_require_grads` (5.25.0 l.2162-2179, 5.0.0 l.2135) hooks the
+  `get_input_embeddings()` of every `PreTrainedModel` submodule. Qwen2-VL's and Qwen2.5-VL's vision towers set
+  `_input_embed_layer = "patch_embed"` (5.25.0 qwen2_vl/modeling_qwen2_vl.py l.647, 5.0.0 l.681;
+  qwen2_5_vl 5.0.0 l.318), CLIP / SigLIP / Idefics3 / Mllama vision models return their patch embedding, so the
+  vision input is hooked; `Qwen3VLVisionModel` (5.25.0 qwen3_vl/modeling_qwen3_vl.py l.620) sets none and its
+  `get_input_embeddings()` raises NotImplementedError, which the loop skips: Qwen3-VL's vision input stays unhooked.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from trainlint.knowledge.versions import LibraryVersion
+
+HOOKS_EVERY_SUBMODEL_SINCE = (5, 0, 0)
+CHECKED_THROUGH = (5, 25, 0)  # the newest release whose vision towers were read (installed)
+
+
+@dataclass(frozen=True)
+class VisionFamily:
+    name: str  # shown in messages
+    classes: tuple[str, ...]  # model classes that carry this tower
+    id_pattern: str  # a hub id of the family (case-insensitive search)
+    blocks: tuple[str, ...]  # module paths inside one checkpointed vision block (PEFT matches their suffixes)
+    patch_embed: str  # the module whose output a hook must mark as requiring grad
+    hooked_in_5: bool  # transformers 5.x's enable_input_require_grads reaches the vision input
+
+
+FAMILIES: tuple[VisionFamily, ...] = (
+    # module names from the 5.25.0 models built from configs (tests/test_tl201_vision.py prints the same set)
+    VisionFamily("Qwen3-VL", ("Qwen3VLForConditionalGeneration", "Qwen3VLModel", "Qwen3VLMoeForConditionalGeneration",
+                              "Qwen3VLMoeModel"), r"qwen3-vl",
+                 ("attn.qkv", "attn.proj", "mlp.linear_fc1", "mlp.linear_fc2"), "visual.patch_embed", False),
+    VisionFamily("Qwen2.5-VL", ("Qwen2_5_VLForConditionalGeneration", "Qwen2_5_VLModel"), r"qwen2\.5-vl",
+                 ("attn.qkv", "attn.proj", "mlp.gate_proj", "mlp.up_proj", "mlp.down_proj"), "visual.patch_embed",
+                 True),
+    VisionFamily("Qwen2-VL", ("Qwen2VLForConditionalGeneration", "Qwen2VLModel"), r"qwen2-vl",
+                 ("attn.qkv", "attn.proj", "mlp.fc1", "mlp.fc2"), "visual.patch_embed", True),
+)
+# what any of these towers' modules are called in a module path (a script's own hook on one of them)
+TOWER_WORDS = ("visual", "vision", "patch_embed")
+
+
+def family_of(class_name: str | None, model_id: str | None, model_type: str | None = None) -> VisionFamily | None:
+    for fam in FAMILIES:
+        if class_name in fam.classes:
+            return fam
+    by_type = {"qwen3_vl": "Qwen3-VL", "qwen3_vl_moe": "Qwen3-VL", "qwen2_5_vl": "Qwen2.5-VL", "qwen2_vl": "Qwen2-VL"}
+    if model_type in by_type:
+        return next(f for f in FAMILIES if f.name == by_type[model_type])
+    if isinstance(model_id, str):
+        for fam in FAMILIES:
+            if re.search(fam.id_pattern, model_id, re.IGNORECASE):
+                return fam
+    return None
+
+
+def vision_input_hooked(fam: VisionFamily, transformers: LibraryVersion) -> bool | None:
+    """Whether `enable_input_require_grads()` in this transformers hooks the vision tower's input; None for a
+    5.0.0 pre-release, whose loop was not read."""
+    if not transformers.at_least(*HOOKS_EVERY_SUBMODEL_SINCE):
+        return False
+    if transformers.tuple[:3] in ((5,), (5, 0), (5, 0, 0)) and transformers.pre is not None:
+        return None
+    return fam.hooked_in_5
+
+
+def _block_names(fam: VisionFamily, leaf: str) -> list[str]:
+    """The names PEFT matches a block module by: the base model's `named_modules()` keys, `visual.blocks.N...`
+    (the tower at the top, transformers <= 4.51) or `model.visual.blocks.N...` (4.52+ and 5.x)."""
+    return [f"{prefix}visual.blocks.{i}.{leaf}" for prefix in ("", "model.") for i in (0, 1)]
+
+
+def _peft_matches(target: str | list[str], key: str) -> bool:
+    """peft 0.21.2 tuners_utils.py `check_target_module_exists` (l.2350-2376): a string is a full regex match,
+    a list matches a name or a `.`-suffix; the same for `exclude_modules`."""
+    if isinstance(target, str):
+        return re.fullmatch(target, key) is not None
+    return any(key == t or key.endswith("." + t) for t in target)
+
+
+def adapted_blocks(fam: VisionFamily, target_modules: object, exclude_modules: object = None) -> list[str] | None:
+    """The vision-block modules (as `attn.qkv`, ...) that LoRA adapts; None when the targets are not readable.
+
+    "all-linear" adapts every linear layer but the output head (peft tuners_utils
+    `_maybe_include_all_linear_layers`, 0.21.2 l.2441-2468), the vision tower's included."""
+    if not _readable(target_modules) or not (exclude_modules is None or _readable(exclude_modules)):
+        return None
+    hit = []
+    for leaf in fam.blocks:
+        for key in _block_names(fam, leaf):
+            included = (isinstance(target_modules, str) and target_modules.lower() == "all-linear") or _peft_matches(target_modules, key)  # type: ignore[arg-type]
+            excluded = exclude_modules is not None and _peft_matches(exclude_modules, key)  # type: ignore[arg-type]
+            if included and not excluded:
+                hit.append(leaf)
+                break
+    return hit
+
+
+def _readable(targets: object) -> bool:
+    return isinstance(targets, str) or (isinstance(targets, list) and all(isinstance(t, str) for t in targets))
+
+
+# -- image tokens per sample (issue 28 part 1, item 2) ------------------------------------------------------------
+
+@dataclass(frozen=True)
+class ImageProcessor:
+    """The Qwen-VL image processor's settings that decide an image's token count: the image is resized so that
+    both sides are multiples of patch_size * merge_size and its area lies in [min_pixels, max_pixels]; each
+    merge_size x merge_size group of patches becomes one token (transformers 5.25.0
+    `models/qwen2_vl/image_processing_qwen2_vl.py` `smart_resize` l.64-90; 4.57.1 l.55; 4.45.0 l.100)."""
+
+    patch_size: int
+    merge_size: int
+    min_pixels: int
+    max_pixels: int
+    source: str
+
+    @property
+    def factor(self) -> int:
+        return self.patch_size * self.merge_size
+
+    def tokens(self, height: int, width: int) -> int:
+        """Image tokens for one height x width image (the `<|image_pad|>` tokens; `smart_resize` in integers)."""
+        import math
+
+        f = self.factor
+        h_bar = round(height / f) * f
+        w_bar = round(width / f) * f
+        if h_bar * w_bar > self.max_pixels:
+            beta = math.sqrt((height * width) / self.max_pixels)
+            h_bar = max(f, math.floor(height / beta / f) * f)
+            w_bar = max(f, math.floor(width / beta / f) * f)
+        elif h_bar * w_bar < self.min_pixels:
+            beta = math.sqrt(self.min_pixels / (height * width))
+            h_bar = math.ceil(height * beta / f) * f
+            w_bar = math.ceil(width * beta / f) * f
+        return (h_bar // f) * (w_bar // f)
+
+    def max_tokens(self) -> int:
+        """The most tokens one image can take: max_pixels / factor^2 (any aspect ratio reaches it within a
+        rounding step)."""
+        return self.max_pixels // (self.factor * self.factor)
+
+    def with_pixels(self, min_pixels: int | None, max_pixels: int | None, why: str) -> "ImageProcessor":
+        return ImageProcessor(self.patch_size, self.merge_size, min_pixels or self.min_pixels,
+                              max_pixels or self.max_pixels, why)
+
+
+# What `AutoProcessor.from_pretrained(<hub id>)` loads: the checkpoint's preprocessor_config.json, not the class
+# defaults. Qwen2-VL / Qwen2.5-VL checkpoints: min_pixels 3136, max_pixels 12845056 (= 16384 * 28 * 28), patch 14,
+# merge 2; Qwen3-VL: size {"shortest_edge": 65536, "longest_edge": 16777216} (= 16384 * 32 * 32), patch 16, merge 2.
+# These values were not read from the hub files here: they are as quoted from those files by public code
+# (search-corpus file ids 69393411951 `QWEN25_PREPROCESSOR`, 62983406432 `VISION_DEFAULTS`), and the 16,384-token
+# ceiling is the one reported in EvolvingLMMs-Lab/lmms-eval#436 and QwenLM/Qwen3-VL#2026. The class defaults differ:
+# transformers 4.45.0-5.25.0 `Qwen2VLImageProcessor` max_pixels = 28 * 28 * 1280 (1,280 tokens; 5.25.0 l.96,
+# 4.57.1 l.142, 4.45.0 l.176), which is what a processor built without a checkpoint uses.
+CHECKPOINT_PROCESSORS: dict[str, ImageProcessor] = {
+    "Qwen2-VL": ImageProcessor(14, 2, 3136, 12845056, "the checkpoint's preprocessor_config.json max_pixels=12845056"),
+    "Qwen2.5-VL": ImageProcessor(14, 2, 3136, 12845056, "the checkpoint's preprocessor_config.json max_pixels=12845056"),
+    "Qwen3-VL": ImageProcessor(16, 2, 65536, 16777216,
+                               "the checkpoint's preprocessor_config.json longest_edge=16777216"),
+}
+CLASS_DEFAULT_MAX_PIXELS = 28 * 28 * 1280
+# the tokens around each image in the Qwen-VL chat template: <|vision_start|> ... <|vision_end|>
+IMAGE_WRAP_TOKENS = 2

@@ -1,0 +1,109 @@
+"""Vision-language runs: the image tokens each training sample adds to the sequence, from the processor's
+settings (knowledge/vision_towers.py: the Qwen-VL families' patch and merge sizes, min/max pixels).
+
+The estimate's sequence is the longest sample; for a Qwen-VL model that is the text plus, per image, up to
+max_pixels / (patch_size * merge_size)^2 tokens (16,384 with the checkpoints' preprocessor_config.json) and the
+two tokens around it. Unless the script or its launch says otherwise: one image per sample, the checkpoint's
+processor settings (what `AutoProcessor.from_pretrained(<id>)` loads), an image that reaches max_pixels.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from trainlint.context import FileContext
+from trainlint.facts import Value
+from trainlint.knowledge import vision_towers
+from trainlint.knowledge.vision_towers import IMAGE_WRAP_TOKENS, ImageProcessor, VisionFamily
+from trainlint.run.decided import Decided
+
+PROCESSOR_CLASSES = ("AutoProcessor", "AutoImageProcessor")
+
+
+@dataclass(frozen=True)
+class ImageTokens:
+    family: str
+    per_image: int  # image tokens of the largest image the processor lets through, with the wrap tokens
+    images: int  # images per sample
+    processor: ImageProcessor
+
+    @property
+    def per_sample(self) -> int:
+        return self.per_image * self.images
+
+
+def vision_family(ctx: FileContext) -> VisionFamily | None:
+    for model in ctx.facts.models:
+        spec = ctx.spec(model)
+        fam = vision_towers.family_of(model.class_name, model.model_id.value if model.model_id.known else None,
+                                      spec.model_type if spec is not None else None)
+        if fam is not None:
+            return fam
+    return None
+
+
+def _processor_call(ctx: FileContext):
+    for call in ctx.facts.calls:
+        if call.short != "from_pretrained":
+            continue
+        receiver = (call.qualified or "").rsplit(".", 2)[-2] if call.qualified and "." in call.qualified else \
+            (call.receiver or "")
+        if receiver in PROCESSOR_CLASSES or receiver.endswith("Processor"):
+            return call
+    return None
+
+
+def _pixels(call, name: str, size_key: str):
+    """(value, unreadable) for `min_pixels`/`max_pixels=` or `size={"shortest_edge"/"longest_edge": ...}`."""
+    value = call.kw(name)
+    if value.known and isinstance(value.value, int) and not isinstance(value.value, bool) and value.value > 0:
+        return value.value, False
+    if value.known or value.unknown:
+        return None, True
+    size = call.kw("size")
+    if size.known and isinstance(size.value, dict):
+        item = size.value.get(size_key)
+        if isinstance(item, int) and not isinstance(item, bool) and item > 0:
+            return item, False
+        return None, size_key in size.value
+    return None, size.unknown
+
+
+def image_tokens(ctx: FileContext) -> Decided[ImageTokens | None]:
+    """The image tokens one sample adds (None for a model that is not a known vision-language family, or when
+    the processor's max_pixels is not readable)."""
+    fam = vision_family(ctx)
+    if fam is None:
+        return Decided(None, None, True, "not a vision-language model trainlint knows")
+    base = vision_towers.CHECKPOINT_PROCESSORS[fam.name]
+    notes: list[str] = []
+    call = _processor_call(ctx)
+    span = None
+    if call is not None:
+        lo, lo_unreadable = _pixels(call, "min_pixels", "shortest_edge")
+        hi, hi_unreadable = _pixels(call, "max_pixels", "longest_edge")
+        if hi_unreadable:
+            return Decided(None, call.span, False, "the processor's max_pixels is not readable",
+                           ("image tokens per sample not known: the processor's max_pixels is not readable",))
+        processor = base.with_pixels(lo, hi, f"max_pixels={hi:,} at line {call.span.line}" if hi else base.source)
+        span = call.span if hi else None
+    else:
+        processor = base
+    per_image = processor.max_tokens() + IMAGE_WRAP_TOKENS
+    if span is None:
+        notes.append(f"{fam.name} image tokens: up to {processor.max_tokens():,} per image ({processor.source}; "
+                     f"patch {processor.patch_size}, merge {processor.merge_size}), assumed: no max_pixels set for the "
+                     f"processor and images that reach it")
+    notes.append(f"1 image per sample assumed ({per_image:,} tokens with <|vision_start|>/<|vision_end|>)")
+    return Decided(ImageTokens(fam.name, per_image, 1, processor), span, False,
+                   f"{fam.name} processor ({processor.source})", tuple(notes))
+
+
+def sequence_with_images(seq: Value, images: Decided[ImageTokens | None]) -> Value:
+    """The sequence a rule judges: the script's own length when it sets one (a max length bounds text and image
+    tokens together); when it sets none, the image tokens of one sample, carried as an assumption (`assumed`)."""
+    if not seq.unset or images.value is None:
+        return seq
+    return Value("known", images.value.per_sample, images.span,
+                 f"{images.value.family} image tokens of one sample, no max length set",
+                 assumed=images.notes)
