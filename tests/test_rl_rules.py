@@ -132,3 +132,17 @@ def test_rl_rules_say_nothing_and_do_not_fail_on_a_model_nobody_knows(lint):
     src = DPO.replace("Qwen/Qwen2.5-7B-Instruct", "my-org/tiny-random-model").format(extra="")
     found = lint(src, files=pins("1.14.2"))
     assert not [f for f in found if f[0] in ("TL004", "TL304")], found
+
+
+def test_rl_rules_stay_off_framework_configs(tmp_path):
+    """axolotl's `rl: dpo` loads its own reference model (its loader, the policy's dtype): the Run's components model
+    TRL's trainer as a script calls it, not the framework's stage, so TL303/TL304/TL702 say nothing there."""
+    import subprocess
+    import sys
+
+    (tmp_path / "dpo.yaml").write_text("base_model: Qwen/Qwen2.5-0.5B\nrl: dpo\nbf16: true\nsequence_len: 2048\n"
+                                       "micro_batch_size: 2\ndatasets:\n  - path: org/prefs\n    type: chatml.intel\n")
+    (tmp_path / "requirements.txt").write_text("axolotl==0.18.0\n")
+    r = subprocess.run([sys.executable, "-m", "trainlint", "check", "--no-cache", "--select", "TL303,TL304,TL702",
+                        "dpo.yaml"], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and "TL304" not in r.stdout, r.stdout + r.stderr

@@ -19,6 +19,8 @@ from trainlint.launch.model import Launch
 from trainlint.notebook import place
 from trainlint.spelling import PYTHON, Spelling
 
+FRAMEWORK_CALLS = ("llamafactory.", "axolotl.")  # the synthesized calls of a framework config
+
 
 @dataclass
 class FileContext:
@@ -172,6 +174,15 @@ class FileContext:
                 e.value.known and _pos_int(e.value.value) for e in found):
             return known(found[0].value.value, found[0].span, found[0].source)
         return UNKNOWN
+
+    @cached_property
+    def framework_config(self) -> bool:
+        """The facts are an axolotl / LLaMA-Factory config's (or `llamafactory-cli train` flags'), mapped onto the
+        framework's trainer run: its front end spells settings as keys or flags (framework_lint sets `spelling`), and
+        the framework functions frameworks/synth.py stands for are qualified `axolotl.` / `llamafactory.`."""
+        return self.spelling.style != "python" or any(
+            c.qualname.startswith(FRAMEWORK_CALLS) or (c.qualified or "").startswith(FRAMEWORK_CALLS)
+            for c in self.facts.calls)
 
     @cached_property
     def gradient_checkpointing(self) -> bool | None:

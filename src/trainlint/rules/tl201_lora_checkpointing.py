@@ -20,7 +20,6 @@ from trainlint.run.checkpointing import GC_ENABLE, GC_KWARGS, reentrant_in_effec
 from trainlint.run.checkpointing import kwargs_of as _kwargs_of
 
 HEAD_TASKS = {"SEQ_CLS", "TOKEN_CLS", "QUESTION_ANS"}
-FRAMEWORKS = ("llamafactory.", "axolotl.")  # the synthesized calls of a framework config (frameworks/synth.py)
 FIX = ('call model.enable_input_require_grads() before training, or pass '
        'gradient_checkpointing_kwargs={"use_reentrant": False}')
 
@@ -247,7 +246,7 @@ def _vision_tower(ctx: FileContext, wraps: list[PeftWrap]) -> tuple[Span, str, t
     Trainer, all through `enable_input_require_grads`), but LoRA also adapts the vision tower's blocks, which run
     under reentrant checkpointing on the patch embedding of `pixel_values`. Decided per adapted module group:
     only the vision adapters are judged here (knowledge/vision_towers.py has the per-version facts)."""
-    if any(c.qualname.startswith(FRAMEWORKS) or (c.qualified or "").startswith(FRAMEWORKS) for c in ctx.facts.calls):
+    if ctx.framework_config:
         # LLaMA-Factory's own checkpoint function marks every checkpointed block's inputs (rules/TL201.md,
         # Framework configs); axolotl's vision-tower targets are not read yet: not judged
         return None

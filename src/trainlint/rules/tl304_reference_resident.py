@@ -38,6 +38,8 @@ def _policy(ctx: FileContext):
       fix_hint="`beta=0.0` (GRPO >= 0.16, RLOO >= 0.22) where no KL term is wanted; `precompute_ref_log_probs` "
                "on TRL >= 1.5; `model_init_kwargs={\"dtype\": \"bfloat16\"}` for DPO 0.29-1.15")
 def check(self: Rule, ctx: FileContext):
+    if ctx.framework_config:
+        return  # the framework's RL stages are not mapped onto the Run's components yet (page: Framework configs)
     run = resolve(ctx)
     comps = run.components
     ref = comps.get("reference")

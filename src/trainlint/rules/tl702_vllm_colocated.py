@@ -19,6 +19,8 @@ from trainlint.rules.fit import run_fit
       fix_hint="a lower `vllm_gpu_memory_utilization` (the message gives the largest that fits), "
                "`vllm_enable_sleep_mode=True`, or `vllm_mode=\"server\"` on other GPUs; needs a GPU")
 def check(self: Rule, ctx: FileContext):
+    if ctx.framework_config:
+        return  # the framework's RL stages are not mapped onto the Run's components yet (page: Framework configs)
     fit = run_fit(ctx)
     if fit is None or not fit.plan.vllm_share:
         return
