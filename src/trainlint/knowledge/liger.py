@@ -13,7 +13,6 @@ monkey_patch.py:627 in 0.3.0 and :3904 in 0.8.5).
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 NEWEST = "0.8.5"
@@ -86,18 +85,9 @@ def _v(text: str) -> tuple[int, ...]:
 
 def release(directory: Path) -> tuple[str, str]:
     """(liger-kernel release, why): the project's pin (a range: its newest release read), else the newest read."""
-    from trainlint.knowledge.versions import project_pins, satisfies
+    from trainlint.knowledge.versions import pinned_release
 
-    for name, spec, where in project_pins(directory.resolve()):
-        if name.replace("_", "-") != "liger-kernel":
-            continue
-        exact = re.fullmatch(r"\s*===?\s*([\w.]+)\s*", spec)
-        if exact:
-            return exact.group(1), f"pinned liger-kernel{spec} in {where}"
-        fits = [v for v in RELEASES if satisfies(v, spec)]
-        if fits:
-            return fits[-1], f"pinned liger-kernel{spec} in {where}: the newest release in that range"
-    return NEWEST, "not pinned: the newest release read"
+    return pinned_release(directory, "liger-kernel", RELEASES, NEWEST, "not pinned: the newest release read")
 
 
 def patches(model_type: str | None, version: str) -> bool | None:

@@ -492,17 +492,24 @@ ACCELERATE_NEWEST = "1.16.0"
 _ACCELERATE_MINORS = [f"0.{m}.0" for m in range(20, 35)] + [f"1.{m}.0" for m in range(0, 17)]
 
 
-def accelerate_release(directory: Path) -> tuple[str, str]:
-    """(accelerate release, why) for a file in `directory`: the project's pin (a range: its newest minor release),
-    else the newest known; what is installed next to trainlint is not the run's."""
+def pinned_release(directory: Path, library: str, releases, newest: str, unpinned: str) -> tuple[str, str]:
+    """(release, why) of a library the run's other decisions do not bound (accelerate, liger-kernel): the project's
+    pin (an exact one as written; a range: the newest of `releases`, oldest first, inside it), else `newest` with
+    `unpinned` as the reason. What is installed next to trainlint is not the run's."""
     for name, spec, where in project_pins(directory.resolve()):
-        if name != "accelerate":
+        if name != library:
             continue
         exact = re.fullmatch(r"\s*===?\s*([\w.]+)\s*", spec)
         if exact:
-            return exact.group(1), f"pinned accelerate{spec} in {where}"
-        fits = [v for v in _ACCELERATE_MINORS if satisfies(v, spec)]
+            return exact.group(1), f"pinned {library}{spec} in {where}"
+        fits = [v for v in releases if satisfies(v, spec)]
         if fits:
-            return fits[-1], f"pinned accelerate{spec} in {where}: the newest release in that range"
-    return ACCELERATE_NEWEST, "not pinned: the newest release known"
+            return fits[-1], f"pinned {library}{spec} in {where}: the newest release in that range"
+    return newest, unpinned
+
+
+def accelerate_release(directory: Path) -> tuple[str, str]:
+    """(accelerate release, why) for a file in `directory` (pinned_release over the minor releases)."""
+    return pinned_release(directory, "accelerate", _ACCELERATE_MINORS, ACCELERATE_NEWEST,
+                          "not pinned: the newest release known")
 
