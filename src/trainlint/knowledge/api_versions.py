@@ -26,7 +26,7 @@ from functools import lru_cache
 
 from trainlint.knowledge.releases import api_index as _index
 from trainlint.knowledge.releases import released  # noqa: F401  (re-exported)
-from trainlint.knowledge.versions import parse_version
+from trainlint.knowledge.versions import Bound, Evidence, _cmp, _show, parse_version  # noqa: F401  (re-exported)
 
 V = tuple[int, ...]
 
@@ -84,44 +84,6 @@ FACTS: tuple[ApiFact, ...] = (
 )
 
 
-@dataclass(frozen=True)
-class Evidence:
-    """One use in the script and the range of releases it allows."""
-
-    library: str
-    what: str  # "SFTTrainer(dataset_text_field=)"
-    line: int
-    since: V | None
-    until: V | None
-    source: str
-    strict: bool = True
-
-    def allows(self, version: str) -> bool:
-        v = parse_version(version)
-        return (self.since is None or _cmp(v, self.since) >= 0) and (self.until is None or _cmp(v, self.until) < 0)
-
-    def brief(self) -> str:
-        return self.describe().split(" (", 2)[0] + f" (line {self.line}) " + self._range()
-
-    def _range(self) -> str:
-        lo = f"from {_show(self.since)}" if self.since else ""
-        hi = f"removed in {_show(self.until)}" if self.until else ""
-        return " and ".join(p for p in (lo, hi) if p)
-
-    def describe(self) -> str:
-        lo = f"from {_show(self.since)}" if self.since else ""
-        hi = f"removed in {_show(self.until)}" if self.until else ""
-        return f"{self.what} (line {self.line}): {' and '.join(p for p in (lo, hi) if p)} ({self.source})"
-
-
-def _cmp(a: V, b: V) -> int:
-    n = max(len(a), len(b))
-    a, b = a + (0,) * (n - len(a)), b + (0,) * (n - len(b))
-    return (a > b) - (a < b)
-
-
-def _show(v: V) -> str:
-    return ".".join(map(str, v + (0,) * (3 - len(v))))
 
 
 def field_range(lib: str, class_name: str, field: str) -> tuple[V | None, V | None, str] | None:
@@ -233,25 +195,6 @@ def _import_line(text: str, fact: ApiFact) -> int:
         if pattern.search(line):
             return i
     return 1
-
-
-@dataclass(frozen=True)
-class Bound:
-    library: str
-    evidence: tuple[Evidence, ...]
-
-    def allows(self, version: str, strict_only: bool = False) -> bool:
-        return all(e.allows(version) for e in self.evidence if e.strict or not strict_only)
-
-    def against(self, version: str) -> tuple[Evidence, ...]:
-        """The strict uses that cannot run on `version`."""
-        return tuple(e for e in self.evidence if e.strict and not e.allows(version))
-
-    def describe(self) -> str:
-        lo = max((e.since for e in self.evidence if e.since), default=None, key=lambda v: v + (0,) * 4)
-        hi = min((e.until for e in self.evidence if e.until), default=None, key=lambda v: v + (0,) * 4)
-        parts = ([f">= {_show(lo)}"] if lo else []) + ([f"< {_show(hi)}"] if hi else [])
-        return f"{self.library} {', '.join(parts) or 'any'}"
 
 
 def bounds(facts, text: str = "") -> dict[str, Bound]:

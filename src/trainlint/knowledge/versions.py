@@ -358,53 +358,76 @@ RELEASE_REQUIRES: tuple[tuple[str, tuple[int, ...] | None, tuple[int, ...] | Non
 _DECISION_ORDER = ("trl", "transformers", "peft")
 
 
+V = tuple[int, ...]
+
+
 @dataclass(frozen=True)
-class ReleaseRequirement:
-    """A bound on one library implied by the release chosen for another (shaped like api_versions.Evidence)."""
+class Evidence:
+    """One use in the script and the range of releases it allows."""
 
     library: str
-    what: str
-    since: tuple[int, ...] | None
-    until: tuple[int, ...] | None
+    what: str  # "SFTTrainer(dataset_text_field=)"
+    line: int
+    since: V | None
+    until: V | None
     source: str
-    line: int = 1
     strict: bool = True
 
     def allows(self, version: str) -> bool:
         v = parse_version(version)
         return (self.since is None or _cmp(v, self.since) >= 0) and (self.until is None or _cmp(v, self.until) < 0)
 
-    def _range(self) -> str:
-        show = (lambda v: ".".join(map(str, v + (0,) * (3 - len(v)))))
-        return " and ".join(p for p in (f"from {show(self.since)}" if self.since else "",
-                                        f"before {show(self.until)}" if self.until else "") if p)
-
     def brief(self) -> str:
-        return f"{self.what}: needs {self.library} {self._range()}"
+        return self.describe().split(" (", 2)[0] + f" (line {self.line}) " + self._range()
+
+    def _range(self) -> str:
+        lo = f"from {_show(self.since)}" if self.since else ""
+        hi = f"removed in {_show(self.until)}" if self.until else ""
+        return " and ".join(p for p in (lo, hi) if p)
 
     def describe(self) -> str:
-        return f"{self.what}: needs {self.library} {self._range()} ({self.source})"
+        lo = f"from {_show(self.since)}" if self.since else ""
+        hi = f"removed in {_show(self.until)}" if self.until else ""
+        return f"{self.what} (line {self.line}): {' and '.join(p for p in (lo, hi) if p)} ({self.source})"
+
+
+def _show(v: V) -> str:
+    return ".".join(map(str, v + (0,) * (3 - len(v))))
 
 
 @dataclass(frozen=True)
-class _JoinedBound:
-    """A file's own bound (api_versions.Bound, or none) plus the bounds other libraries' releases imply."""
-
+class Bound:
     library: str
-    evidence: tuple
+    evidence: tuple[Evidence, ...]
 
     def allows(self, version: str, strict_only: bool = False) -> bool:
         return all(e.allows(version) for e in self.evidence if e.strict or not strict_only)
 
-    def against(self, version: str) -> tuple:
+    def against(self, version: str) -> tuple[Evidence, ...]:
+        """The strict uses that cannot run on `version`."""
         return tuple(e for e in self.evidence if e.strict and not e.allows(version))
 
     def describe(self) -> str:
-        show = (lambda v: ".".join(map(str, v + (0,) * (3 - len(v)))))
         lo = max((e.since for e in self.evidence if e.since), default=None, key=lambda v: v + (0,) * 4)
         hi = min((e.until for e in self.evidence if e.until), default=None, key=lambda v: v + (0,) * 4)
-        parts = ([f">= {show(lo)}"] if lo else []) + ([f"< {show(hi)}"] if hi else [])
+        parts = ([f">= {_show(lo)}"] if lo else []) + ([f"< {_show(hi)}"] if hi else [])
         return f"{self.library} {', '.join(parts) or 'any'}"
+
+
+@dataclass(frozen=True)
+class ReleaseRequirement(Evidence):
+    """A bound on one library implied by the release chosen for another: Evidence whose "use" is that release
+    (line 1: it is written in no line of the file)."""
+
+    def brief(self) -> str:
+        return f"{self.what}: needs {self.library} {self._span()}"
+
+    def describe(self) -> str:
+        return f"{self.what}: needs {self.library} {self._span()} ({self.source})"
+
+    def _span(self) -> str:
+        return " and ".join(p for p in (f"from {_show(self.since)}" if self.since else "",
+                                        f"before {_show(self.until)}" if self.until else "") if p)
 
 
 def _with_release_requirements(library: str, bound, decided: dict):
@@ -416,10 +439,10 @@ def _with_release_requirements(library: str, bound, decided: dict):
             continue
         v = parse_version(chosen.version)
         if (since is None or _cmp(v, since) >= 0) and (until is None or _cmp(v, until) < 0):
-            extra.append(ReleaseRequirement(library, f"{lib} {chosen.version}", o_since, o_until, why))
+            extra.append(ReleaseRequirement(library, f"{lib} {chosen.version}", 1, o_since, o_until, why))
     if not extra:
         return bound
-    return _JoinedBound(library, tuple(bound.evidence if bound is not None else ()) + tuple(extra))
+    return Bound(library, tuple(bound.evidence if bound is not None else ()) + tuple(extra))
 
 
 def decide_versions(path: Path, script_pins: tuple[tuple[str, str], ...], overrides: dict[str, str],
