@@ -363,13 +363,14 @@ def launch_of(inv: Invocation, launcher: Path, root: Path, facts: ScriptFacts, v
 
         notebook = (launcher, written_configs(launcher))
     read = config_reader(bases, texts, notebook)
-    world = _world_size(inv, where, read)
+    accel = _accelerate_settings(inv, read)  # the accelerate config, read once for all it decides
+    world = _world_size(inv, where, accel)
     launch = bind_words(facts, versions, list(inv.args), where, place(where, inv.span.line), bases[0], read,
                         inv.span, world, script=script)
-    sharding = _accelerate_sharding(inv, read)
+    sharding = _accelerate_sharding(accel)
     if sharding is not None:
         launch = replace(launch, sharding=sharding)
-    offload, checkpointing, mixed = _accelerate_offload(inv, read)
+    offload, checkpointing, mixed = _accelerate_offload(accel)
     if offload is not None or checkpointing is not None or mixed is not None:
         launch = replace(launch, offload=offload, fsdp_checkpointing=checkpointing, fsdp2_mixed=mixed)
     from trainlint.launch.gpu import requested_gpu
@@ -390,11 +391,11 @@ def _accelerate_settings(inv: Invocation, read):
     return accelerate_settings(reading), reading
 
 
-def _accelerate_sharding(inv: Invocation, read) -> Value | None:
+def _accelerate_sharding(accel) -> Value | None:
     """ZeRO-2/3 or FSDP from `accelerate launch --config_file`: what the estimate shards the states by.
     accelerate: a DeepSpeed plugin without zero_stage is stage 2; FSDP v1 FULL_SHARD (the default) and v2
     reshard_after_forward (default true) shard parameters too (launch/accelerate.py cites them)."""
-    settings, reading = _accelerate_settings(inv, read)
+    settings, reading = accel
     if settings is None or settings.distributed_type is None:
         return None
     kind, span = settings.distributed_type
@@ -424,7 +425,7 @@ def _accelerate_sharding(inv: Invocation, read) -> Value | None:
     return None
 
 
-def _accelerate_offload(inv: Invocation, read) -> tuple[Value | None, Value | None, Value | None]:
+def _accelerate_offload(accel) -> tuple[Value | None, Value | None, Value | None]:
     """What `accelerate launch --config_file` moves to the CPU, and whether its FSDP plugin checkpoints activations.
     DeepSpeed plugin: `offload_optimizer_device` / `offload_param_device` "cpu" | "nvme" (default "none";
     accelerate utils/dataclasses.py DeepSpeedPlugin). FSDP: `offload_params` true is torch's
@@ -432,7 +433,7 @@ def _accelerate_offload(inv: Invocation, read) -> tuple[Value | None, Value | No
     `activation_checkpointing` true: accelerate wraps each transformer layer with non-reentrant checkpointing in
     `prepare` (accelerator.py, `apply_activation_checkpointing` with `CheckpointImpl.NO_REENTRANT`). Third: FSDP
     version 2 with a mixed precision other than "no" (what makes accelerate upcast parameters to fp32)."""
-    settings, reading = _accelerate_settings(inv, read)
+    settings, reading = accel
     if settings is None or settings.distributed_type is None:
         return None, None, None
     kind, span = settings.distributed_type
@@ -466,7 +467,7 @@ _COUNTED = frozenset(("nproc_per_node", "nnodes", "num_gpus", "num_nodes", "incl
                       "nodes", "ntasks_per_node", "np", "PET_NPROC_PER_NODE", "PET_NNODES", "CUDA_VISIBLE_DEVICES"))
 
 
-def _world_size(inv: Invocation, where: str, read) -> Value | None:
+def _world_size(inv: Invocation, where: str, accel) -> Value | None:
     from trainlint.launch.shell import world_size
 
     size = world_size(inv)
@@ -475,7 +476,7 @@ def _world_size(inv: Invocation, where: str, read) -> Value | None:
 
         counted = [w for n, w in inv.options + inv.job_options + inv.env if n in _COUNTED]
         return Value("known", size, inv.span.in_file(where), f"{inv.launcher} processes", assumed(*counted))
-    settings, reading = _accelerate_settings(inv, read)
+    settings, reading = accel
     n = settings.num_processes if settings is not None else None
     if n is not None and isinstance(n[0], int) and not isinstance(n[0], bool) and n[0] > 0:
         return Value("known", n[0], n[1].in_file(display(reading.file)), "accelerate config num_processes")
