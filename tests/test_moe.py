@@ -254,3 +254,86 @@ def test_axolotl_lora_target_parameters_reach_the_experts(tmp_path):
     # measured (bench/estimate_measurements.json olmoe-1b-7b_sdpa_s2048_b1_lora16experts_adamw_bf16_gc, fake tensors):
     # 16,529 MiB at the peak; the estimate, with its unfused loss, is within 10%
     assert abs(data["peak"] / 2**20 - 16_529) / 16_529 < 0.10
+
+
+# Llama 4 Scout: the text decoder transformers builds (AutoModelForCausalLM -> Llama4ForCausalLM), all layers routed,
+# one shared expert per layer, and every expert run on every token (knowledge/moe.py DENSE_DISPATCH).
+SCOUT_TEXT = dict(vocab_size=202048, hidden_size=5120, num_hidden_layers=48, num_attention_heads=40,
+                  num_key_value_heads=8, head_dim=128, intermediate_size=8192, intermediate_size_mlp=16384,
+                  num_local_experts=16, num_experts_per_tok=1, interleave_moe_layer_step=1, tie_word_embeddings=False)
+
+
+def test_llama4_scout_catalog_geometry():
+    spec = lookup_model("meta-llama/Llama-4-Scout-17B-16E-Instruct", Path("."))
+    moe = spec.moe
+    assert (moe.experts, moe.top_k, moe.expert_intermediate, moe.sparse_layers, moe.shared_intermediate) == (
+        16, 1, 8192, 48, 8192)
+    assert moe.dense_dispatch and moe.experts_run == 16
+    assert spec.moe_parameters == (107_769_861_120, 17_172_894_720)
+    assert round(spec.moe_parameters[1] / 1e9) == 17  # the card's "17B active"; its 109B total adds the vision tower
+    # Maverick-style interleaving: every second layer routed, the others dense MLPs of intermediate_size_mlp
+    maverick = moe_from_config({**SCOUT_TEXT, "model_type": "llama4_text", "interleave_moe_layer_step": 2}, 48)
+    assert (maverick.sparse_layers, maverick.dense_intermediate) == (24, 16384)
+    assert moe_from_config({**SCOUT_TEXT, "model_type": "llama4_text", "moe_layers": [3, 7]}, 48).sparse_layers == 2
+
+
+@pytest.mark.skipif(not pinned_installed("torch", "transformers"), reason="needs the test extra's torch/transformers")
+def test_llama4_scout_parameter_count_is_what_transformers_builds():
+    import torch
+    from transformers import Llama4ForCausalLM, Llama4TextConfig
+
+    with torch.device("meta"):
+        model = Llama4ForCausalLM(Llama4TextConfig(**SCOUT_TEXT))
+    entry = _entry("meta-llama/Llama-4-Scout-17B-16E")
+    assert sum(p.numel() for p in model.parameters()) == entry["num_parameters"] == moe_params(
+        {**SCOUT_TEXT, "model_type": "llama4"}, False)
+
+
+def _llama4_moe_saved_bytes(experts: int, intermediate: int, hidden: int, tokens: int, trained: bool) -> int:
+    """Bytes autograd saves for backward in one Llama4TextMoe block that transformers builds (bf16), counted once per
+    storage with saved_tensors_hooks; parameters left out (they are the weights, not activations)."""
+    import torch
+    from transformers import Llama4ForCausalLM, Llama4TextConfig
+
+    torch.manual_seed(0)
+    cfg = Llama4TextConfig(vocab_size=64, hidden_size=hidden, intermediate_size=intermediate,
+                           intermediate_size_mlp=2 * intermediate, num_hidden_layers=1, num_attention_heads=4,
+                           num_key_value_heads=2, head_dim=16, num_local_experts=experts, num_experts_per_tok=1)
+    block = Llama4ForCausalLM(cfg).to(torch.bfloat16).model.layers[0].feed_forward
+    block.requires_grad_(trained)  # LoRA on attention only: the routed block is frozen, its input needs grad
+    params = {p.untyped_storage().data_ptr() for p in block.parameters()}
+    seen: dict[int, int] = {}
+
+    def pack(t):
+        ptr = t.untyped_storage().data_ptr()
+        if ptr not in params:
+            seen[ptr] = t.untyped_storage().nbytes()
+        return t
+
+    x = torch.randn(1, tokens, hidden, dtype=torch.bfloat16, requires_grad=True)
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        out, _ = block(x)
+    assert out.shape == (tokens, hidden)
+    return sum(seen.values())
+
+
+@pytest.mark.skipif(not pinned_installed("torch", "transformers"), reason="needs the test extra's torch/transformers")
+@pytest.mark.parametrize("trained", [True, False], ids=["full", "lora-attention"])
+def test_llama4_runs_every_expert_on_every_token(trained):
+    """Ground truth for DENSE_DISPATCH: what 4 more experts add per token in a routed layer, measured on the block
+    transformers builds, is what the estimate adds; a top-1 router (the grouped_mm families) would add only the
+    router's softmax."""
+    hidden, width, tokens = 64, 32, 128
+    measured = (_llama4_moe_saved_bytes(8, width, hidden, tokens, trained)
+                - _llama4_moe_saved_bytes(4, width, hidden, tokens, trained))
+    lora = {} if trained else {"lora_r": 8, "lora_targets": ("q_proj",)}
+
+    def estimated(experts: int, dense: bool) -> int:
+        g = Geometry(vocab=64, hidden=hidden, layers=1, heads=4, kv_heads=2, head_dim=16, intermediate=2 * width,
+                     params=0, moe_experts=experts, moe_top_k=1, moe_intermediate=width, moe_layers=1,
+                     moe_shared=width, moe_dense_train=dense)
+        return activation_bytes_per_layer(Plan(geometry=g, batch=1, seq=tokens, **lora), tokens, True)
+
+    assert measured == estimated(8, True) - estimated(4, True)
+    assert measured == tokens * 4 * ((8 if trained else 6) * width + (4 if trained else 2) * hidden + 6)
+    assert estimated(8, False) - estimated(4, False) == tokens * 4 * 4  # what top-k routing would have billed

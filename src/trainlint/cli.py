@@ -378,6 +378,7 @@ def estimate(click_ctx, script, gpu, max_batch, batch, seq, world_size, fmt, out
         read.append(f"{len(result.contexts)} launches found; estimated under the first ({launch.label})")
     g = plan.geometry
     experts = (f", {g.moe_experts} experts, top-{g.moe_top_k}" + (
+        " (transformers runs every expert on every token)" if g.moe_dense_train else "") + (
         f", {spec.moe_parameters[1] / 1e9:.2f} B per token" if spec.moe_parameters else "")) if g.moe_experts else ""
     model_line = f"{spec.id} ({g.params / 1e9:.2f} B parameters{experts}; {source})"
     largest = None

@@ -74,7 +74,8 @@ class ModelSpec:
             return ""
         m = self.moe
         shared = f" + shared {m.shared_intermediate:,}" if m.shared_intermediate else ""
-        return (f", {m.experts} experts x {m.expert_intermediate:,} (top-{m.top_k}{shared}) in {m.sparse_layers} "
+        dense = "; transformers runs all on every token" if m.dense_dispatch else ""
+        return (f", {m.experts} experts x {m.expert_intermediate:,} (top-{m.top_k}{shared}{dense}) in {m.sparse_layers} "
                 f"layers" + (f", {self.moe_parameters[1]:,} active" if self.moe_parameters else ""))
 
 

@@ -11,7 +11,11 @@ Every key is read as transformers 5.25.0 reads it (file:line below); the spellin
   `first_k_dense_replace` (deepseek_v2/modeling_deepseek_v2.py:412: sparse when `layer_idx >= first_k_dense_replace`);
   every layer in Mixtral, OLMoE, GPT-OSS;
 - shared experts: Qwen2-MoE's `shared_expert_intermediate_size` with a sigmoid `shared_expert_gate` (hidden -> 1,
-  modeling_qwen2_moe.py:338), DeepSeek's `n_shared_experts` x `moe_intermediate_size` (modeling_deepseek_v2.py:125).
+  modeling_qwen2_moe.py:338), DeepSeek's `n_shared_experts` x `moe_intermediate_size` (modeling_deepseek_v2.py:125),
+  Llama 4's one shared expert of `intermediate_size` (llama4/modeling_llama4.py:167 `Llama4TextMLP(config)`, whose
+  width defaults to `config.intermediate_size`, l.89-93);
+- Llama 4's sparse layers: `moe_layers`, else every `interleave_moe_layer_step`-th layer
+  (llama4/configuration_llama4.py:175-184); its dense layers' MLP is `intermediate_size_mlp` wide (modeling_llama4.py:407).
 """
 
 from __future__ import annotations
@@ -31,6 +35,15 @@ PEFT_CONVERTS = frozenset({"mixtral", "minimax", "qwen2_moe", "qwen3_moe", "olmo
 # Families whose experts were 3D parameters already in transformers 4.x: GPT-OSS (4.55.0
 # models/gpt_oss/modeling_gpt_oss.py GptOssExperts gate_up_proj), Llama 4 (Llama4TextExperts)
 FUSED_IN_4 = frozenset({"gpt_oss", "llama4", "llama4_text"})
+
+# Families whose transformers implementation runs EVERY routed expert on EVERY token and zeroes the unselected ones by
+# their routing score, in training as in evaluation: Llama 4's `Llama4TextMoe.forward` repeats the tokens once per
+# expert (`hidden_states.repeat(num_experts, 1)`: transformers 5.25.0 llama4/modeling_llama4.py:172, 4.57.1 l.160,
+# 4.53.0 l.152; 4.51.0 l.177-183 gathers every token for every expert, its comment: "we used all experts on all
+# tokens"), its router keeps all scores (`full_like(-inf).scatter_` then sigmoid: 5.25.0 l.153-155), and
+# `Llama4TextExperts.forward` is a bmm over all experts (l.79-83). The activations are the experts' x tokens', not
+# top-k x tokens' (tests/test_moe.py measures it on a model transformers builds).
+DENSE_DISPATCH = frozenset({"llama4", "llama4_text"})
 
 # model_type -> how its routed layers are counted; families not listed are read from the keys alone
 _ALL_SPARSE = frozenset({"mixtral", "olmoe", "gpt_oss", "phimoe", "granitemoe", "jetmoe"})
@@ -62,6 +75,12 @@ class Moe:
     expert_bias: bool = False  # GPT-OSS's experts have biases (gate_up 2I, down H; modeling_gpt_oss.py:75,77)
     aux_loss_coef: float | None = None  # router_aux_loss_coef (aux_loss_alpha for DeepSeek)
     output_router_logits: bool = False  # the config's default; the forward then returns every layer's router logits
+    dense_dispatch: bool = False  # every expert runs on every token (DENSE_DISPATCH)
+
+    @property
+    def experts_run(self) -> int:
+        """Experts each token goes through in transformers' forward: all of them under dense dispatch, else top-k."""
+        return self.experts if self.dense_dispatch else self.top_k
 
     def expert_params(self, hidden: int) -> int:
         """One routed expert: gate, up and down projections (+ GPT-OSS's biases)."""
@@ -90,6 +109,11 @@ def moe_from_config(config: dict, layers: int | None) -> Moe | None:
     dense_width = _int(text.get("intermediate_size")) if text.get("moe_intermediate_size") is not None else None
     if model_type in _ALL_SPARSE:
         sparse = layers
+    elif model_type in DENSE_DISPATCH:  # Llama 4: moe_layers, else every interleave_moe_layer_step-th layer
+        listed = text.get("moe_layers")
+        step = _int(text.get("interleave_moe_layer_step")) or 1
+        sparse = len(listed) if isinstance(listed, list) else len(range(step - 1, layers, step))
+        dense_width = _int(text.get("intermediate_size_mlp")) or 16384  # Llama4TextConfig's default (l.132)
     elif "first_k_dense_replace" in text or "n_routed_experts" in text:
         k = _int(text.get("first_k_dense_replace")) or 0
         sparse = max(layers - k, 0)
@@ -102,12 +126,15 @@ def moe_from_config(config: dict, layers: int | None) -> Moe | None:
         shared, gate = text["shared_expert_intermediate_size"], model_type in ("qwen2_moe", None)
     elif _int(text.get("n_shared_experts")):
         shared = text["n_shared_experts"] * width
+    elif model_type in DENSE_DISPATCH:
+        shared = width
     coef = _first(text, "router_aux_loss_coef", "aux_loss_alpha")
     return Moe(experts=experts, top_k=top_k, expert_intermediate=width, sparse_layers=sparse,
                dense_intermediate=dense_width if sparse < layers else None, shared_intermediate=shared,
                shared_gate=gate, router_bias=model_type == "gpt_oss", expert_bias=model_type == "gpt_oss",
                aux_loss_coef=float(coef) if isinstance(coef, (int, float)) and not isinstance(coef, bool) else None,
-               output_router_logits=text.get("output_router_logits") is True)
+               output_router_logits=text.get("output_router_logits") is True,
+               dense_dispatch=model_type in DENSE_DISPATCH)
 
 
 def attention_params(text: dict, hidden: int, heads: int, kv_heads: int, head_dim: int) -> int:

@@ -75,11 +75,18 @@ class Geometry:
     # GPT-OSS on transformers 4.x runs every expert on every token outside training (4.55.0
     # models/gpt_oss/modeling_gpt_oss.py:115-125: `hidden_states.repeat(num_experts, 1)` and a bmm over all experts)
     moe_dense_eval: bool = False
+    # Llama 4 runs every expert on every token, in training too (knowledge/moe.py DENSE_DISPATCH)
+    moe_dense_train: bool = False
     peft_converts: bool = False  # PEFT maps 4.x expert/router module names onto the fused parameters (knowledge/moe.py)
 
     @property
     def dense_layers(self) -> int:
         return self.layers - self.moe_layers if self.moe_experts else self.layers
+
+    @property
+    def moe_experts_run(self) -> int:
+        """Experts each token runs through in a training step: all of them under dense dispatch, else top-k."""
+        return self.moe_experts if self.moe_dense_train else self.moe_top_k
 
 
 @dataclass(frozen=True)
@@ -360,7 +367,7 @@ def activation_bytes_per_layer(p: Plan, tokens: int, sparse: bool | None = None)
         kinds = ([True] if g.moe_experts and g.moe_layers else []) + ([False] if g.dense_layers else [])
         return max((activation_bytes_per_layer(p, tokens, k) for k in kinds), default=0)
     scale = p.act_bytes / 2
-    mlp_width = g.moe_top_k * g.moe_intermediate + g.moe_shared if sparse else g.intermediate
+    mlp_width = g.moe_experts_run * g.moe_intermediate + g.moe_shared if sparse else g.intermediate
     per_token = g.hidden * (22 + 4 * g.kv_heads / g.heads) + 8 * mlp_width
     if p.lora_r:
         # the linear inputs of frozen projections are not saved (q/k/v input, o_proj input, gate/up input,
@@ -440,12 +447,23 @@ def moe_layer_extra(p: Plan) -> tuple[int, int]:
     g = p.geometry
     scale = p.act_bytes / 2
     k = g.moe_top_k
-    per_token = 2 * k * g.hidden * scale + 4 * g.moe_experts + 32 * k
+    if g.moe_dense_train:
+        # Llama 4 (knowledge/moe.py DENSE_DISPATCH; transformers 5.25.0 llama4/modeling_llama4.py:145-177): per expert
+        # and token, the repeated input kept for the routing-score product (and, when the experts train, the product
+        # itself, the bmm's input) and the score in fp32 (sigmoid's output) and in the model dtype; per token, topk's
+        # int64 indices. Counted with saved_tensors_hooks on a Llama4ForCausalLM transformers builds
+        # (tests/test_moe.py test_llama4_runs_every_expert_on_every_token).
+        trained = not p.lora_r
+        per_expert = (4 if trained else 2) * g.hidden * scale + 4 + (p.act_bytes if p.act_bytes != 4 else 0)
+        per_token = g.moe_experts * per_expert + 8 * k
+        k = g.moe_experts  # the expert rows below (LoRA on the fused experts) are every expert's
+    else:
+        per_token = 2 * k * g.hidden * scale + 4 * g.moe_experts + 32 * k
     per_layer = 0
     params = peft_targets(g, p.lora_targets, p.lora_parameters)[1] if p.lora_r else {}
     experts = {n: m for n, m in params.items() if n.endswith(("gate_up_proj", "down_proj"))}
     if not p.lora_r:
-        per_token += 2 * k * g.hidden * scale
+        per_token += 0 if g.moe_dense_train else 2 * k * g.hidden * scale
     elif experts and g.fused_experts:
         per_token += 2 * k * (g.hidden + g.moe_intermediate) * scale
         for name in experts:
@@ -742,7 +760,7 @@ def eval_peak(p: Plan) -> int:
     w, _, opt = shard(p, weights_bytes(p), 0, optimizer_bytes(p)[0])
     g = p.geometry
     evaluated = replace(p, batch=e.batch, lora_r=None)
-    if g.moe_dense_eval:  # every expert's tensors for every token (transient under no_grad, one layer at a time)
+    if g.moe_dense_eval or g.moe_dense_train:  # every expert's tensors for every token (transient under no_grad)
         evaluated = replace(evaluated, geometry=replace(g, moe_top_k=g.moe_experts))
     layer = activation_bytes_per_layer(evaluated, e.batch * p.seq)
     return w + models_bytes(p) + opt + layer + eval_logits_bytes(p)

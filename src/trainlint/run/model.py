@@ -114,7 +114,8 @@ def _moe_fields(ctx: FileContext, model: ModelLoad, spec: ModelSpec, assumptions
     return dict(moe_experts=moe.experts, moe_top_k=moe.top_k, moe_intermediate=moe.expert_intermediate,
                 moe_layers=moe.sparse_layers, moe_shared=moe.shared_intermediate, fused_experts=fused,
                 router_logits=router, peft_converts=spec.model_type in PEFT_CONVERTS,
-                moe_dense_eval=spec.model_type == "gpt_oss" and not ctx.versions.transformers.at_least(5))
+                moe_dense_eval=spec.model_type == "gpt_oss" and not ctx.versions.transformers.at_least(5),
+                moe_dense_train=moe.dense_dispatch)
 
 
 def head_logits(model: ModelLoad, spec, assumptions: list[str]) -> tuple[int | None, bool]:
