@@ -41,7 +41,7 @@ OUT = ROOT / "bench" / "rl_measurements.json"
 QWEN05 = dict(vocab_size=151936, hidden_size=896, num_hidden_layers=24, num_attention_heads=14, num_key_value_heads=2,
               intermediate_size=4864, tie_word_embeddings=True, max_position_embeddings=32768, rope_theta=1000000.0,
               rms_norm_eps=1e-6, use_sliding_window=False)
-DPO = dict(name="dpo_qwen2.5-0.5b_bf16_full_gc_b2x1024", pairs=2, seq=1024, prompt=512, beta=0.1)
+DPO = dict(name="dpo_qwen2.5-0.5b_bf16_full_gc_b2x1024", pairs=2, seq=1024, prompt=512, beta=0.1, eval_pairs=8)
 GRPO = dict(name="grpo_qwen2.5-0.5b_bf16_full_gc_b4_spg2_p256_c512", batch=4, steps_per_generation=2, prompt=256,
             completion=512, beta=0.04)
 DECODE_CHUNK = 64
@@ -118,7 +118,27 @@ def measure(which: str) -> dict:
                     opt.step()
                     mt.set_phase(step, "zero_grad")
                     opt.zero_grad(set_to_none=True)
-            phases = {"train": int(mt.peaks["all"][0])}
+                # the evaluation step after training (optimizer state resident, gradients freed by zero_grad):
+                # DPOTrainer.prediction_step runs compute_loss under no_grad (trl 1.16.0 dpo_trainer.py:1712-1720,
+                # prediction_loss_only without compute_metrics) on per_device_eval_batch_size pairs (8, the default),
+                # chosen + rejected concatenated, the policy in eval mode (no checkpointing) and the reference
+                policy.eval()
+                pairs = spec["eval_pairs"]
+                eids = torch.randint(0, cfg.vocab_size, (2 * pairs, spec["seq"]))
+                elabels = eids.clone()
+                elabels[:, :spec["prompt"]] = -100
+                mt.set_phase(3, "eval")
+                with torch.no_grad():
+                    logps = run(policy, input_ids=eids, labels=elabels, fused_lm_head=True,
+                                use_cache=False).log_probs.sum(dim=1)
+                    ref_logps = run(ref, input_ids=eids, labels=elabels, fused_lm_head=True,
+                                    use_cache=False).log_probs.sum(dim=1)
+                    chosen, rejected = (logps - ref_logps).chunk(2, dim=0)
+                    loss = -F.logsigmoid(spec["beta"] * (chosen - rejected)).mean()
+                    del logps, ref_logps, chosen, rejected, loss
+            train = max(int(mt.peaks.get(f"step{s}/{ph}", (0,))[0]) for s in (1, 2)
+                        for ph in ("forward", "backward", "optimizer_step", "zero_grad"))
+            phases = {"train": train, "eval": int(mt.peaks["step3/eval"][0])}
         else:
             spec = GRPO
             rows = spec["batch"] * spec["steps_per_generation"]

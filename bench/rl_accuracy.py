@@ -2,7 +2,8 @@
 """The estimate of each phase against bench/rl_measurements.json (bench/measure_rl.py: FakeTensorMode + MemTracker,
 TRL 1.16.0): the configurations are bench/rl/*.py, linted and planned as `trainlint estimate` does, with the CPU
 measurement's optimizer (for-loop AdamW: no foreach temporary; the scripts say adamw_torch_fused, which has none
-either). Prints one line per phase and writes nothing.
+either) and its kernels (Plan.device "cpu": TRL's fused LM head folds its tiles in torch, not Triton). Prints one
+line per phase and writes nothing.
 
     python bench/rl_accuracy.py
 """
@@ -23,12 +24,15 @@ def plan_of(script: Path):
     from trainlint.lint import lint_file
     from trainlint.planning import Overrides, plan_for
 
+    from dataclasses import replace
+
     ctx = lint_file(script, Settings(root=script.parent), set()).context
-    return plan_for(ctx, Overrides())[0]
+    # the measurements ran CPU kernels (TRL's fused head without Triton): estimated for them, as estimate_accuracy.py
+    return replace(plan_for(ctx, Overrides())[0], device="cpu")
 
 
 def main() -> int:
-    from trainlint.memory.estimate import estimate, generation_peak
+    from trainlint.memory.estimate import estimate, eval_peak, generation_peak
 
     data = json.loads((ROOT / "bench" / "rl_measurements.json").read_text())
     print(f"{'configuration':<52} {'phase':<11} {'estimate':>10} {'measured':>10} {'error':>7}")
@@ -37,6 +41,8 @@ def main() -> int:
         est = {"train": estimate(plan).peak}
         if plan.generation is not None:
             est["generation"] = generation_peak(plan)
+        if plan.evaluation is not None:
+            est["eval"] = eval_peak(plan)
         measured = dict(rec["phases"])
         if "scoring" in measured:  # the estimate's generation phase is the larger of generate and the scoring pass
             measured["generation"] = max(measured.pop("generation"), measured.pop("scoring"))

@@ -13,6 +13,8 @@ from dataclasses import replace
 import pytest
 from click.testing import CliRunner
 
+from conftest import pinned_installed
+
 from trainlint.cli import main
 from trainlint.memory import fmt_bytes
 from trainlint.memory.estimate import EvalPhase, Geometry, Plan, eval_logits_bytes
@@ -150,3 +152,103 @@ def test_a_loss_only_eval_without_liger_builds_the_logits(tmp_path):
     src = SCRIPT.replace("use_liger_kernel=True,", "").replace(", compute_metrics=compute_metrics)", ")")
     assert "use_liger_kernel" not in src
     assert "other phases: evaluation step (eval batch 8, the logits of one eval batch)" in estimate(tmp_path, src).output
+
+
+# --- TRL DPOTrainer's evaluation step: its loss under no_grad on chosen + rejected at the eval batch ----------------
+DPO = """\
+import torch
+from transformers import AutoModelForCausalLM
+from trl import DPOConfig, DPOTrainer
+
+model = AutoModelForCausalLM.from_pretrained("Qwen/Qwen2.5-0.5B", dtype=torch.bfloat16)
+args = DPOConfig(output_dir="out", per_device_train_batch_size=2, max_length=1024, gradient_checkpointing=True,
+                 eval_strategy="steps", eval_steps=100)
+trainer = DPOTrainer(model=model, args=args, train_dataset=train_ds, eval_dataset=eval_ds)
+trainer.train()
+"""
+
+
+def _dpo(tmp_path, pin: str | None, source: str = DPO) -> dict:
+    return as_json(_project(tmp_path, pin), source)
+
+
+def _project(tmp_path, pin: str | None):
+    """A folder of its own per pin (what a checkout pins is read once per folder)."""
+    folder = tmp_path / (pin or "unpinned")
+    folder.mkdir(parents=True, exist_ok=True)
+    if pin:
+        (folder / "requirements.txt").write_text(f"trl=={pin}\n")
+    return folder
+
+
+def test_dpo_eval_step_on_the_fused_head_and_on_full_logits(tmp_path):
+    """TRL >= 1.15: no logits-sized tensor in eval (the fused head's tile); 1.13: chosen + rejected full logits of 8
+    pairs over a 151,936 vocabulary, the reference's too: the evaluation is the run's peak."""
+    fused = _dpo(tmp_path, "1.16.0")
+    assert fused["phases"]["evaluation"] < fused["peak"]
+    r = estimate(_project(tmp_path, "1.16.0"), DPO, "--gpu", "24GB")
+    assert "evaluation step (eval batch 8 pairs, 16 rows, no logits (fused loss))" in r.output
+    full = _dpo(tmp_path, "1.13.0")
+    rows, seq, vocab = 16, 1024, 151936
+    # the eval step's logits (11 B per logit in bf16, EVAL_STEP_BYTES) and the reference's (2 B)
+    assert full["phases"]["evaluation"] - fused["phases"]["evaluation"] > rows * seq * vocab * 13 * 0.9
+    assert full["phases"]["evaluation"] > full["peak"]
+    r = estimate(_project(tmp_path, "1.13.0"), DPO, "--gpu", "24GB")
+    assert r.exit_code == 1 and "fits for training; the first evaluation needs" in r.output, r.output
+    assert "DPOTrainer evaluates chosen and rejected together: 16 rows per eval step (8 pairs)" in r.output
+
+
+@pytest.mark.parametrize("pin,kept", [("1.13.0", True), ("0.19.1", False)])
+def test_dpo_compute_metrics_keeps_the_logits_only_where_prediction_step_returns_them(tmp_path, pin, kept):
+    """0.29-1.14 return `outputs.logits` to the loop with compute_metrics (1.13.0 dpo_trainer.py:1813); 0.19.1 returns
+    scalar metrics (:1771-1776)."""
+    plain = _dpo(tmp_path / "plain", pin)["phases"]["evaluation"]
+    metrics = _dpo(tmp_path / "metrics", pin, DPO.replace("eval_dataset=eval_ds)", "eval_dataset=eval_ds, compute_metrics=m)")
+                   .replace("eval_steps=100", "eval_steps=100, eval_accumulation_steps=4"))
+    assert (metrics["phases"]["evaluation"] > plain) is kept
+
+
+def test_dpo_eval_without_eval_dataset_or_strategy_has_no_phase(tmp_path):
+    assert _dpo(tmp_path / "a", "1.16.0", DPO.replace(", eval_dataset=eval_ds", ""))["phases"] == {}
+    assert _dpo(tmp_path / "b", "1.16.0", DPO.replace('eval_strategy="steps", eval_steps=100', ""))["phases"] == {}
+
+
+def _fused_head_peak(rows: int, hidden: int, vocab: int) -> int:
+    """TRL's ChunkedLogProbFunction.forward under no_grad on fake bf16 tensors (CPU: its torch fold), the tracker's
+    peak above the inputs (hidden states, head weight, targets)."""
+    import torch
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.fx.experimental.symbolic_shapes import ShapeEnv
+    from trl.kernels import ChunkedLogProbFunction
+
+    from trainlint.verify.measure import StepMemTracker
+
+    with FakeTensorMode(shape_env=ShapeEnv()):
+        states = torch.randn(rows, hidden, dtype=torch.bfloat16)
+        weight = torch.randn(vocab, hidden, dtype=torch.bfloat16)
+        targets = torch.randint(0, vocab, (rows,))
+        tracker = StepMemTracker()
+        tracker.track_external(states, weight, targets)
+        with tracker:
+            tracker.set_phase(1, "eval")
+            with torch.no_grad():
+                out = ChunkedLogProbFunction.apply(states, weight, None, targets, 1.0, 32768, None, 1.0, ())
+            del out
+        return int(tracker.peaks["all"][0]) - (rows * hidden * 2 + vocab * hidden * 2 + rows * 8)
+
+
+@pytest.mark.skipif(not pinned_installed("torch", "trl"), reason="needs the test extra's torch and trl")
+@pytest.mark.parametrize("rows,cpu_mib", [(2048, 896), (16384, 1792)])
+def test_fused_head_working_set_under_no_grad_is_what_trl_allocates(rows, cpu_mib):
+    """Ground truth: TRL 1.16's fused head under no_grad; fused_head_nograd_bytes for CPU kernels is what it
+    allocates (flat from 4,096 rows), for CUDA (Triton folds the tile in place) only the bf16 tile."""
+    from trainlint.memory.estimate import fused_head_nograd_bytes
+
+    geometry = Geometry(vocab=151936, hidden=896, layers=1, heads=14, kv_heads=2, head_dim=64, intermediate=4864,
+                        params=0)
+    plan = Plan(geometry=geometry, batch=1, seq=rows, dtype_bytes=2, act_bytes=2)
+    cpu = fused_head_nograd_bytes(replace(plan, device="cpu"), rows)
+    assert cpu == cpu_mib * 2**20
+    # the per-row fp32 statistics (a few x 4 bytes per row) are not billed
+    assert 0 <= _fused_head_peak(rows, 896, 151936) - cpu <= 64 * rows
+    assert fused_head_nograd_bytes(plan, rows) == min(rows, 4096) * 32768 * 2

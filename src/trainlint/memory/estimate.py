@@ -98,6 +98,9 @@ class EvalPhase:
     logits: bool = True  # prediction_step builds [batch x seq x vocab] logits (False: the training loss path runs)
     kept_bytes: int = 0  # bytes per logit `all_preds` keeps on the GPU between steps (0: nothing kept)
     kept_batches: int | None = None  # eval batches kept on the GPU at the last step (None: not known; 1 counted)
+    reference_logits: bool = False  # a reference model's logits in the same eval step (TRL DPO's full-logits path)
+    fused_head: bool = False  # TRL >= 1.15's fused LM head scores the eval batch (fused_head_nograd_bytes)
+    per_example: int = 1  # rows per example (DPO: chosen + rejected), `batch` counting rows
 
 
 @dataclass(frozen=True)
@@ -728,6 +731,21 @@ def levers(p: Plan, est: Estimate):
 # of a tiny Llama, the slope over vocabularies 4,096 and 16,384): 10.0 for fp32 weights, 11.0 for bf16 weights.
 EVAL_STEP_BYTES = {4: 10, 2: 11}
 
+# TRL >= 1.15's fused LM head under no_grad (trl 1.16.0 kernels/chunked_logprob.py `ChunkedLogProbFunction.forward`,
+# l.340-370): one [min(rows, TOKEN_CHUNK_SIZE) x chunk_size] tile in the compute dtype (`mm_buf`; TOKEN_CHUNK_SIZE 4,096
+# l.31, chunk_size trainer/utils.py:1506 `_CHUNKED_LOGPROB_CHUNK_SIZE` 32,768) and per-row fp32 statistics. On CUDA the
+# Triton kernel folds each tile in place; without Triton (CPU) `_forward_tile` (l.235-245) adds three fp32 copies of
+# the tile (`tile.float()`, the transformed logits, `exp(z - m)`). Measured under FakeTensorMode: 1,792 MiB at 4,096
+# rows and more in bf16 on CPU (4,096 x 32,768 x (2 + 12)), 896 MiB at 2,048 rows, whatever the hidden size and
+# vocabulary (tests/test_eval_phase.py).
+FUSED_HEAD_ROWS, FUSED_HEAD_COLUMNS, FUSED_HEAD_CPU_EXTRA = 4096, 32768, 12
+
+
+def fused_head_nograd_bytes(p: Plan, tokens: int) -> int:
+    """The fused LM head's working set over `tokens` scored positions under no_grad (FUSED_HEAD_ROWS)."""
+    per_element = p.act_bytes + (FUSED_HEAD_CPU_EXTRA if p.device == "cpu" else 0)
+    return min(tokens, FUSED_HEAD_ROWS) * min(FUSED_HEAD_COLUMNS, p.geometry.vocab) * per_element
+
 
 def eval_logits_bytes(p: Plan) -> int:
     """The logits part of the evaluation step's peak. With logits: the step's forward and loss, plus the eval
@@ -745,6 +763,8 @@ def eval_logits_bytes(p: Plan) -> int:
             else 0
     elements = e.batch * p.seq * g.vocab
     step = elements * EVAL_STEP_BYTES.get(p.dtype_bytes, 11)
+    if e.reference_logits:  # the reference's logits, alive with the policy's (as logits_bytes bills in training)
+        step += elements * p.act_bytes
     if not e.kept_bytes:
         return step
     kept, n = elements * e.kept_bytes, max(e.kept_batches or 1, 1)
@@ -763,6 +783,10 @@ def eval_peak(p: Plan) -> int:
     if g.moe_dense_eval or g.moe_dense_train:  # every expert's tensors for every token (transient under no_grad)
         evaluated = replace(evaluated, geometry=replace(g, moe_top_k=g.moe_experts))
     layer = activation_bytes_per_layer(evaluated, e.batch * p.seq)
+    if e.fused_head and not e.logits:
+        # no logits-sized tensor: the head runs after the last layer's tensors are freed, so the step peaks at the
+        # larger of one layer's working set and the head's (bench/measure_rl.py, DPO's eval step)
+        return w + models_bytes(p) + opt + max(layer, fused_head_nograd_bytes(p, e.batch * p.seq))
     return w + models_bytes(p) + opt + layer + eval_logits_bytes(p)
 
 
@@ -777,11 +801,14 @@ def logps_forward_bytes(p: Plan, rows: int, completion: int) -> int:
     vocab] logits (TRL keeps `logits[:, -logits_to_keep:]`), their copy divided by the temperature
     (`logits / self.temperature`: 0.17.0 grpo_trainer.py:830, 1.14.2 the same), and selective_log_softmax's
     temporary (fp32/fp64: `torch.logsumexp`, one more full-size tensor; 16-bit: a per-row log_softmax loop, one row:
-    trl/trainer/utils.py `selective_log_softmax`). With the fused LM head (TRL >= 1.15) the chunked head's constant."""
+    trl/trainer/utils.py `selective_log_softmax`). With the fused LM head (TRL >= 1.15) its no-grad working set
+    (fused_head_nograd_bytes): CUDA scores the labelled positions only (trl 1.16.0 trainer/utils.py:1640-1646,
+    `compact` under Triton), the CPU path every position of prompt + completion."""
     g = p.geometry
     elements = rows * completion * g.vocab
     if p.generation is not None and p.generation.fused_logps:
-        return int(min(CHUNKED_LOSS_BYTES, elements * p.act_bytes))
+        scored = completion if p.device == "cuda" else p.generation.prompt + p.generation.completion
+        return fused_head_nograd_bytes(p, rows * scored)
     temp = elements * p.act_bytes if p.act_bytes >= 4 else completion * g.vocab * 4
     return 2 * elements * p.act_bytes + temp
 
@@ -798,8 +825,10 @@ def generation_parts(p: Plan) -> tuple[tuple[str, int], ...]:
         return ()
     g = p.geometry
     tokens = gen.prompt + gen.completion
-    scoring = logps_forward_bytes(p, gen.logps_rows, gen.completion) + activation_bytes_per_layer(
-        replace(p, lora_r=None), gen.logps_rows * tokens)
+    layer = activation_bytes_per_layer(replace(p, lora_r=None), gen.logps_rows * tokens)
+    head = logps_forward_bytes(p, gen.logps_rows, gen.completion)
+    # the fused head runs after the last layer's tensors are freed (no logits-sized tensor outlives it)
+    scoring = max(layer, head) if gen.fused_logps else head + layer
     if gen.vllm is not None:
         return (("logps", scoring),)
     kv = kv_cache_bytes(g, gen.rows, tokens, p.act_bytes)

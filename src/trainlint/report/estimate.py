@@ -143,7 +143,8 @@ def _eval_line(r: Report) -> str | None:
         return None
     what = ("logits kept on the GPU for " + (f"{e.kept_batches} eval batches" if e.kept_batches else "1 eval batch")
             if e.kept_bytes else "the logits of one eval batch" if e.logits else "no logits (fused loss)")
-    return f"evaluation step (eval batch {e.batch}, {what}): {fmt_bytes(r.eval_peak)}"
+    batch = f"{e.batch // e.per_example} pairs, {e.batch} rows" if e.per_example == 2 else f"{e.batch}"
+    return f"evaluation step (eval batch {batch}, {what}): {fmt_bytes(r.eval_peak)}"
 
 
 def _generation_line(r: Report) -> str | None:

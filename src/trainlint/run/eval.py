@@ -8,8 +8,16 @@ unless `args.batch_eval_metrics` (a field since 4.41.0: knowledge/arguments.json
 accelerate wraps the forward in `convert_outputs_to_fp32` (accelerate 1.15.0 accelerator.py `prepare_model`), so the
 kept logits are fp32. TRL: `SFTTrainer` keeps Trainer's `evaluation_loop` (trl 0.12.0 defines no `prediction_step`;
 trl 1.16.0 sft_trainer.py:1679 defines one that still returns `outputs.logits` unless `prediction_loss_only`,
-recomputed by a forward without labels, l.1666-1674); DPO, KTO, GRPO and distillation trainers override
-`prediction_step` (their eval logits are not the vocabulary's) and are not counted.
+recomputed by a forward without labels, l.1666-1674); KTO, GRPO and distillation trainers override
+`prediction_step` and are not counted.
+
+TRL's DPOTrainer overrides `prediction_step` to run its training loss under no_grad on the eval batch: chosen and
+rejected concatenated (2 x per_device_eval_batch_size rows), the reference's forward too (trl 0.8.6
+dpo_trainer.py:1158-1159, 0.19.1 :1761-1762 and 0.26.2 :1887-1888 `get_batch_loss_metrics(..., train_eval="eval")`,
+whose "logits" are scalar metrics; 0.29.1 :1468-1474, 1.13.0 :1805-1814 and 1.16.0 :1712-1720 `compute_loss`, which
+returns `outputs.logits`, the vocabulary's, when `prediction_loss_only` is off, i.e. with `compute_metrics`). So its
+eval step is the training loss path at the eval batch: full logits where training has them (<= 1.14 without Liger),
+the fused LM head from 1.15 (bench/measure_rl.py measures it at full size, TRL 1.16).
 """
 
 from __future__ import annotations
@@ -74,6 +82,9 @@ def eval_phase(ctx: FileContext, loss: str) -> Decided[EvalPhase | None]:
     from trainlint.memory.estimate import EvalPhase
 
     notes: list[str] = []
+    dpo = next((t for t in ctx.facts.trainers if t.class_name == "DPOTrainer" and t.library == "trl"), None)
+    if dpo is not None:
+        return _dpo_eval(ctx, dpo, loss)
     trainer = next((t for t in ctx.facts.trainers if t.class_name in TRAINERS), None)
     if trainer is None or trainer.call.kw("eval_dataset").unset or trainer.call.kw("eval_dataset").is_(None):
         return Decided(None, None, True, "no evaluation loop with an eval_dataset")
@@ -106,11 +117,62 @@ def eval_phase(ctx: FileContext, loss: str) -> Decided[EvalPhase | None]:
         return decided(EvalPhase(eval_batch), "the logits are reduced before they are kept")
     mixed = arg("bf16").is_(True) or arg("fp16").is_(True)  # accelerate's convert_outputs_to_fp32
     kept = 4 if mixed else byte_widths(ctx, training_model(ctx)).value[0]
+    batches = _kept_batches(ctx, trainer, args, eval_batch, notes)
+    return decided(EvalPhase(eval_batch, kept_bytes=kept, kept_batches=batches), "the evaluation loop keeps the logits")
+
+
+def _kept_batches(ctx: FileContext, trainer: TrainerCall, args: ArgsObject | None, eval_batch: int,
+                  notes: list[str]) -> int | None:
+    """The eval batches whose logits the loop holds on the GPU at once: the whole eval set, or
+    `eval_accumulation_steps` (l.3090: moves all_preds to the CPU every N steps); None when neither is written."""
     evalset = next((e for e in ctx.facts.eval_sets if e.trainer_index == trainer.call.index), None)
     batches = -(-evalset.size // eval_batch) if evalset is not None and evalset.size else None
-    steps = arg("eval_accumulation_steps")  # l.3090: moves all_preds to the CPU every N steps
+    steps = args.get("eval_accumulation_steps") if args is not None else UNSET
     if steps.known and isinstance(steps.value, int) and steps.value > 0:
         batches = min(batches, steps.value) if batches else steps.value
     elif batches is None:
         notes.append("eval set size not written: the eval logits kept on the GPU counted for one eval batch")
-    return decided(EvalPhase(eval_batch, kept_bytes=kept, kept_batches=batches), "the evaluation loop keeps the logits")
+    return batches
+
+
+def _eval_batch(args: ArgsObject | None, notes: list[str]) -> int:
+    batch = args.get("per_device_eval_batch_size") if args is not None else UNSET
+    if batch.known and isinstance(batch.value, int) and batch.value > 0:
+        return batch.value
+    notes.append("eval batch 8: TrainingArguments' per_device_eval_batch_size default")
+    return 8
+
+
+def _dpo_eval(ctx: FileContext, trainer: TrainerCall, loss: str) -> Decided[EvalPhase | None]:
+    """TRL DPOTrainer's evaluation step (module docstring): its loss under no_grad on 2 x the eval batch."""
+    from trainlint.knowledge import trl_trainers as T
+    from trainlint.memory.estimate import EvalPhase
+
+    if trainer.call.kw("eval_dataset").unset or trainer.call.kw("eval_dataset").is_(None):
+        return Decided(None, None, True, "no evaluation loop with an eval_dataset")
+    args = ctx.trainer_args(trainer)
+    runs = evaluates(ctx, trainer, args)
+    if not runs:
+        return Decided(None, trainer.call.span, runs is False, "the evaluation loop does not run, or not known to")
+    notes: list[str] = []
+    trl = ctx.versions.trl
+    row = T.loss_row("DPOTrainer", trl)
+    pairs = _eval_batch(args, notes)
+    rows = pairs * (row.rows if row is not None else 2)
+    full = loss == "full"
+    precompute = args.get("precompute_ref_log_probs").is_(True) if args is not None else False
+    metrics = trainer.call.kw("compute_metrics")
+    kept, batches = 0, None
+    if full and not (metrics.unset or metrics.is_(None)) and trl.at_least(0, 29):
+        # 0.29-1.14 return the vocabulary logits to the loop, which keeps them (fp32 under mixed precision)
+        mixed = args is not None and (args.get("bf16").is_(True) or args.get("fp16").is_(True))
+        kept = 4 if mixed else byte_widths(ctx, training_model(ctx)).value[0]
+        batches = _kept_batches(ctx, trainer, args, pairs, notes)
+        notes.append("compute_metrics with DPOTrainer: the eval loop keeps chosen + rejected logits of each eval batch")
+    notes.append(f"DPOTrainer evaluates chosen and rejected together: {rows} rows per eval step "
+                 f"({pairs} pairs)")
+    phase = EvalPhase(rows, per_example=rows // pairs, logits=full, kept_bytes=kept, kept_batches=batches,
+                      reference_logits=full and not precompute and row is not None and row.reference == "ref",
+                      fused_head=row is not None and not row.full_logits)
+    return Decided(phase, trainer.call.span, not any(n.startswith("eval batch 8") for n in notes),
+                   "DPOTrainer's loss under no_grad at the eval batch", tuple(notes))
