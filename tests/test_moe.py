@@ -337,3 +337,41 @@ def test_llama4_runs_every_expert_on_every_token(trained):
     assert measured == estimated(8, True) - estimated(4, True)
     assert measured == tokens * 4 * ((8 if trained else 6) * width + (4 if trained else 2) * hidden + 6)
     assert estimated(8, False) - estimated(4, False) == tokens * 4 * 4  # what top-k routing would have billed
+
+
+AXOLOTL_SCOUT_QLORA = """\
+base_model: meta-llama/Llama-4-Scout-17B-16E-Instruct
+model_type: Llama4ForConditionalGeneration
+llama4_linearized_experts: true
+load_in_4bit: true
+adapter: qlora
+lora_r: 16
+lora_target_modules: [q_proj, k_proj, v_proj, o_proj]
+sequence_len: 4096
+micro_batch_size: 1
+bf16: true
+gradient_checkpointing: true
+datasets:
+  - path: tatsu-lab/alpaca
+    type: alpaca
+"""
+
+
+def test_axolotl_linearized_llama4_experts_are_quantized_with_the_base(tmp_path):
+    """axolotl's llama4_linearized_experts makes every expert an nn.Linear, which load_in_4bit quantizes; without it
+    transformers' 3D expert parameters stay 16-bit (bitsandbytes replaces Linear modules only)."""
+    from click.testing import CliRunner
+
+    from trainlint.cli import main
+
+    def weights(text: str, name: str) -> int:
+        (tmp_path / name).write_text(text)
+        out = CliRunner().invoke(main, ["estimate", str(tmp_path / name), "--format", "json"]).output
+        return json.loads(out)["consumers"]["weights"]
+
+    linear = weights(AXOLOTL_SCOUT_QLORA, "linear.yaml")
+    fused = weights(AXOLOTL_SCOUT_QLORA.replace("llama4_linearized_experts: true\n", ""), "fused.yaml")
+    experts = 48 * 16 * 3 * 5120 * 8192
+    # the experts at 2 bytes instead of NF4's 0.52 per parameter
+    assert abs((fused - linear) - experts * (2 - 0.52)) < 0.01 * experts
+    assert 50 * 2**30 < linear < 60 * 2**30 < 180 * 2**30 < fused

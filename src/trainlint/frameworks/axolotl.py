@@ -15,6 +15,7 @@ from trainlint.facts.values import UNKNOWN, UNSET, Value
 from trainlint.frameworks import knowledge as K
 from trainlint.frameworks.synth import ORIGIN, Counter, Keys, Mapped, Problem, call, default, local_file
 from trainlint.knowledge.libraries import CHUNKED_UPCAST_CHUNKS, CHUNKED_UPCAST_PATCH
+from trainlint.knowledge.moe import LLAMA4_LINEARIZED
 from trainlint.knowledge.versions import parse_version
 
 # axolotl 0.19.0 utils/schemas/enums.py RLType -> the TRL trainer core/builders/rl.py builds for it.
@@ -124,6 +125,8 @@ def map_axolotl(keys: Keys, path: Path, display: str, release: str, note: str) -
                       attention, UNSET, UNSET, dtype,
                       Value("known", quant, None, ORIGIN), (), None, "model", anchor)
     calls = [load]
+    if keys.raw("llama4_linearized_experts") is True:  # knowledge/moe.py LLAMA4_LINEARIZED
+        calls.append(call(LLAMA4_LINEARIZED, {}, keys.line_span("llama4_linearized_experts") or here, n))
 
     adapter = keys.raw("adapter")
     if isinstance(adapter, str) and adapter:

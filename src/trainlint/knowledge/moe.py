@@ -45,6 +45,12 @@ FUSED_IN_4 = frozenset({"gpt_oss", "llama4", "llama4_text"})
 # top-k x tokens' (tests/test_moe.py measures it on a model transformers builds).
 DENSE_DISPATCH = frozenset({"llama4", "llama4_text"})
 
+# axolotl's `llama4_linearized_experts: true` replaces Llama4TextExperts with one nn.Linear per expert and projection
+# (axolotl 0.18.0 monkeypatch/models/llama4/modeling.py:13-50, `patch_llama4_linearized_modeling`, applied by
+# loaders/patch_manager.py:434-442): bitsandbytes then quantizes the experts like any Linear. The qualname the axolotl
+# front end gives that call (frameworks/axolotl.py), which run/model.py reads.
+LLAMA4_LINEARIZED = "axolotl.monkeypatch.models.llama4.modeling.patch_llama4_linearized_modeling"
+
 # model_type -> how its routed layers are counted; families not listed are read from the keys alone
 _ALL_SPARSE = frozenset({"mixtral", "olmoe", "gpt_oss", "phimoe", "granitemoe", "jetmoe"})
 

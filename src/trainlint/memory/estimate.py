@@ -71,6 +71,9 @@ class Geometry:
     # which PEFT reaches only through `target_parameters`; 4.x: one nn.Linear MLP per expert in a loop
     # (4.57.1 models/olmoe/modeling_olmoe.py:583, :607), matched by target_modules like any Linear
     fused_experts: bool = True
+    # axolotl's `llama4_linearized_experts`: one nn.Linear per expert and projection (experts.gate_projs.N, up_projs.N,
+    # down_projs.N), so 4-/8-bit loading quantizes them; no bare MLP target name reaches them
+    experts_linearized: bool = False
     router_logits: bool = False  # output_router_logits: every sparse layer's router logits kept for the aux loss
     # GPT-OSS on transformers 4.x runs every expert on every token outside training (4.55.0
     # models/gpt_oss/modeling_gpt_oss.py:115-125: `hidden_states.repeat(num_experts, 1)` and a bmm over all experts)
@@ -247,7 +250,7 @@ def _lora_module_params(g: Geometry, r: int, names: tuple[str, ...]) -> int:
             total += g.dense_layers * r * sum(_mlp_dims(name, g.hidden, g.intermediate))
             if g.moe_shared:
                 total += g.moe_layers * r * sum(_mlp_dims(name, g.hidden, g.moe_shared))
-        if name in EXPERT_LINEAR and not g.fused_experts:
+        if name in EXPERT_LINEAR and not g.fused_experts and not g.experts_linearized:
             total += g.moe_layers * g.moe_experts * r * sum(_mlp_dims(EXPERT_LINEAR[name], g.hidden,
                                                                        g.moe_intermediate))
     return total
@@ -426,7 +429,7 @@ def _moe_lora_activations(g: Geometry, r: int, name: str, sparse: bool) -> int:
     out = 0
     if g.moe_shared and name in MLP:
         out += 5 * _mlp_dims(kind, g.hidden, g.moe_shared)[0] + 4 * r
-    if not g.fused_experts:
+    if not g.fused_experts and not g.experts_linearized:
         out += g.moe_top_k * (5 * _mlp_dims(kind, g.hidden, g.moe_intermediate)[0] + 4 * r)
     return out
 

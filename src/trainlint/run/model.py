@@ -13,7 +13,7 @@ from trainlint.knowledge.heads import DEFAULT_NUM_LABELS, head_for
 from trainlint.knowledge.libraries import (ATTENTION_DROPOUT_BY_DEFAULT, EAGER_SOFTMAX_MODEL_DTYPE, SANDWICH_NORMS,
                                           SOFTCAPPED)
 from trainlint.knowledge.models import ModelSpec, tied_default
-from trainlint.knowledge.moe import FUSED_IN_4, PEFT_CONVERTS
+from trainlint.knowledge.moe import FUSED_IN_4, LLAMA4_LINEARIZED, PEFT_CONVERTS
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # (the estimator is imported only when a run is estimated: a one-file check stays light)
@@ -106,6 +106,13 @@ def _moe_fields(ctx: FileContext, model: ModelLoad, spec: ModelSpec, assumptions
     if moe is None:
         return {}
     fused = ctx.versions.transformers.at_least(5) or spec.model_type in FUSED_IN_4
+    # axolotl's `llama4_linearized_experts` swaps Llama4TextExperts for per-expert nn.Linear modules (axolotl 0.18.0
+    # monkeypatch/models/llama4/modeling.py:13-50, applied by loaders/patch_manager.py:434-442)
+    linearized = spec.model_type in ("llama4", "llama4_text") and any(
+        c.qualname == LLAMA4_LINEARIZED for c in ctx.facts.calls)
+    if linearized:
+        fused = False
+        assumptions.append("llama4_linearized_experts: every expert is an nn.Linear (quantized with the base)")
     asked = model.call.kw("output_router_logits")
     router = asked.value is True if asked.known else moe.output_router_logits
     if asked.known and asked.value is True:
@@ -113,7 +120,8 @@ def _moe_fields(ctx: FileContext, model: ModelLoad, spec: ModelSpec, assumptions
                            f"(router_aux_loss_coef {moe.aux_loss_coef})")
     return dict(moe_experts=moe.experts, moe_top_k=moe.top_k, moe_intermediate=moe.expert_intermediate,
                 moe_layers=moe.sparse_layers, moe_shared=moe.shared_intermediate, fused_experts=fused,
-                router_logits=router, peft_converts=spec.model_type in PEFT_CONVERTS,
+                experts_linearized=linearized,
+                router_logits=router, peft_converts=spec.model_type in PEFT_CONVERTS and not linearized,
                 moe_dense_eval=spec.model_type == "gpt_oss" and not ctx.versions.transformers.at_least(5),
                 moe_dense_train=moe.dense_dispatch)
 
