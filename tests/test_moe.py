@@ -223,6 +223,15 @@ def test_gpt_oss_on_transformers_4_evaluates_every_expert():
     assert eval_peak(dense) - eval_peak(plan) == 4 * 1024 * 28 * (8 * 128 + 4 * 256 + 32)
 
 
+AXOLOTL_TAIL = """\
+micro_batch_size: 1
+bf16: true
+gradient_checkpointing: true
+datasets:
+  - path: tatsu-lab/alpaca
+    type: alpaca
+"""
+
 AXOLOTL_OLMOE = """\
 base_model: allenai/OLMoE-1B-7B-0924
 adapter: lora
@@ -232,13 +241,7 @@ lora_dropout: 0.0
 lora_target_modules: [q_proj, k_proj, v_proj, o_proj]
 lora_target_parameters: [mlp.experts.gate_up_proj, mlp.experts.down_proj]
 sequence_len: 2048
-micro_batch_size: 1
-bf16: true
-gradient_checkpointing: true
-datasets:
-  - path: tatsu-lab/alpaca
-    type: alpaca
-"""
+""" + AXOLOTL_TAIL
 
 
 def test_axolotl_lora_target_parameters_reach_the_experts(tmp_path):
@@ -348,13 +351,7 @@ adapter: qlora
 lora_r: 16
 lora_target_modules: [q_proj, k_proj, v_proj, o_proj]
 sequence_len: 4096
-micro_batch_size: 1
-bf16: true
-gradient_checkpointing: true
-datasets:
-  - path: tatsu-lab/alpaca
-    type: alpaca
-"""
+""" + AXOLOTL_TAIL
 
 
 def test_axolotl_linearized_llama4_experts_are_quantized_with_the_base(tmp_path):
