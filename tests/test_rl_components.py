@@ -317,3 +317,57 @@ def test_use_liger_kernel_fuses_grpo_loss_only_from_0_25(tmp_path, trl, path):
     layers and `_get_per_token_logps` reads `outputs.logits`; from 0.25 use_liger_kernel is the flag (open-r1's
     recipes on TRL 0.18: realrepos-dev openr1_grpo_use_liger_kernel_not_loss)."""
     assert run_of(tmp_path, grpo(", use_liger_kernel=True"), trl).loss.path.value == path
+
+
+# --- PPO (0.12-1.12) and RLOO (< 0.22): their own rollout loop keeps every generated token's fp32 logits ----------
+PPO_ROLLOUT = '''
+from transformers import AutoModelForCausalLM, AutoModelForSequenceClassification
+from trl import PPOConfig, PPOTrainer
+
+policy = AutoModelForCausalLM.from_pretrained("Qwen/Qwen2.5-0.5B", torch_dtype="bfloat16")
+ref_policy = AutoModelForCausalLM.from_pretrained("Qwen/Qwen2.5-0.5B", torch_dtype="bfloat16")
+value_model = AutoModelForSequenceClassification.from_pretrained("Qwen/Qwen2.5-0.5B", num_labels=1)
+reward_model = AutoModelForSequenceClassification.from_pretrained("Qwen/Qwen2.5-0.5B", num_labels=1)
+args = PPOConfig(output_dir="out", per_device_train_batch_size=2, gradient_accumulation_steps=32,
+                 response_length=1024, gradient_checkpointing=True{extra})
+trainer = PPOTrainer(args=args, processing_class=tok, model=policy, ref_model=ref_policy,
+                     reward_model=reward_model, value_model=value_model, train_dataset=ds)
+trainer.train()
+'''
+
+
+def test_ppo_rollout_keeps_every_rows_generation_logits(tmp_path):
+    run = run_of(tmp_path, PPO_ROLLOUT.format(extra=""), trl="0.19.1")
+    gen = run.generation.value
+    assert (gen.trainer, gen.rows, gen.completion, gen.logps_rows, gen.kept_logits) == (
+        "PPOTrainer", 64, 1024, 64, True)
+    plan = plan_for(run.ctx, Overrides())[0]
+    kept = 64 * 1024 * 151936 * 4
+    from trainlint.memory.estimate import generation_parts
+
+    # all 64 rows scored at once: the reference's logits over prompt + response beside the kept ones
+    parts = dict(generation_parts(plan))
+    assert parts["generation_logits"] == kept and parts["logps"] > kept
+    # scored 16 rows at a time: the peak is batch_generation's `pad`, a second copy of every row's logits
+    (tmp_path / "c").mkdir()
+    chunked = plan_for(run_of(tmp_path / "c", PPO_ROLLOUT.format(extra=", local_rollout_forward_batch_size=16"),
+                              trl="0.19.1").ctx, Overrides())[0]
+    assert chunked.generation.logps_rows == 16 and dict(generation_parts(chunked)) == {"generation_logits": 2 * kept}
+
+
+@pytest.mark.parametrize("trainer,trl,kept", [("PPOTrainer", "0.11.4", None), ("PPOTrainer", "1.10.0", True),
+                                              ("RLOOTrainer", "0.21.0", True), ("RLOOTrainer", "0.22.2", False)])
+def test_rollout_loop_per_version(tmp_path, trainer, trl, kept):
+    """PPO's step API before 0.12 generates outside the trainer (no phase); RLOO from 0.22 is GRPO-shaped."""
+    source = PPO_ROLLOUT.format(extra="") if trainer == "PPOTrainer" else RLOO_OWN_LOOP
+    gen = run_of(tmp_path, source, trl=trl).generation.value
+    assert (gen.kept_logits if gen is not None else None) == kept
+
+
+RLOO_OWN_LOOP = '''
+from trl import RLOOConfig, RLOOTrainer
+
+args = RLOOConfig(output_dir="out", per_device_train_batch_size=4, gradient_accumulation_steps=4)
+trainer = RLOOTrainer(model="Qwen/Qwen2.5-0.5B", reward_funcs=reward, args=args, train_dataset=ds)
+trainer.train()
+'''

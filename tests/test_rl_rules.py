@@ -146,3 +146,27 @@ def test_rl_rules_stay_off_framework_configs(tmp_path):
     r = subprocess.run([sys.executable, "-m", "trainlint", "check", "--no-cache", "--select", "TL303,TL304,TL702",
                         "dpo.yaml"], cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert r.returncode == 0 and "TL304" not in r.stdout, r.stdout + r.stderr
+
+
+PPO_ROLLOUT = '''\
+from transformers import AutoModelForCausalLM, AutoModelForSequenceClassification
+from trl import PPOConfig, PPOTrainer
+
+policy = AutoModelForCausalLM.from_pretrained("Qwen/Qwen2.5-0.5B", torch_dtype="bfloat16")
+ref_policy = AutoModelForCausalLM.from_pretrained("Qwen/Qwen2.5-0.5B", torch_dtype="bfloat16")
+value_model = AutoModelForSequenceClassification.from_pretrained("Qwen/Qwen2.5-0.5B", num_labels=1)
+reward_model = AutoModelForSequenceClassification.from_pretrained("Qwen/Qwen2.5-0.5B", num_labels=1)
+args = PPOConfig(output_dir="out", per_device_train_batch_size=2, gradient_accumulation_steps={accum},
+                 response_length={length}, gradient_checkpointing=True, local_rollout_forward_batch_size=16)
+trainer = PPOTrainer(args=args, processing_class=tok, model=policy, ref_model=ref_policy,
+                     reward_model=reward_model, value_model=value_model, train_dataset=ds)
+'''
+
+
+def test_tl303_ppo_rollout_keeps_every_generated_tokens_logits(lint):
+    found = only(lint(PPO_ROLLOUT.format(accum=32, length=1024), files=pins("0.19.1")), "TL303")
+    assert len(found) == 1
+    assert ("the rollout keeps every generated token's fp32 logits, [64 x 1,024 x 151,936] ~37.1 GiB, copied once "
+            "more when batch_generation pads them") in found[0][1]
+    # 4 rows of 256 tokens per rollout: ~0.6 GiB of logits, twice, stays within the training step
+    assert not only(lint(PPO_ROLLOUT.format(accum=2, length=256), files=pins("0.19.1")), "TL303")

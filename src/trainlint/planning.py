@@ -94,12 +94,16 @@ def plan_for(ctx: FileContext, overrides: Overrides) -> tuple[Plan, ModelLoad, l
     logits_seq = None
     if gen.value is not None:
         g = gen.value
-        generation = GenerationPhase(g.rows, g.prompt, g.completion, g.logps_rows, g.fused_logps, g.vllm)
+        generation = GenerationPhase(g.rows, g.prompt, g.completion, g.logps_rows, g.fused_logps, g.vllm,
+                                     kept_logits=g.kept_logits)
         if not overrides.seq and (seq is None or not shape.seq_len.certain):
             seq = g.prompt + g.completion  # the training forward runs on prompt + completion
             unknown = [u for u in unknown if u != "sequence length"]
         logits_seq = min(g.completion, seq)  # logits_to_keep: only the completion's logits
-        if g.rows != (batch or g.rows) and not T.counts_completions(g.trainer, run.versions.trl) and batch:
+        # (GRPO 0.14 trains on prompts x num_generations; PPO's and old RLOO's micro-batch is the batch itself, the
+        # rollout's rows are split into per_device_train_batch_size micro-batches: 0.19.1 ppo_trainer.py:542-549)
+        if g.rows != (batch or g.rows) and not T.counts_completions(g.trainer, run.versions.trl) and batch \
+                and not g.kept_logits:
             batch = batch * (g.rows // batch) if g.rows % batch == 0 else batch
     sharding = run.sharding
     notes += sharding.notes

@@ -281,7 +281,24 @@ def reference_dtype_source(trainer: str, trl: LibraryVersion) -> str:
 # | vLLM: `vllm_mode` default "colocate" | >= 1.0 | 1.0.0 grpo_config.py:502-503; 1.16.0 :594-595 |
 # | `vllm_gpu_memory_utilization` default 0.9 (then vLLM had its own GPU) | 0.14-0.17 | 0.14.0 grpo_config.py:138-139; 0.15.2 :180-181 |
 # | `vllm_gpu_memory_utilization` default 0.3 ("only applies to colocation mode") | >= 0.18 | 0.18.2 grpo_config.py:365-366, grpo_trainer.py:503; 1.16.0 :656-657 |
-GENERATING = frozenset({"GRPOTrainer", "RLOOTrainer", "OnlineDPOTrainer"})
+GENERATING = frozenset({"GRPOTrainer", "RLOOTrainer", "OnlineDPOTrainer", "PPOTrainer"})
+
+
+def rollout_loop(trainer: str, trl: LibraryVersion) -> bool:
+    """PPO (0.12-1.12, trl.experimental.ppo from 0.26) and RLOO before 0.22 run their own rollout loop: the policy
+    generates `per_device_train_batch_size x gradient_accumulation_steps` rows (RLOO: prompts repeated `rloo_k` times)
+    in chunks of `local_rollout_forward_batch_size` (default 64) with `output_scores=True`, and `batch_generation`
+    keeps every generated token's logits of every row until the scoring loop ends: fp32 (transformers' `_sample` casts
+    them, 4.57.6 generation/utils.py:2802), `torch.stack`ed per chunk then `pad`ded into one tensor (a second copy).
+    The scoring loop then runs the reference, value and reward forwards per chunk. Read in trl 0.14.0
+    trainer/ppo_trainer.py:426-440 and utils.py:1353 `batch_generation`, 0.19.1 ppo_trainer.py:427-440,
+    utils.py:1418-1447 (stack in `generate` :1413, `output_scores=True` :1411), rloo_trainer.py:308, :321; 0.11.4
+    rloo_trainer.py:296; 0.26.2 experimental/ppo/ppo_trainer.py:511; 1.10.0 experimental/ppo/ppo_trainer.py:690.
+    Defaults (OnPolicyConfig: 0.19.1 utils.py:1102-1125; 1.10.0 experimental/ppo/ppo_config.py:133-154):
+    response_length 53, local_rollout_forward_batch_size 64; RLOOConfig rloo_k 2 (0.19.1 rloo_config.py:87)."""
+    if trainer == "PPOTrainer":
+        return _at(trl, (0, 12), (1, 13))
+    return trainer == "RLOOTrainer" and _at(trl, (0, 9), (0, 22))
 
 
 def counts_completions(trainer: str, trl: LibraryVersion) -> bool:

@@ -119,6 +119,9 @@ class GenerationPhase:
     logps_rows: int
     fused_logps: bool = False
     vllm: str | None = None
+    # PPO / old RLOO (knowledge/trl_trainers.py rollout_loop): every row's generated-token logits kept in fp32 through
+    # the scoring loop, generated `logps_rows` rows at a time
+    kept_logits: bool = False
 
 
 @dataclass(frozen=True)
@@ -183,6 +186,7 @@ ROWS = {
     "kv_cache": "KV cache of generate (transient)",
     "generate_step": "Decoding step (transient)",
     "logps": "Log-probabilities forward, no grad (transient)",
+    "generation_logits": "Generated tokens' logits kept for scoring (fp32)",
 }
 
 
@@ -834,6 +838,17 @@ def generation_parts(p: Plan) -> tuple[tuple[str, int], ...]:
     scoring = max(layer, head) if gen.fused_logps else head + layer
     if gen.vllm is not None:
         return (("logps", scoring),)
+    if gen.kept_logits:
+        # batch_generation: each chunk of logps_rows rows generates with its own cache while the logits of the rows
+        # before it are kept (fp32); `pad` copies them all at the end (2 x); the scoring loop holds them while each
+        # chunk's reference forward builds its logits (`scoring`). The phase peaks at the largest of the three.
+        kept = gen.rows * gen.completion * g.vocab * 4
+        kv = kv_cache_bytes(g, gen.logps_rows, tokens, p.act_bytes)
+        step = activation_bytes_per_layer(replace(p, lora_r=None), gen.logps_rows) + gen.logps_rows * g.vocab * 4
+        moments = ((("generation_logits", 2 * kept),),
+                   (("generation_logits", kept), ("kv_cache", kv), ("generate_step", step)),
+                   (("generation_logits", kept), ("logps", scoring)))
+        return max(moments, key=lambda parts: sum(b for _, b in parts))
     kv = kv_cache_bytes(g, gen.rows, tokens, p.act_bytes)
     step = activation_bytes_per_layer(replace(p, lora_r=None), gen.rows) + gen.rows * g.vocab * 4
     return (("kv_cache", kv), ("generate_step", step)) if kv + step >= scoring else (("logps", scoring),)

@@ -42,7 +42,13 @@ def check(self: Rule, ctx: FileContext):
         return
     g = plan.generation
     part, size = max(generation_parts(plan), key=lambda kv: kv[1])
-    if part == "kv_cache":
+    if part == "generation_logits":
+        what = (f"the rollout keeps every generated token's fp32 logits, [{g.rows} x {g.completion:,} x "
+                f"{plan.geometry.vocab:,}] ~{fmt_bytes(g.rows * g.completion * plan.geometry.vocab * 4)}, copied once "
+                f"more when batch_generation pads them")
+        advice = ("generate fewer rows per rollout (per_device_train_batch_size x gradient_accumulation_steps) or "
+                  "shorter responses (response_length)")
+    elif part == "kv_cache":
         what = (f"HF generate's KV cache for {g.rows} completions x {g.prompt + g.completion:,} tokens is "
                 f"~{fmt_bytes(size)}")
         advice = "generate fewer completions at once (steps_per_generation / generation_batch_size), or use vLLM"

@@ -228,6 +228,7 @@ class Generation:
     vllm: str | None
     vllm_share: float
     span: Span | None = None
+    kept_logits: bool = False  # PPO / old RLOO keep every generated token's fp32 logits (T.rollout_loop)
 
 
 def _int(v, default: int) -> tuple[int, bool]:
@@ -241,9 +242,11 @@ def generation_phase(ctx: FileContext) -> Decided[Generation | None]:
     if trainer is None or trainer.class_name not in T.GENERATING:
         return Decided(None, None, True, "no generating trainer")
     name, trl = trainer.class_name, ctx.versions.trl
-    if name == "RLOOTrainer" and not T.at(trl, (0, 22)):
-        return Decided(None, None, True, "RLOO <= 0.21 runs its own loop (not modelled)")
     get = lambda key: _args_value(ctx, trainer, key)  # noqa: E731
+    if T.rollout_loop(name, trl):
+        return _rollout(trainer, get, trl)
+    if name == "PPOTrainer":
+        return Decided(None, None, True, f"PPOTrainer in TRL {trl.version}: no rollout loop of its own modelled")
     notes: list[str] = []
     batch, sure_b = _int(get("per_device_train_batch_size"), 8)
     gens, sure_g = _int(get("num_generations"), 2 if name in ("RLOOTrainer", "OnlineDPOTrainer") else 8)
@@ -292,3 +295,24 @@ def generation_phase(ctx: FileContext) -> Decided[Generation | None]:
             notes.append(f"vllm_gpu_memory_utilization {share}: the default in TRL {trl.version}")
     gen = Generation(name, rows, prompt, completion, logps_rows, fused, vllm, share, trainer.call.span)
     return Decided(gen, trainer.call.span, not notes, "generation", tuple(notes))
+
+
+def _rollout(trainer, get, trl) -> Decided[Generation | None]:
+    """PPO's / old RLOO's rollout (knowledge/trl_trainers.py rollout_loop): all the rows' generation logits kept."""
+    name = trainer.class_name
+    notes: list[str] = []
+    batch, sure_b = _int(get("per_device_train_batch_size"), 8)
+    accum, _ = _int(get("gradient_accumulation_steps"), 1)
+    completion, sure_c = _int(get("response_length"), 53)
+    chunk, _ = _int(get("local_rollout_forward_batch_size"), 64)
+    prompt, sure_p = _int(get("max_prompt_length"), 512)
+    if not sure_b:
+        notes.append(f"per_device_train_batch_size {batch}: the default")
+    if not sure_c:
+        notes.append(f"response_length {completion}: {name}'s default in TRL {trl.version}")
+    if not sure_p:
+        notes.append(f"prompts of {prompt} tokens assumed (the dataset's, not a config field)")
+    rows = batch * accum
+    gen = Generation(name, rows, prompt, completion, min(chunk, rows), False, None, 0.0, trainer.call.span,
+                     kept_logits=True)
+    return Decided(gen, trainer.call.span, not notes, "rollout", tuple(notes))
