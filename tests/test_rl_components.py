@@ -371,3 +371,13 @@ args = RLOOConfig(output_dir="out", per_device_train_batch_size=4, gradient_accu
 trainer = RLOOTrainer(model="Qwen/Qwen2.5-0.5B", reward_funcs=reward, args=args, train_dataset=ds)
 trainer.train()
 '''
+
+
+@pytest.mark.parametrize("trl,on", [("0.19.1", False), ("1.10.0", False), ("0.11.4", True)])
+def test_ppo_own_train_loop_never_enables_checkpointing(tmp_path, trl, on):
+    """0.12-1.12: PPOTrainer.train() replaces Trainer.train(), where transformers enables checkpointing; the 0.11
+    step API has no trainer loop (the flag is the script's business: nothing to decide against it)."""
+    run = run_of(tmp_path, PPO_ROLLOUT.format(extra=""), trl=trl)
+    assert run.checkpointing.on.value is on
+    if not on:
+        assert "never enables checkpointing" in run.checkpointing.on.why

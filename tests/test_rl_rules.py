@@ -170,3 +170,17 @@ def test_tl303_ppo_rollout_keeps_every_generated_tokens_logits(lint):
             "more when batch_generation pads them") in found[0][1]
     # 4 rows of 256 tokens per rollout: ~0.6 GiB of logits, twice, stays within the training step
     assert not only(lint(PPO_ROLLOUT.format(accum=2, length=256), files=pins("0.19.1")), "TL303")
+
+
+def test_tl202_ppo_ignores_gradient_checkpointing_in_its_config(lint):
+    """PPOTrainer's own train() never enables checkpointing (Trainer.train() would): the flag does nothing, the
+    activations are kept, and enabling it on the policy is what works."""
+    source = PPO_ROLLOUT.format(accum=1, length=1024).replace("per_device_train_batch_size=2",
+                                                               "per_device_train_batch_size=16")
+    found = only(lint(source, files=pins("0.19.1"), settings={"gpu": "24GB"}), "TL202")
+    assert len(found) == 1
+    assert ("PPOTrainer in TRL 0.19.1 runs its own train(), which never enables checkpointing: "
+            "gradient_checkpointing=True in its config does nothing") in found[0][1]
+    assert "call gradient_checkpointing_enable() on the policy model before building the trainer" in found[0][1]
+    enabled = source.replace("args = PPOConfig(", "policy.gradient_checkpointing_enable()\nargs = PPOConfig(")
+    assert not only(lint(enabled, files=pins("0.19.1"), settings={"gpu": "24GB"}), "TL202")

@@ -21,13 +21,24 @@ LEVER = "gradient checkpointing"
 def checkpointing_lever(ctx: FileContext, fit: Fit | None) -> tuple[int, bool] | None:
     """(what the GPU must hold with checkpointing on, whether that fits) when TL202 applies: the run does not
     fit, checkpointing is definitely off, and turning it on fits or is the largest lever; else None."""
-    if fit is None or fit.fits or ctx.gradient_checkpointing is not False or fit.plan.checkpointing:
+    if fit is None or fit.fits or fit.plan.checkpointing:
+        return None
+    if ctx.gradient_checkpointing is not False and ignored_flag(ctx) is None:
         return None
     with_gc = fit.need_with(checkpointing=True)
     largest = bool(fit.estimate.levers) and fit.estimate.levers[0].name == LEVER
     if with_gc > fit.capacity and not largest:
         return None
     return with_gc, with_gc <= fit.capacity
+
+
+def ignored_flag(ctx: FileContext) -> str | None:
+    """Why `gradient_checkpointing=True` does nothing in this run (a TRL trainer with its own train():
+    run/checkpointing.py `_own_loop`), or None."""
+    from trainlint.run import resolve
+
+    on = resolve(ctx).checkpointing.on
+    return on.why if ctx.gradient_checkpointing and on.value is False else None
 
 
 @rule("TL202", "checkpointing-off-over-budget", consumer="activations, checkpointing",
@@ -50,6 +61,18 @@ def check(self: Rule, ctx: FileContext):
     what = "set gradient_checkpointing=True" + (
         ' with gradient_checkpointing_kwargs={"use_reentrant": False} (LoRA: reentrant checkpointing needs input '
         'grads, TL201)' if lora else "")
+    ignored = ignored_flag(ctx)
+    if ignored is not None:
+        what = ("call gradient_checkpointing_enable(" + ('gradient_checkpointing_kwargs={"use_reentrant": False}'
+                                                         if lora else "") + ") on the policy model before building the "
+                "trainer")
+        message = (f"gradient checkpointing is off and the run does not fit {fit.where}: {ignored}; it needs "
+                   f"~{fmt_bytes(fit.need)} (activations kept for backward ~{fmt_bytes(est.consumers['activations'])}"
+                   f", of which checkpointing would free ~{fmt_bytes(saved)}); {outcome}; {what}")
+        args = ctx.main_args
+        span = args.call.kw_span("gradient_checkpointing") or args.call.span
+        yield fit.related(self.diagnostic(ctx, span, message, args.get("gradient_checkpointing")))
+        return
     if ctx.main_args is None:
         what = "call model.gradient_checkpointing_enable(" + (
             'gradient_checkpointing_kwargs={"use_reentrant": False}' if lora else "") + ") before training"

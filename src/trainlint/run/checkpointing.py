@@ -53,11 +53,31 @@ class Checkpointing:
     reentrant: Decided[bool | None]  # None when off, or not known
 
 
+def _own_loop(ctx: FileContext) -> str | None:
+    """The TRL trainer whose own `train()` replaces Trainer's (PPO 0.12-1.12, RLOO < 0.22:
+    knowledge/trl_trainers.py rollout_loop), so nothing enables checkpointing from the arguments: transformers
+    enables it in `Trainer.train()` (5.25.0 trainer.py:1518-1545; 4.57 `_inner_training_loop`), which these override
+    (trl 0.19.1 ppo_trainer.py and rloo_trainer.py `train`, no `gradient_checkpointing_enable` call; 1.10.0
+    experimental/ppo/ppo_trainer.py:604 `train`, the wrapper's `gradient_checkpointing_enable` l.283 never called)."""
+    from trainlint.knowledge import trl_trainers as T
+
+    return next((t.class_name for t in ctx.facts.trainers if t.library == "trl"
+                 and T.rollout_loop(t.class_name, ctx.versions.trl)), None)
+
+
 def resolve_checkpointing(ctx: FileContext) -> Checkpointing:
     on = ctx.gradient_checkpointing
     default = libraries.gc_reentrant_default(ctx.versions.transformers)
     call = next((c for c in ctx.facts.calls if c.short in GC_ENABLE), None)
     args = ctx.main_args
+    loop = _own_loop(ctx) if call is None and on else None
+    if loop is not None:
+        flag = next((args.get(n) for n in ("gradient_checkpointing", "activation_checkpointing")
+                     if args is not None and args.get(n).known), None)
+        note = (f"{loop} in TRL {ctx.versions.trl.version} runs its own train(), which never enables "
+                f"checkpointing: gradient_checkpointing=True in its config does nothing")
+        return Checkpointing(Decided(False, flag.origin if flag is not None else None, True, note),
+                             Decided(None, None, True, "checkpointing off"))
     if call is not None:
         kwargs, via_trainer, span, written = kwargs_of(call), False, call.span, True
     elif args is not None and on:
