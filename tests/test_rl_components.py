@@ -381,3 +381,59 @@ def test_ppo_own_train_loop_never_enables_checkpointing(tmp_path, trl, on):
     assert run.checkpointing.on.value is on
     if not on:
         assert "never enables checkpointing" in run.checkpointing.on.why
+
+
+# --- GRPO / RLOO evaluation: a generation round at the eval batch (knowledge/trl_trainers.py evaluates_by_generating)
+GRPO_EVAL = ''', eval_strategy="steps", eval_steps=50, per_device_eval_batch_size=64'''
+
+
+def test_grpo_eval_step_generates_its_eval_batch_of_completions_from_0_15(tmp_path):
+    from dataclasses import replace
+
+    from trainlint.memory.estimate import eval_peak
+
+    run = run_of(tmp_path, grpo(GRPO_EVAL, ", eval_dataset=dataset"), "1.16.0")
+    e = run.evaluation.value
+    assert e is not None and e.generation is not None and run.evaluation.certain
+    assert (e.batch, e.generation.rows, e.generation.logps_rows) == (64, 64, 64)
+    train = run.generation.value
+    assert (e.generation.prompt, e.generation.completion, e.generation.fused_logps) == (
+        train.prompt, train.completion, train.fused_logps)
+    plan = plan_for(run.ctx, Overrides())[0]
+    assert eval_peak(plan) == generation_peak(replace(plan, generation=plan.evaluation.generation))
+    assert eval_peak(plan) > generation_peak(plan)  # 64 completions at once against training's 32
+    assert run_of(tmp_path, grpo(GRPO_EVAL, ", eval_dataset=dataset"), "0.15.2").evaluation.value.generation.rows == 64
+
+
+def test_grpo_eval_step_needs_an_eval_dataset_and_an_eval_strategy_and_0_14_is_not_modelled(tmp_path):
+    assert run_of(tmp_path, grpo(GRPO_EVAL), "1.16.0").evaluation.value is None  # no eval_dataset
+    assert run_of(tmp_path, grpo("", ", eval_dataset=dataset"), "1.16.0").evaluation.value is None  # strategy "no"
+    old = run_of(tmp_path, grpo(GRPO_EVAL, ", eval_dataset=dataset"), "0.14.0").evaluation  # no prediction_step
+    assert old.value is None and not old.certain and "not modelled" in old.why
+
+
+def test_grpo_eval_default_batch_is_an_assumption(tmp_path):
+    run = run_of(tmp_path, grpo(', eval_strategy="steps"', ", eval_dataset=dataset"), "1.16.0")
+    assert run.evaluation.value.batch == 8 and not run.evaluation.certain
+    assert any("per_device_eval_batch_size default" in n for n in run.evaluation.notes)
+
+
+def test_estimate_says_the_first_grpo_evaluation_is_over_the_card(tmp_path):
+    (tmp_path / "requirements.txt").write_text("transformers==4.57.6\ntrl==1.16.0\n")
+    src = grpo(GRPO_EVAL.replace("=64", "=256"), ", eval_dataset=dataset")
+    (tmp_path / "train.py").write_text(textwrap.dedent(src))
+    data = json.loads(CliRunner().invoke(main, ["estimate", str(tmp_path / "train.py"), "--format", "json"]).output)
+    gib = -(-(max(data["phases"]["generation"], data["peak"]) + GIB) // GIB)  # training and generation fit it
+    assert data["phases"]["evaluation"] > gib * GIB
+    out = CliRunner().invoke(main, ["estimate", str(tmp_path / "train.py"), "--gpu", f"{gib}GB"]).output
+    assert "evaluation step (eval batch 256 completions, generated with HF generate and scored under no_grad)" in out
+    assert f"{gib} GiB: fits for training; the first evaluation needs" in out
+
+
+@pytest.mark.parametrize("trl,generates", [("0.21.0", False), ("0.22.0", True), ("1.16.0", True)])
+def test_rloo_evaluates_by_generating_from_0_22(tmp_path, trl, generates):
+    src = grpo(GRPO_EVAL, ", eval_dataset=dataset").replace("GRPO", "RLOO")
+    e = run_of(tmp_path, src, trl).evaluation
+    assert (e.value is not None and e.value.generation is not None) is generates
+    if generates:
+        assert e.value.generation.rows == 64

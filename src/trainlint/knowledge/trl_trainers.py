@@ -308,6 +308,18 @@ def counts_completions(trainer: str, trl: LibraryVersion) -> bool:
     return trainer == "RLOOTrainer" and _at(trl, (0, 22))
 
 
+def evaluates_by_generating(trainer: str, trl: LibraryVersion) -> bool:
+    """The evaluation step generates: `prediction_step` calls `_prepare_inputs`, which in eval mode generates the
+    eval batch's completions without buffering, then runs `compute_loss` under no_grad; per_device_eval_batch_size
+    counts completions (the eval sampler repeats each prompt num_generations times; the global eval batch must be
+    divisible by num_generations). Read in GRPO 0.15.2 grpo_trainer.py:724 `prediction_step`, :520
+    `_prepare_inputs` (generates on every call); 0.16.0 :643-655 and :946 ("In evaluation, we don't reuse
+    completions"); 0.19.1 :969-996, :1208 (the logps batch is per_device_eval_batch_size in eval), :1439; 1.16.0
+    :1522-1554, :2505, :3294; RLOO 1.16.0 rloo_trainer.py:1091, :1530, :1865 (the GRPO-shaped RLOO, >= 0.22).
+    GRPO 0.14.0 has no `prediction_step` of its own (not modelled)."""
+    return counts_completions(trainer, trl)
+
+
 def has_steps_per_generation(trainer: str, trl: LibraryVersion) -> bool:
     return trainer in ("GRPOTrainer", "RLOOTrainer") and _at(trl, (0, 18) if trainer == "GRPOTrainer" else (0, 22))
 

@@ -104,6 +104,9 @@ class EvalPhase:
     reference_logits: bool = False  # a reference model's logits in the same eval step (TRL DPO's full-logits path)
     fused_head: bool = False  # TRL >= 1.15's fused LM head scores the eval batch (fused_head_nograd_bytes)
     per_example: int = 1  # rows per example (DPO: chosen + rejected), `batch` counting rows
+    # GRPO (TRL >= 0.15) / RLOO (>= 0.22): each eval batch generates its own completions (no buffering) and scores
+    # them under no_grad: a generation round at the eval batch (run/eval.py `_generating_eval`)
+    generation: GenerationPhase | None = None
 
 
 @dataclass(frozen=True)
@@ -784,6 +787,8 @@ def eval_peak(p: Plan) -> int:
     e = p.evaluation
     if e is None:
         return 0
+    if e.generation is not None:  # a generation round at the eval batch; its no-grad loss is the round's scoring
+        return generation_peak(replace(p, generation=e.generation))
     w, _, opt = shard(p, weights_bytes(p), 0, optimizer_bytes(p)[0])
     g = p.geometry
     evaluated = replace(p, batch=e.batch, lora_r=None)

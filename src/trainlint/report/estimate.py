@@ -141,6 +141,10 @@ def _eval_line(r: Report) -> str | None:
     e = r.estimate.plan.evaluation
     if e is None:
         return None
+    if e.generation is not None:  # GRPO / RLOO: a generation round at the eval batch
+        how = "HF generate" if e.generation.vllm is None else "vLLM"
+        return (f"evaluation step (eval batch {e.batch} completions, generated with {how} and scored under no_grad): "
+                f"{fmt_bytes(r.eval_peak)}")
     what = ("logits kept on the GPU for " + (f"{e.kept_batches} eval batches" if e.kept_batches else "1 eval batch")
             if e.kept_bytes else "the logits of one eval batch" if e.logits else "no logits (fused loss)")
     batch = f"{e.batch // e.per_example} pairs, {e.batch} rows" if e.per_example == 2 else f"{e.batch}"

@@ -8,8 +8,10 @@ unless `args.batch_eval_metrics` (a field since 4.41.0: knowledge/arguments.json
 accelerate wraps the forward in `convert_outputs_to_fp32` (accelerate 1.15.0 accelerator.py `prepare_model`), so the
 kept logits are fp32. TRL: `SFTTrainer` keeps Trainer's `evaluation_loop` (trl 0.12.0 defines no `prediction_step`;
 trl 1.16.0 sft_trainer.py:1679 defines one that still returns `outputs.logits` unless `prediction_loss_only`,
-recomputed by a forward without labels, l.1666-1674); KTO, GRPO and distillation trainers override
-`prediction_step` and are not counted.
+recomputed by a forward without labels, l.1666-1674); KTO and distillation trainers override `prediction_step`
+and are not counted. GRPO (>= 0.15) and the GRPO-shaped RLOO (>= 0.22) evaluate by generating: each eval batch is a
+generation round of per_device_eval_batch_size completions scored under no_grad (knowledge/trl_trainers.py
+`evaluates_by_generating`, `_generating_eval` below).
 
 TRL's DPOTrainer overrides `prediction_step` to run its training loss under no_grad on the eval batch: chosen and
 rejected concatenated (2 x per_device_eval_batch_size rows), the reference's forward too (trl 0.8.6
@@ -85,6 +87,10 @@ def eval_phase(ctx: FileContext, loss: str) -> Decided[EvalPhase | None]:
     dpo = next((t for t in ctx.facts.trainers if t.class_name == "DPOTrainer" and t.library == "trl"), None)
     if dpo is not None:
         return _dpo_eval(ctx, dpo, loss)
+    generating = next((t for t in ctx.facts.trainers if t.class_name in ("GRPOTrainer", "RLOOTrainer")
+                       and t.library == "trl"), None)
+    if generating is not None:
+        return _generating_eval(ctx, generating)
     trainer = next((t for t in ctx.facts.trainers if t.class_name in TRAINERS), None)
     if trainer is None or trainer.call.kw("eval_dataset").unset or trainer.call.kw("eval_dataset").is_(None):
         return Decided(None, None, True, "no evaluation loop with an eval_dataset")
@@ -176,3 +182,36 @@ def _dpo_eval(ctx: FileContext, trainer: TrainerCall, loss: str) -> Decided[Eval
                       fused_head=row is not None and not row.full_logits)
     return Decided(phase, trainer.call.span, not any(n.startswith("eval batch 8") for n in notes),
                    "DPOTrainer's loss under no_grad at the eval batch", tuple(notes))
+
+
+def _generating_eval(ctx: FileContext, trainer: TrainerCall) -> Decided[EvalPhase | None]:
+    """GRPO's (TRL >= 0.15) / RLOO's (>= 0.22) evaluation step (knowledge/trl_trainers.py
+    `evaluates_by_generating`): each eval batch of per_device_eval_batch_size completions is generated (HF
+    `generate` or vLLM, as in training) and scored under no_grad, so the step is the training's generation round at
+    the eval batch: rows = logps rows = per_device_eval_batch_size."""
+    from dataclasses import replace
+
+    from trainlint.knowledge import trl_trainers as T
+    from trainlint.memory.estimate import EvalPhase, GenerationPhase
+    from trainlint.run.components import generation_phase
+
+    if trainer.call.kw("eval_dataset").unset or trainer.call.kw("eval_dataset").is_(None):
+        return Decided(None, None, True, "no evaluation loop with an eval_dataset")
+    args = ctx.trainer_args(trainer)
+    runs = evaluates(ctx, trainer, args)
+    if not runs:
+        return Decided(None, trainer.call.span, runs is False, "the evaluation loop does not run, or not known to")
+    trl = ctx.versions.trl
+    if not T.evaluates_by_generating(trainer.class_name, trl):
+        return Decided(None, trainer.call.span, False,
+                       f"{trainer.class_name} in TRL {trl.version}: its evaluation step is not modelled")
+    generation = generation_phase(ctx).value
+    if generation is None:
+        return Decided(None, trainer.call.span, False, "no generation round to evaluate with")
+    notes: list[str] = []
+    rows = _eval_batch(args, notes)
+    g = replace(generation, rows=rows, logps_rows=rows)
+    phase = EvalPhase(rows, logits=False, generation=GenerationPhase(
+        g.rows, g.prompt, g.completion, g.logps_rows, g.fused_logps, g.vllm, kept_logits=g.kept_logits))
+    return Decided(phase, trainer.call.span, not any(n.startswith("eval batch 8") for n in notes),
+                   f"{trainer.class_name}'s generation round at the eval batch", tuple(notes))
