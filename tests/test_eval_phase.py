@@ -213,6 +213,31 @@ def test_dpo_eval_without_eval_dataset_or_strategy_has_no_phase(tmp_path):
     assert _dpo(tmp_path / "b", "1.16.0", DPO.replace('eval_strategy="steps", eval_steps=100', ""))["phases"] == {}
 
 
+KTO = DPO.replace("DPOConfig", "KTOConfig").replace("DPOTrainer", "KTOTrainer")
+
+
+def test_kto_eval_step_is_its_loss_at_the_eval_batch_one_row_per_example(tmp_path):
+    """KTOTrainer's prediction_step runs its loss under no_grad (1.13.0 kto_trainer.py): 8 rows of full logits and the
+    reference's through 1.14; the fused head from 1.15."""
+    full = _dpo(tmp_path / "full", "1.13.0", KTO)
+    fused = _dpo(tmp_path / "fused", "1.16.0", KTO)
+    rows, seq, vocab = 8, 1024, 151936
+    assert full["phases"]["evaluation"] - fused["phases"]["evaluation"] > rows * seq * vocab * 13 * 0.9
+    r = estimate(_project(tmp_path / "text", "1.13.0"), KTO)
+    assert "evaluation step (eval batch 8, the logits of one eval batch)" in r.output, r.output
+    assert "chosen and rejected" not in r.output
+
+
+@pytest.mark.parametrize("pin,kept", [("1.13.0", True), ("1.7.0", True), ("1.5.1", False), ("0.19.1", False)])
+def test_kto_compute_metrics_keeps_the_logits_from_1_7(tmp_path, pin, kept):
+    """1.7.0 experimental/kto and 1.8+ return `outputs.logits` with compute_metrics; 1.5.1 a dummy tensor; 0.19.1
+    scalar metrics (knowledge/trl_trainers.py EVAL_RETURNS_LOGITS)."""
+    plain = _dpo(tmp_path / "plain", pin, KTO)["phases"]["evaluation"]
+    metrics = _dpo(tmp_path / "metrics", pin, KTO.replace("eval_dataset=eval_ds)", "eval_dataset=eval_ds, compute_metrics=m)")
+                   .replace("eval_steps=100", "eval_steps=100, eval_accumulation_steps=4"))
+    assert (metrics["phases"]["evaluation"] > plain) is kept
+
+
 def _fused_head_peak(rows: int, hidden: int, vocab: int) -> int:
     """TRL's ChunkedLogProbFunction.forward under no_grad on fake bf16 tensors (CPU: its torch fold), the tracker's
     peak above the inputs (hidden states, head weight, targets)."""

@@ -308,6 +308,19 @@ def counts_completions(trainer: str, trl: LibraryVersion) -> bool:
     return trainer == "RLOOTrainer" and _at(trl, (0, 22))
 
 
+# The version from which a preference trainer's `prediction_step` returns the vocabulary logits to the eval loop
+# when `prediction_loss_only` is off (compute_metrics): DPO 0.29.1 dpo_trainer.py:1468-1474 (0.26.2 :1887-1888
+# returned scalar metrics from `get_batch_loss_metrics`); KTO 1.7.0 experimental/kto/kto_trainer.py:1516-1525,
+# 1.8.0 and 1.16.0 trainer/kto_trainer.py:1663-1672 (0.19.1-1.4.0 scalar metrics; 1.5.1 :1161-1171 a dummy
+# 1-element tensor). Both run their training loss under no_grad at the eval batch in every version.
+EVAL_RETURNS_LOGITS: dict[str, V] = {"DPOTrainer": (0, 29), "KTOTrainer": (1, 7)}
+
+
+def eval_returns_logits(trainer: str, trl: LibraryVersion) -> bool:
+    since = EVAL_RETURNS_LOGITS.get(trainer)
+    return since is not None and _at(trl, since)
+
+
 def evaluates_by_generating(trainer: str, trl: LibraryVersion) -> bool:
     """The evaluation step generates: `prediction_step` calls `_prepare_inputs`, which in eval mode generates the
     eval batch's completions without buffering, then runs `compute_loss` under no_grad; per_device_eval_batch_size

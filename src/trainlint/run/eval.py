@@ -8,8 +8,8 @@ unless `args.batch_eval_metrics` (a field since 4.41.0: knowledge/arguments.json
 accelerate wraps the forward in `convert_outputs_to_fp32` (accelerate 1.15.0 accelerator.py `prepare_model`), so the
 kept logits are fp32. TRL: `SFTTrainer` keeps Trainer's `evaluation_loop` (trl 0.12.0 defines no `prediction_step`;
 trl 1.16.0 sft_trainer.py:1679 defines one that still returns `outputs.logits` unless `prediction_loss_only`,
-recomputed by a forward without labels, l.1666-1674); KTO and distillation trainers override `prediction_step`
-and are not counted. GRPO (>= 0.15) and the GRPO-shaped RLOO (>= 0.22) evaluate by generating: each eval batch is a
+recomputed by a forward without labels, l.1666-1674); the distillation trainers override `prediction_step` and
+are not counted. GRPO (>= 0.15) and the GRPO-shaped RLOO (>= 0.22) evaluate by generating: each eval batch is a
 generation round of per_device_eval_batch_size completions scored under no_grad (knowledge/trl_trainers.py
 `evaluates_by_generating`, `_generating_eval` below).
 
@@ -18,7 +18,8 @@ rejected concatenated (2 x per_device_eval_batch_size rows), the reference's for
 dpo_trainer.py:1158-1159, 0.19.1 :1761-1762 and 0.26.2 :1887-1888 `get_batch_loss_metrics(..., train_eval="eval")`,
 whose "logits" are scalar metrics; 0.29.1 :1468-1474, 1.13.0 :1805-1814 and 1.16.0 :1712-1720 `compute_loss`, which
 returns `outputs.logits`, the vocabulary's, when `prediction_loss_only` is off, i.e. with `compute_metrics`). So its
-eval step is the training loss path at the eval batch: full logits where training has them (<= 1.14 without Liger),
+eval step is the training loss path at the eval batch (KTOTrainer's likewise, one row per example; it returns the
+logits from 1.7: knowledge/trl_trainers.py EVAL_RETURNS_LOGITS): full logits where training has them (<= 1.14 without Liger),
 the fused LM head from 1.15 (bench/measure_rl.py measures it at full size, TRL 1.16).
 """
 
@@ -84,9 +85,10 @@ def eval_phase(ctx: FileContext, loss: str) -> Decided[EvalPhase | None]:
     from trainlint.memory.estimate import EvalPhase
 
     notes: list[str] = []
-    dpo = next((t for t in ctx.facts.trainers if t.class_name == "DPOTrainer" and t.library == "trl"), None)
-    if dpo is not None:
-        return _dpo_eval(ctx, dpo, loss)
+    preference = next((t for t in ctx.facts.trainers if t.class_name in ("DPOTrainer", "KTOTrainer")
+                       and t.library == "trl"), None)
+    if preference is not None:
+        return _preference_eval(ctx, preference, loss)
     generating = next((t for t in ctx.facts.trainers if t.class_name in ("GRPOTrainer", "RLOOTrainer")
                        and t.library == "trl"), None)
     if generating is not None:
@@ -149,8 +151,10 @@ def _eval_batch(args: ArgsObject | None, notes: list[str]) -> int:
     return 8
 
 
-def _dpo_eval(ctx: FileContext, trainer: TrainerCall, loss: str) -> Decided[EvalPhase | None]:
-    """TRL DPOTrainer's evaluation step (module docstring): its loss under no_grad on 2 x the eval batch."""
+def _preference_eval(ctx: FileContext, trainer: TrainerCall, loss: str) -> Decided[EvalPhase | None]:
+    """TRL DPOTrainer's / KTOTrainer's evaluation step (module docstring): the training loss under no_grad at the
+    eval batch (DPO: chosen + rejected, 2 x the eval batch; KTO: one completion per example, its KL batch a
+    separate no-grad forward of the same size)."""
     from trainlint.knowledge import trl_trainers as T
     from trainlint.memory.estimate import EvalPhase
 
@@ -162,26 +166,30 @@ def _dpo_eval(ctx: FileContext, trainer: TrainerCall, loss: str) -> Decided[Eval
         return Decided(None, trainer.call.span, runs is False, "the evaluation loop does not run, or not known to")
     notes: list[str] = []
     trl = ctx.versions.trl
-    row = T.loss_row("DPOTrainer", trl)
+    name = trainer.class_name
+    row = T.loss_row(name, trl)
     pairs = _eval_batch(args, notes)
     rows = pairs * (row.rows if row is not None else 2)
     full = loss == "full"
     precompute = args.get("precompute_ref_log_probs").is_(True) if args is not None else False
     metrics = trainer.call.kw("compute_metrics")
     kept, batches = 0, None
-    if full and not (metrics.unset or metrics.is_(None)) and trl.at_least(0, 29):
-        # 0.29-1.14 return the vocabulary logits to the loop, which keeps them (fp32 under mixed precision)
+    if full and not (metrics.unset or metrics.is_(None)) and T.eval_returns_logits(name, trl):
+        # DPO 0.29-1.14, KTO 1.7-1.14 return the vocabulary logits to the loop, which keeps them (fp32 under mixed
+        # precision)
         mixed = args is not None and (args.get("bf16").is_(True) or args.get("fp16").is_(True))
         kept = 4 if mixed else byte_widths(ctx, training_model(ctx)).value[0]
         batches = _kept_batches(ctx, trainer, args, pairs, notes)
-        notes.append("compute_metrics with DPOTrainer: the eval loop keeps chosen + rejected logits of each eval batch")
-    notes.append(f"DPOTrainer evaluates chosen and rejected together: {rows} rows per eval step "
-                 f"({pairs} pairs)")
+        kept_what = "chosen + rejected logits" if name == "DPOTrainer" else "logits"
+        notes.append(f"compute_metrics with {name}: the eval loop keeps the {kept_what} of each eval batch")
+    if name == "DPOTrainer":
+        notes.append(f"DPOTrainer evaluates chosen and rejected together: {rows} rows per eval step "
+                     f"({pairs} pairs)")
     phase = EvalPhase(rows, per_example=rows // pairs, logits=full, kept_bytes=kept, kept_batches=batches,
                       reference_logits=full and not precompute and row is not None and row.reference == "ref",
                       fused_head=row is not None and not row.full_logits)
     return Decided(phase, trainer.call.span, not any(n.startswith("eval batch 8") for n in notes),
-                   "DPOTrainer's loss under no_grad at the eval batch", tuple(notes))
+                   f"{name}'s loss under no_grad at the eval batch", tuple(notes))
 
 
 def _generating_eval(ctx: FileContext, trainer: TrainerCall) -> Decided[EvalPhase | None]:
