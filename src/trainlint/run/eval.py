@@ -94,12 +94,11 @@ def eval_phase(ctx: FileContext, loss: str) -> Decided[EvalPhase | None]:
     if generating is not None:
         return _generating_eval(ctx, generating)
     trainer = next((t for t in ctx.facts.trainers if t.class_name in TRAINERS), None)
-    if trainer is None or trainer.call.kw("eval_dataset").unset or trainer.call.kw("eval_dataset").is_(None):
+    if trainer is None:
         return Decided(None, None, True, "no evaluation loop with an eval_dataset")
-    args = ctx.trainer_args(trainer)
-    runs = evaluates(ctx, trainer, args)
-    if not runs:
-        return Decided(None, trainer.call.span, runs is False, "the evaluation loop does not run, or not known to")
+    args, skipped = _loop_runs(ctx, trainer)
+    if skipped is not None:
+        return skipped
 
     def arg(key):
         return args.get(key) if args is not None else UNSET
@@ -127,6 +126,18 @@ def eval_phase(ctx: FileContext, loss: str) -> Decided[EvalPhase | None]:
     kept = 4 if mixed else byte_widths(ctx, training_model(ctx)).value[0]
     batches = _kept_batches(ctx, trainer, args, eval_batch, notes)
     return decided(EvalPhase(eval_batch, kept_bytes=kept, kept_batches=batches), "the evaluation loop keeps the logits")
+
+
+def _loop_runs(ctx: FileContext, trainer: TrainerCall) -> tuple[ArgsObject | None, Decided | None]:
+    """The trainer's arguments, and None when its evaluation loop runs on an eval_dataset; else why it does not."""
+    if trainer.call.kw("eval_dataset").unset or trainer.call.kw("eval_dataset").is_(None):
+        return None, Decided(None, None, True, "no evaluation loop with an eval_dataset")
+    args = ctx.trainer_args(trainer)
+    runs = evaluates(ctx, trainer, args)
+    if not runs:
+        return args, Decided(None, trainer.call.span, runs is False,
+                             "the evaluation loop does not run, or not known to")
+    return args, None
 
 
 def _kept_batches(ctx: FileContext, trainer: TrainerCall, args: ArgsObject | None, eval_batch: int,
@@ -158,12 +169,9 @@ def _preference_eval(ctx: FileContext, trainer: TrainerCall, loss: str) -> Decid
     from trainlint.knowledge import trl_trainers as T
     from trainlint.memory.estimate import EvalPhase
 
-    if trainer.call.kw("eval_dataset").unset or trainer.call.kw("eval_dataset").is_(None):
-        return Decided(None, None, True, "no evaluation loop with an eval_dataset")
-    args = ctx.trainer_args(trainer)
-    runs = evaluates(ctx, trainer, args)
-    if not runs:
-        return Decided(None, trainer.call.span, runs is False, "the evaluation loop does not run, or not known to")
+    args, skipped = _loop_runs(ctx, trainer)
+    if skipped is not None:
+        return skipped
     notes: list[str] = []
     trl = ctx.versions.trl
     name = trainer.class_name
@@ -203,12 +211,9 @@ def _generating_eval(ctx: FileContext, trainer: TrainerCall) -> Decided[EvalPhas
     from trainlint.memory.estimate import EvalPhase, GenerationPhase
     from trainlint.run.components import generation_phase
 
-    if trainer.call.kw("eval_dataset").unset or trainer.call.kw("eval_dataset").is_(None):
-        return Decided(None, None, True, "no evaluation loop with an eval_dataset")
-    args = ctx.trainer_args(trainer)
-    runs = evaluates(ctx, trainer, args)
-    if not runs:
-        return Decided(None, trainer.call.span, runs is False, "the evaluation loop does not run, or not known to")
+    args, skipped = _loop_runs(ctx, trainer)
+    if skipped is not None:
+        return skipped
     trl = ctx.versions.trl
     if not T.evaluates_by_generating(trainer.class_name, trl):
         return Decided(None, trainer.call.span, False,
