@@ -64,6 +64,7 @@ def _own_code_stamp() -> str:
 
 def _key(path: Path, settings: Settings, codes: frozenset[str]) -> str | None:
     from trainlint.history import base_blob
+    from trainlint.knowledge.environment import environment_stamp
     from trainlint.knowledge.versions import installed_version, project_pins
 
     try:
@@ -77,6 +78,7 @@ def _key(path: Path, settings: Settings, codes: frozenset[str]) -> str | None:
     h.update(repr((__version__, sorted(codes), settings.__dict__ | {"root": str(settings.root)})).encode())
     h.update(repr([installed_version(lib) for lib in ("transformers", "trl", "peft")]).encode())
     h.update(repr(project_pins(resolved.parent)).encode())
+    h.update(environment_stamp(resolved.parent).encode())  # the packages the repository declares (TL103)
     h.update(repr(base_blob(resolved, settings.diff_base, resolved=True)).encode())  # TL401 compares with the git base
     h.update(str(resolved).encode())
     if resolved.suffix in (".yml", ".yaml"):  # a framework config: the release its project pins decides

@@ -47,6 +47,18 @@ SDPA_DEFAULT_SINCE = (4, 36)
 # `gradient_checkpointing_kwargs`: a TrainingArguments field and a `gradient_checkpointing_enable()` parameter
 # from transformers 4.35.0 (training_args.py l.1137, modeling_utils.py l.1850); 4.34.1 has neither.
 GC_KWARGS_SINCE = (4, 35)
+# `attn_implementation="flash_attention_2"` (or `use_flash_attention_2=True`) without the flash-attn package:
+# 4.36-4.55 raise ImportError at load, "FlashAttention2 has been toggled on, but it cannot be used due to the following
+# error: the package flash_attn seems to be not installed" (4.36.2 modeling_utils.py `_check_and_enable_flash_attn_2`
+# l.1368/1392; 4.46.3 l.1722/1747; 4.53.3 `_flash_attn_2_can_dispatch` l.2457; 4.55.4 l.2494). From 4.56 the load first
+# tries the Hub kernel "kernels-community/flash-attn" when the `kernels` package is installed (4.56.2
+# `_check_and_adjust_attn_implementation` l.2778-2795; 4.57.6 l.2653-2664; 5.25.0 l.1777-1802, "kernels-community/
+# flash-attn2", modeling_flash_attention_utils.py FLASH_ATTN_KERNEL_FALLBACK l.65), and raises the same ImportError
+# without it (4.57.6 l.2422; 5.25.0 `_flash_attn_import_error` l.1559 "doesn't seem to be installed"). `kernels` is an
+# extra up to 5.24 (METADATA of 4.57.6, 5.20.0, 5.24.0) and a core requirement of 5.25.0, so from 5.25 the request
+# always has a kernel to load (on CUDA, from the Hub).
+FLASH_ATTN_KERNELS_FALLBACK_SINCE = (4, 56)
+KERNELS_REQUIRED_SINCE = (5, 25)
 # `use_liger_kernel`: a TrainingArguments field from transformers 4.45.0 (training_args.py l.1507; knowledge/arguments.json).
 LIGER_FIELD_SINCE = (4, 45)
 # "flash_attention_3": accepted from 4.53.0 (4.53.3 modeling_utils.py l.2306; no "flash_attention_3" in 4.52.4's).
