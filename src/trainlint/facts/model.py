@@ -176,6 +176,31 @@ class TrainerCall:
     # treats the logits ("full" | "fused" | "other", the method, where it is); class_name is the library base.
     subclass: str | None = None
     loss_override: tuple[str, str, Span] | None = None
+    # A framework config's trainer (frameworks/): the TRL trainer its class is or subclasses, whose components and
+    # phases apply (LLaMA-Factory's CustomDPOTrainer -> "DPOTrainer"); the key that chose the stage (`rl:` /
+    # `stage:`); and the models the framework itself decides beside the policy (FrameworkModel).
+    trl_base: str | None = None
+    stage_span: Span | None = None
+    framework_models: tuple["FrameworkModel", ...] = ()
+
+
+@dataclass(frozen=True)
+class FrameworkModel:
+    """A model an axolotl / LLaMA-Factory run creates (or leaves out) beside the policy, as the framework's own code
+    decides it from the config (frameworks/ cites the source): `role` ("reference" | "reward"), `how` ("copy": the
+    policy's model loaded again in its dtype; "adapter disabled"; "none (...)"; "loaded": another model), `resident`
+    through training, `passed` (it is the trainer's own `ref_model` / `reward_model`, so TRL's own decision for the
+    role does not apply; False: the framework holds it beside the trainer), `model_id` (a model other than the
+    policy's, "loaded"), `span` (the key that decides it), `why`, `drop` (the key that would leave it out)."""
+
+    role: str
+    how: str
+    resident: bool
+    why: str
+    span: Span | None = None
+    passed: bool = True
+    model_id: str | None = None
+    drop: str | None = None
 
 
 @dataclass(frozen=True)

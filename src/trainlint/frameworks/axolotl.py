@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from trainlint.diagnostics import Span
-from trainlint.facts.model import ArgsObject, Evidence, ModelLoad, ScriptFacts, TrainerCall
+from trainlint.facts.model import ArgsObject, Evidence, FrameworkModel, ModelLoad, ScriptFacts, TrainerCall
 from trainlint.facts.values import UNKNOWN, UNSET, Value
 from trainlint.frameworks import knowledge as K
 from trainlint.frameworks.synth import ORIGIN, Counter, Keys, Mapped, Problem, call, default, local_file
@@ -19,8 +19,10 @@ from trainlint.knowledge.moe import LLAMA4_LINEARIZED
 from trainlint.knowledge.versions import parse_version
 
 # axolotl 0.19.0 utils/schemas/enums.py RLType -> the TRL trainer core/builders/rl.py builds for it.
+# (gdpo: 0.18.0 enums.py RLType.GDPO, built by GRPOStrategy like grpo: builders/rl.py `_get_trainer_cls`)
 _RL_TRAINERS = {"dpo": "DPOTrainer", "ipo": "DPOTrainer", "orpo": "ORPOTrainer", "kto": "KTOTrainer",
-                "simpo": "CPOTrainer", "grpo": "GRPOTrainer"}
+                "simpo": "CPOTrainer", "grpo": "GRPOTrainer", "gdpo": "GRPOTrainer"}
+_GRPO = ("grpo", "gdpo")
 _LOCAL = ("/", "./", "../", "~")
 
 
@@ -167,9 +169,20 @@ def map_axolotl(keys: Keys, path: Path, display: str, release: str, note: str) -
         trainer_name, library = ("PRMTrainer", "trl")
     elif isinstance(rl, str) and rl:
         trainer_name, library = (_RL_TRAINERS.get(rl, f"{rl}Trainer"), "trl")
-    trainer_call = call(f"{library}.{trainer_name}", {}, here, n, target="trainer")
+    models: tuple[FrameworkModel, ...] = ()
+    trainer_kwargs: dict = {}
+    stage_span = None
+    if library == "trl" and isinstance(rl, str) and rl in _RL_TRAINERS and not reward:
+        stage_span = keys.line_span("rl")
+        models = _rl_models(keys, rl, adapter, stage_span)
+        if any(m.passed and m.role == "reference" for m in models):
+            # the reference axolotl passes (TRL's `ref_model`): not a copy TRL builds itself (run/loss.py)
+            trainer_kwargs["ref_model"] = (Value("known", "model_ref", stage_span, "axolotl setup_reference_model"),
+                                           stage_span)
+    trainer_call = call(f"{library}.{trainer_name}", trainer_kwargs, here, n, target="trainer")
     calls.append(trainer_call)
-    trainer = TrainerCall(trainer_call, trainer_name, library, "training_args", "model", "trainer")
+    trainer = TrainerCall(trainer_call, trainer_name, library, "training_args", "model", "trainer",
+                          stage_span=stage_span, framework_models=models)
 
     seq = keys.value("sequence_len")
     seq_span = keys.line_span("sequence_len") or Span.point(1)
@@ -179,7 +192,66 @@ def map_axolotl(keys: Keys, path: Path, display: str, release: str, note: str) -
                         trainers=(trainer,), seq_evidence=(Evidence(seq, "sequence_len", seq_span),),
                         batch_evidence=(), accum_evidence=(), pip_pins=(), logits_accessed=False)
     spelled = {"per_device_train_batch_size": "micro_batch_size"}
+    if library == "trl" and isinstance(rl, str) and rl in _GRPO:
+        # the TRL arguments axolotl reads from its `trl:` / `vllm:` sections (_rl_args), as the user writes them
+        spelled.update({"vllm_gpu_memory_utilization": "vllm.gpu_memory_utilization",
+                        **{k: f"trl.{k}" for k in ("vllm_mode", "vllm_enable_sleep_mode", "num_generations",
+                                                   "max_completion_length", "generation_batch_size", "beta",
+                                                   "use_vllm", "sync_ref_model")}})
     return Mapped(K.AXOLOTL, release, note, facts, keys, problems, spelled, "attn_implementation")
+
+
+def _rl_models(keys: Keys, rl: str, adapter: object, span: Span | None) -> tuple[FrameworkModel, ...]:
+    """The reference model axolotl itself loads for an `rl:` run (frameworks/knowledge.py "RL / preference stages":
+    train.py setup_reference_model, builders/rl.py). With an adapter it loads none and TRL decides (the adapters
+    disabled), so nothing is declared."""
+    if rl in K.AXOLOTL_NO_REF_LOAD or (isinstance(adapter, str) and adapter):
+        return ()
+    if rl in K.AXOLOTL_REF_PASSED:
+        pre = keys.raw("precompute_ref_log_probs") is True
+        why = (f"{K.AXOLOTL_REF_SOURCE}: no adapter, so axolotl loads the model a second time and passes it as "
+               f"DPOTrainer's ref_model" + (" (precompute_ref_log_probs does not drop a ref_model that is passed)"
+                                             if pre else ""))
+        return (FrameworkModel("reference", "loaded", True, why,
+                               keys.line_span("precompute_ref_log_probs") if pre else span, drop="adapter: lora"),)
+    return (FrameworkModel("reference", "loaded by axolotl, not passed to the trainer", False,
+                           f"{K.AXOLOTL_REF_SOURCE}: no adapter, so axolotl loads the model a second time, but only "
+                           f"dpo / ipo receive it; it is freed when setup_model_and_trainer returns (two copies of the "
+                           f"weights while loading)", span, passed=False),)
+
+
+def _rl_args(keys: Keys, rl: object) -> dict:
+    """The TRL config keys axolotl sets for an `rl:` run (builders/rl.py `_build_training_arguments`,
+    core/trainers/grpo/__init__.py set_training_args_kwargs, core/trainers/dpo/__init__.py), with the config's spans."""
+    out: dict = {}
+    for key in ("trl.beta", "rl_beta", "orpo_alpha"):
+        v = keys.nested(key) if "." in key else keys.value(key)
+        if v.known and v.value is not None:
+            out["beta"] = (v, keys.nested_line(key) if "." in key else keys.line_span(key))
+            break
+    if rl in ("dpo", "ipo") and keys.has("precompute_ref_log_probs"):
+        out["precompute_ref_log_probs"] = (keys.value("precompute_ref_log_probs"),
+                                           keys.line_span("precompute_ref_log_probs"))
+    if rl not in _GRPO:
+        return out
+    for key in ("num_generations", "generation_batch_size", "max_completion_length", "sync_ref_model",
+                "vllm_enable_sleep_mode"):
+        v = keys.nested(f"trl.{key}")
+        if v.known:
+            out[key] = (v, keys.nested_line(f"trl.{key}"))
+    use = keys.nested("trl.use_vllm")
+    if use.is_(True):
+        out["use_vllm"] = (use, keys.nested_line("trl.use_vllm"))
+        mode = keys.nested("trl.vllm_mode")
+        if mode.known:
+            out["vllm_mode"] = (mode, keys.nested_line("trl.vllm_mode"))
+        if mode.is_("colocate"):
+            share = keys.nested("vllm.gpu_memory_utilization")
+            if share.unset:
+                share = default(K.AXOLOTL_VLLM_SHARE_DEFAULT,
+                                "axolotl default vllm.gpu_memory_utilization (utils/schemas/vllm.py)")
+            out["vllm_gpu_memory_utilization"] = (share, keys.nested_line("vllm.gpu_memory_utilization"))
+    return out
 
 
 def dpo_liger_key(keys: Keys, release: str) -> str | None:
@@ -235,6 +307,8 @@ def _training_args(keys: Keys, here: Span, n: Counter, adapter: object, path: Pa
         "fsdp": (fsdp, keys.line_span("fsdp_config")),
         "max_steps": (keys.value("max_steps"), keys.line_span("max_steps")),
     }
+    if keys.raw("rl"):
+        kwargs.update(_rl_args(keys, keys.raw("rl")))
     own = dpo_liger_key(keys, release)
     if own is not None:
         kwargs["use_liger_kernel"] = (keys.value(own), keys.line_span(own))

@@ -132,3 +132,52 @@ def llamafactory_keys(release: str) -> frozenset[str]:
 AXOLOTL_REMOVED = {"s2_attention": "`s2_attention` (shifted-sparse attention) is no longer supported",
                    "max_packed_sequence_len": "`max_packed_sequence_len` is no longer supported",
                    "rope_scaling": "`rope_scaling` is no longer supported; it is a key under `model_config` now"}
+
+
+# --- RL / preference stages: the TRL trainer each stage is, and the models the framework makes beside the policy ----
+# LLaMA-Factory (read at v0.9.2 and v0.9.5, src/llamafactory/train/<stage>/): CustomDPOTrainer(DPOTrainer),
+# CustomKTOTrainer(KTOTrainer), CustomPPOTrainer(PPOTrainer, Trainer) subclass TRL's trainers but call
+# `Trainer.__init__` themselves (dpo/trainer.py 0.9.5:87 `Trainer.__init__(self, model=model, **kwargs)`), so the
+# reference model is LLaMA-Factory's decision, not TRL's:
+# - dpo/workflow.py 0.9.5:57-63: `if finetuning_args.use_ref_model: ... create_ref_model(...)` else None;
+#   `use_ref_model = stage == "dpo" and pref_loss not in ["orpo", "simpo"]` (hparams/finetuning_args.py 0.9.2:462,
+#   0.9.5:574): ORPO and SimPO have no reference at all.
+# - kto/workflow.py 0.9.5:57-60: `create_ref_model(model_args, finetuning_args)` always (no use_ref_model gate).
+# - ppo/workflow.py 0.9.5:52-53: `create_ref_model(..., add_valuehead=True)`, `create_reward_model(...)`.
+# - trainer_utils.py create_ref_model (0.9.5:116-148): `ref_model:` set -> that model loaded (quantised by
+#   `ref_model_quantization_bit`); else `finetuning_type == "lora"` -> None (dpo/trainer.py 0.9.5
+#   compute_reference_log_probs :255-269 runs the policy under `disable_adapter()`); else the policy's model loaded
+#   again (`ModelArguments.copyfrom(model_args)`: the same dtype), frozen (is_trainable=False), for the whole run.
+#   0.9.5's `oft` is not "lora" there, so an OFT run gets a full copy too.
+# - create_reward_model (0.9.5:151-): `reward_model_type` "api" -> a URL (no model), "lora" (the default) -> an
+#   adapter loaded on the policy itself, "full" -> another model loaded.
+# - the logits: dpo/trainer.py 0.9.5:230 `model(**batch).logits.to(torch.float32)` on chosen + rejected
+#   concatenated; kto/trainer.py 0.9.5:179 the same per example (knowledge/trl_trainers.py FRAMEWORK_FULL_LOGITS).
+# - pref_beta 0.1, pref_ftx 0.0, pref_loss "sigmoid", reward_model_type "lora" (finetuning_args.py 0.9.5 defaults).
+LF_TRL_BASE = {"dpo": "DPOTrainer", "kto": "KTOTrainer", "ppo": "PPOTrainer"}
+LF_REFERENCE_FREE = frozenset({"orpo", "simpo"})
+LF_PREF_DEFAULTS = {"pref_beta": 0.1, "pref_ftx": 0.0, "pref_loss": "sigmoid", "reward_model_type": "lora"}
+LF_REF_SOURCE = ("LLaMA-Factory train/trainer_utils.py create_ref_model (0.9.2, 0.9.5): ")
+
+# axolotl (read at v0.12.0, v0.18.0 and 067b021 (0.19.0-dev), src/axolotl/train.py setup_reference_model and
+# core/builders/rl.py):
+# - `rl:` other than orpo with an `adapter:` -> model_ref None: the trainer gets `peft_config` (dpo / ipo / kto,
+#   builders/rl.py `build`) or a PeftModel (grpo / simpo / orpo) and TRL runs the policy with its adapters disabled.
+#   `rl_adapter_ref_model` is read there (train.py 0.18.0:139) but is not a schema key of any release read (keys.json),
+#   so pydantic drops it and it never keeps a reference (TL007 says so).
+# - no adapter -> `ModelLoader(cfg, tokenizer, reference_model=True).load()`: the policy's model loaded again with
+#   the same config (dtype, quantisation, device_map). builders/rl.py `_get_trainer_cls` passes it only to dpo / ipo
+#   (`trainer_cls_args.append(self.model_ref)`), where it is TRL's `ref_model`: resident, whatever
+#   `precompute_ref_log_probs` says (trl 1.9.0 dpo_trainer.py:893-910 only drops a reference it would build itself).
+#   kto / simpo / grpo never receive it: it is freed when setup_model_and_trainer returns (train.py 0.18.0:548-600,
+#   not returned), after a load-time peak of two copies of the weights; KTO / GRPO then build their own as TRL does.
+# - beta: `trl.beta`, else `rl_beta`, else `orpo_alpha` (builders/rl.py `_build_training_arguments`).
+# - GRPO: `trl.num_generations`, `trl.generation_batch_size`, `trl.use_vllm`, `trl.vllm_mode`, `trl.sync_ref_model`
+#   and `trl.max_completion_length` are GRPOConfig's (core/trainers/grpo/__init__.py set_training_args_kwargs);
+#   `vllm_gpu_memory_utilization` is passed only with `trl.vllm_mode: colocate`, from `vllm.gpu_memory_utilization`
+#   whose default is 0.9 (utils/schemas/vllm.py, 0.12.0 and 0.18.0), not TRL's 0.3; with `vllm_mode` unset TRL's
+#   default mode and share apply.
+AXOLOTL_REF_PASSED = frozenset({"dpo", "ipo"})
+AXOLOTL_NO_REF_LOAD = frozenset({"orpo"})
+AXOLOTL_VLLM_SHARE_DEFAULT = 0.9
+AXOLOTL_REF_SOURCE = "axolotl train.py setup_reference_model (0.12.0, 0.18.0), core/builders/rl.py"

@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from trainlint.diagnostics import Span
-from trainlint.facts.model import ArgsObject, Evidence, ModelLoad, ScriptFacts, TrainerCall
+from trainlint.facts.model import ArgsObject, Evidence, FrameworkModel, ModelLoad, ScriptFacts, TrainerCall
 from trainlint.facts.values import UNKNOWN, UNSET, Value
 from trainlint.frameworks import knowledge as K
 from trainlint.frameworks.axolotl import model_path_problem
@@ -125,9 +125,12 @@ def map_llamafactory(keys: Keys, path: Path, display: str, release: str, note: s
     calls.append(trainer_call)
     full = FRAMEWORK_FULL_LOGITS.get((library, trainer_name))
     stage_span = keys.line_span("stage") or here
+    base = K.LF_TRL_BASE.get(stage) if isinstance(stage, str) else None
     trainer = TrainerCall(trainer_call, trainer_name, library, "training_args", "model", "trainer",
                           subclass=trainer_name if full else None,
-                          loss_override=("full", full[0], stage_span) if full else None)
+                          loss_override=("full", full[0], stage_span) if full else None,
+                          trl_base=base, stage_span=stage_span if keys.has("stage") else None,
+                          framework_models=_models(keys, stage, finetuning) if base else ())
     seq = keys.value("cutoff_len")
     if seq.unset:
         seq = default(K.LF_DEFAULTS["cutoff_len"], "LLaMA-Factory default cutoff_len")
@@ -136,6 +139,45 @@ def map_llamafactory(keys: Keys, path: Path, display: str, release: str, note: s
                         seq_evidence=(Evidence(seq, "cutoff_len", keys.line_span("cutoff_len") or Span.point(1)),),
                         batch_evidence=(), accum_evidence=(), pip_pins=(), logits_accessed=False)
     return Mapped(K.LLAMAFACTORY, release, note, facts, keys, problems, {}, "flash_attn")
+
+
+def _models(keys: Keys, stage: str, finetuning: object) -> tuple[FrameworkModel, ...]:
+    """The reference (and PPO's reward) model LLaMA-Factory makes beside the policy (frameworks/knowledge.py
+    "RL / preference stages": its trainers bypass TRL's __init__, so this is the whole decision)."""
+    out: list[FrameworkModel] = []
+    loss = keys.raw("pref_loss", K.LF_PREF_DEFAULTS["pref_loss"])
+    ref = keys.raw("ref_model")
+    at = keys.line_span("finetuning_type") or keys.line_span("stage")
+    if stage == "dpo" and loss in K.LF_REFERENCE_FREE:
+        out.append(FrameworkModel("reference", f"none (pref_loss {loss})", False,
+                                  f"pref_loss {loss} is reference-free: use_ref_model is False "
+                                  f"(hparams/finetuning_args.py 0.9.5:574)", keys.line_span("pref_loss")))
+    elif isinstance(ref, str) and ref:
+        quant = keys.raw("ref_model_quantization_bit")
+        out.append(FrameworkModel("reference", "loaded" + (f" ({quant}-bit)" if quant in (4, 8) else ""), True,
+                                  K.LF_REF_SOURCE + "ref_model is loaded, frozen, for the whole run",
+                                  keys.line_span("ref_model"),
+                                  model_id=ref if ref != keys.raw("model_name_or_path") else None))
+    elif finetuning == "lora":
+        out.append(FrameworkModel("reference", "adapter disabled", False,
+                                  K.LF_REF_SOURCE + "finetuning_type lora and no ref_model: the policy with its "
+                                  "adapters disabled is the reference", at))
+    else:
+        out.append(FrameworkModel("reference", "copy", True,
+                                  K.LF_REF_SOURCE + f"finetuning_type {finetuning}: the model is loaded a second "
+                                  f"time, frozen, for the whole run", at, drop="finetuning_type: lora"))
+    if stage == "ppo":
+        kind = keys.raw("reward_model_type", K.LF_PREF_DEFAULTS["reward_model_type"])
+        reward = keys.raw("reward_model")
+        if kind == "full" and isinstance(reward, str) and reward:
+            out.append(FrameworkModel("reward", "loaded", True, "LLaMA-Factory create_reward_model: "
+                                      "reward_model_type full loads reward_model", keys.line_span("reward_model"),
+                                      model_id=reward))
+        else:
+            how = "api" if kind == "api" else "adapter on the policy"
+            out.append(FrameworkModel("reward", how, False, f"LLaMA-Factory create_reward_model: reward_model_type "
+                                      f"{kind} (no second model on the GPU)", keys.line_span("reward_model_type")))
+    return tuple(out)
 
 
 def _training_args(keys: Keys, here: Span, n: Counter, unsloth: bool, path: Path) -> ArgsObject:

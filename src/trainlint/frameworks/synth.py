@@ -43,6 +43,21 @@ class Keys:
         v = entry.value if convert is None else convert(entry.value)
         return Value("known", v, entry.span, ORIGIN)
 
+    def nested(self, dotted: str) -> Value:
+        """A nested key (`trl.num_generations`) as a known Value located at its value (UNSET when absent or null)."""
+        entry = self.reading.get(dotted)
+        if entry is None or entry.value is None:
+            return UNSET
+        return Value("known", entry.value, entry.span, ORIGIN)
+
+    def nested_line(self, dotted: str) -> Span | None:
+        entry = self.reading.get(dotted)
+        if entry is None:
+            return None
+        if entry.span.line == entry.key_span.line:
+            return Span(entry.key_span.line, entry.key_span.col, entry.span.end_line, entry.span.end_col)
+        return entry.key_span
+
     def key_span(self, name: str) -> Span | None:
         entry = self.top.get(name)
         return entry.key_span if entry is not None else None

@@ -23,8 +23,6 @@ MARGIN = GIB  # the generation phase must exceed the training step by this much 
       fix_hint="fewer completions per generation round (steps_per_generation / generation_batch_size), a shorter "
                "max_completion_length, vLLM, or TRL >= 1.15 (fused LM head)")
 def check(self: Rule, ctx: FileContext):
-    if ctx.framework_config:
-        return  # the framework's RL stages are not mapped onto the Run's components yet (page: Framework configs)
     gen = resolve(ctx).generation
     if gen.value is None or gen.value.vllm == "server":
         return

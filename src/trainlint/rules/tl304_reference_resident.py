@@ -16,6 +16,7 @@ from trainlint.context import FileContext
 from trainlint.memory import fmt_bytes
 from trainlint.rules.base import Rule, rule
 from trainlint.run import PlanError, resolve
+from trainlint.run.components import rl_trainer
 
 
 def _policy(ctx: FileContext):
@@ -38,17 +39,20 @@ def _policy(ctx: FileContext):
       fix_hint="`beta=0.0` (GRPO >= 0.16, RLOO >= 0.22) where no KL term is wanted; `precompute_ref_log_probs` "
                "on TRL >= 1.5; `model_init_kwargs={\"dtype\": \"bfloat16\"}` for DPO 0.29-1.15")
 def check(self: Rule, ctx: FileContext):
-    if ctx.framework_config:
-        return  # the framework's RL stages are not mapped onto the Run's components yet (page: Framework configs)
     run = resolve(ctx)
     comps = run.components
     ref = comps.get("reference")
-    if ref is None or not ref.resident.value or ref.how != "copy":
+    if ref is None or not ref.resident.value:
+        return
+    trainer = rl_trainer(ctx)
+    if ref.how == "loaded" and ctx.framework_config and trainer is not None:
+        yield from _framework_precompute(self, ctx, trainer, ref)
+        return
+    if ref.how != "copy":
         return
     params, policy_bytes = _policy(ctx)
     if params is None:
         return
-    trainer = next(t for t in ctx.facts.trainers if t.class_name == comps.trainer)
     trl = ctx.versions.trl.version
     width = ref.dtype_bytes.value or policy_bytes
     size = fmt_bytes(params * width)
@@ -68,8 +72,35 @@ def check(self: Rule, ctx: FileContext):
             f"model (its adapters are disabled for the reference)"))
         return
     if width > policy_bytes:
-        yield self.diagnostic(ctx, trainer.call.span, (
+        config = comps.trainer.replace('Trainer', 'Config')
+        # a framework config has no key for the TRL config's model_init_kwargs (axolotl builds KTOConfig itself:
+        # core/builders/rl.py `_build_training_arguments`)
+        lever = (f"{ctx.spelling.trainer(comps.trainer)} has no key for {config}'s model_init_kwargs: an adapter "
+                 f"(its adapters disabled are the reference) or TRL >= 1.16 (the reference follows the policy's dtype)"
+                 if ctx.framework_config else
+                 f"set model_init_kwargs={{\"dtype\": \"bfloat16\"}} in {config} (TRL >= 1.16 follows the "
+                 f"policy's dtype)")
+        yield self.diagnostic(ctx, trainer.stage_span or trainer.call.span, (
             f"{comps.trainer} in TRL {trl} loads its reference model with model_init_kwargs, in fp32 unless they set "
             f"dtype, while the policy is {policy_bytes * 8}-bit: ~{size} resident, ~{fmt_bytes(params * (width - policy_bytes))} "
-            f"more than a reference in the policy's dtype; set model_init_kwargs={{\"dtype\": \"bfloat16\"}} in "
-            f"{comps.trainer.replace('Trainer', 'Config')} (TRL >= 1.16 follows the policy's dtype)"))
+            f"more than a reference in the policy's dtype; {lever}"))
+
+
+def _framework_precompute(self: Rule, ctx: FileContext, trainer, ref):
+    """A framework that passes its own reference model (axolotl's model_ref for rl dpo / ipo without an adapter)
+    keeps it resident even with precompute_ref_log_probs: true, which only drops a reference TRL would build
+    (trl 1.9.0 dpo_trainer.py:893-910; 0.19.1 :321-327 the same for a passed ref_model)."""
+    args = ctx.trainer_args(trainer)
+    pre = args.get("precompute_ref_log_probs") if args is not None else None
+    if pre is None or not pre.is_(True):
+        return
+    params, policy_bytes = _policy(ctx)
+    if params is None:
+        return
+    width = ref.dtype_bytes.value or policy_bytes
+    yield self.diagnostic(ctx, pre.origin or ref.span or trainer.call.span, (
+        f"{ctx.spelling.setting('precompute_ref_log_probs', True)} does not free the reference model here: "
+        f"without an adapter axolotl loads the model a second time and passes it as {trainer.class_name}'s ref_model "
+        f"(train.py setup_reference_model), ~{fmt_bytes(params * width)} resident for the whole run; precomputing "
+        f"only drops a reference TRL builds itself. With an adapter (adapter: lora) the policy with its adapters "
+        f"disabled is the reference"))

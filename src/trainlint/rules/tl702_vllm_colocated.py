@@ -12,6 +12,7 @@ from trainlint.context import FileContext
 from trainlint.memory import fmt_bytes
 from trainlint.rules.base import Rule, rule
 from trainlint.rules.fit import run_fit
+from trainlint.run.components import rl_trainer
 
 
 @rule("TL702", "vllm-colocated-over-card", consumer="the run as a whole",
@@ -19,8 +20,6 @@ from trainlint.rules.fit import run_fit
       fix_hint="a lower `vllm_gpu_memory_utilization` (the message gives the largest that fits), "
                "`vllm_enable_sleep_mode=True`, or `vllm_mode=\"server\"` on other GPUs; needs a GPU")
 def check(self: Rule, ctx: FileContext):
-    if ctx.framework_config:
-        return  # the framework's RL stages are not mapped onto the Run's components yet (page: Framework configs)
     fit = run_fit(ctx)
     if fit is None or not fit.plan.vllm_share:
         return
@@ -32,13 +31,17 @@ def check(self: Rule, ctx: FileContext):
     if own + share <= fit.capacity or own > fit.capacity:
         return  # it fits, or the training process alone does not (TL701 says so)
     most = int((fit.capacity - own) / fit.capacity * 100) / 100
-    gen = next((t for t in ctx.facts.trainers if t.library == "trl"), None)
+    gen = rl_trainer(ctx)
     args = ctx.trainer_args(gen) if gen is not None else None
     written = args.get("vllm_gpu_memory_utilization") if args is not None else None
+    # where the share is written; else the key that chose the run (a framework config's `rl:` / the trainer call)
     span = written.origin if written is not None and written.known and written.origin else (
-        gen.call.span if gen is not None else ctx.facts.models[0].anchor)
+        (gen.stage_span or gen.call.span) if gen is not None else ctx.facts.models[0].anchor)
+    how = "" if written is None or not written.known or written.origin else f" ({written.via})"
+    say = ctx.spelling
     yield fit.related(self.diagnostic(ctx, span, (
-        f"colocated vLLM reserves vllm_gpu_memory_utilization={plan.vllm_share:g} of {fit.where}, "
-        f"~{fmt_bytes(share)}, and the training process needs ~{fmt_bytes(own)} (its highest phase with the CUDA "
-        f"context): ~{fmt_bytes(own + share - fit.capacity)} over; set vllm_gpu_memory_utilization <= {most:.2f}, "
-        f"or vllm_enable_sleep_mode=True, or vllm_mode=\"server\" on other GPUs")))
+        f"colocated vLLM reserves {say.name('vllm_gpu_memory_utilization')}={plan.vllm_share:g}{how} of "
+        f"{fit.where}, ~{fmt_bytes(share)}, and the training process needs ~{fmt_bytes(own)} (its highest phase with "
+        f"the CUDA context): ~{fmt_bytes(own + share - fit.capacity)} over; set "
+        f"{say.name('vllm_gpu_memory_utilization')} <= {most:.2f}, or {say.setting('vllm_enable_sleep_mode', True)}, "
+        f"or {say.setting('vllm_mode', 'server')} on other GPUs")))

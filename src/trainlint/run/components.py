@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from trainlint.context import FileContext
 from trainlint.diagnostics import Span
 from trainlint.facts import TrainerCall
+from trainlint.facts.model import FrameworkModel
 from trainlint.facts.values import UNSET
 from trainlint.knowledge import trl_trainers as T
 from trainlint.run.decided import Decided
@@ -51,8 +52,23 @@ class Components:
 
 
 def rl_trainer(ctx: FileContext) -> TrainerCall | None:
-    """The first TRL trainer that is not SFT (the one whose components and phases are modelled)."""
-    return next((t for t in ctx.facts.trainers if t.library == "trl" and t.class_name != "SFTTrainer"), None)
+    """The first TRL trainer that is not SFT (the one whose components and phases are modelled), or a framework
+    config's trainer that subclasses one (`TrainerCall.trl_base`: LLaMA-Factory's CustomDPOTrainer)."""
+    return next((t for t in ctx.facts.trainers if (t.library == "trl" and t.class_name != "SFTTrainer")
+                 or (t.trl_base is not None and t.trl_base != "SFTTrainer")), None)
+
+
+def trl_name(trainer: TrainerCall) -> str:
+    """The TRL trainer whose components and phases apply: the framework class's TRL base, else the class."""
+    return trainer.trl_base or trainer.class_name
+
+
+def _framework_component(fm: FrameworkModel) -> Component:
+    """A model the framework decides itself (frameworks/ reads it from its source): its dtype is the policy's (the
+    framework loads the same model with the same arguments), a different model is sized as the policy's."""
+    notes = (f"the {fm.role} model {fm.model_id}: sized as the policy's model",) if fm.model_id else ()
+    return Component(fm.role, fm.how, Decided(fm.resident, fm.span, True, fm.why, notes), Decided(None),
+                     drop=fm.drop, span=fm.span)
 
 
 def _args_value(ctx: FileContext, trainer: TrainerCall, key: str):
@@ -203,11 +219,17 @@ def resolve_components(ctx: FileContext) -> Components:
     load = training_model(ctx)
     policy_bytes = byte_widths(ctx, load).value[0] if load is not None else 2
     items = [Component("policy", "trained", Decided(True), Decided(policy_bytes))]
-    ref = _reference(ctx, trainer, policy_bytes)
-    if ref is not None:
-        items.append(ref)
-    items += _others(ctx, trainer)
-    return Components(trainer.class_name, tuple(items))
+    decided = {fm.role for fm in trainer.framework_models if fm.passed}
+    # the framework's own decision for a role replaces TRL's (it passes the model, or bypasses TRL's __init__)
+    items += [_framework_component(fm) for fm in trainer.framework_models if fm.passed]
+    if "reference" not in decided:
+        ref = _reference(ctx, trainer, policy_bytes)
+        if ref is not None:
+            items.append(ref)
+    items += [c for c in _others(ctx, trainer) if c.role not in decided]
+    # models the framework loads and holds beside the trainer (axolotl's model_ref for KTO / GRPO / SimPO)
+    items += [_framework_component(fm) for fm in trainer.framework_models if not fm.passed]
+    return Components(trl_name(trainer), tuple(items))
 
 
 # --- the generation phase ---------------------------------------------------------------------------------------
@@ -239,8 +261,12 @@ def _int(v, default: int) -> tuple[int, bool]:
 
 def generation_phase(ctx: FileContext) -> Decided[Generation | None]:
     trainer = rl_trainer(ctx)
-    if trainer is None or trainer.class_name not in T.GENERATING:
+    if trainer is None or trl_name(trainer) not in T.GENERATING:
         return Decided(None, None, True, "no generating trainer")
+    if trainer.library != "trl":
+        # LLaMA-Factory's CustomPPOTrainer runs its own rollout (train/ppo/trainer.py ppo_train / get_inputs), not
+        # TRL's: its generation phase is not modelled
+        return Decided(None, None, False, f"{trainer.class_name}'s own rollout loop is not modelled")
     name, trl = trainer.class_name, ctx.versions.trl
     get = lambda key: _args_value(ctx, trainer, key)  # noqa: E731
     if T.rollout_loop(name, trl):
@@ -291,10 +317,13 @@ def generation_phase(ctx: FileContext) -> Decided[Generation | None]:
         s = get("vllm_gpu_memory_utilization")
         if s.known and isinstance(s.value, (int, float)):
             share = float(s.value)
+            if s.origin is None and vllm == "colocate":  # a framework's own default (axolotl's 0.9), not written
+                notes.append(f"vllm_gpu_memory_utilization {share:g}: {s.via}")
         elif vllm == "colocate":
             notes.append(f"vllm_gpu_memory_utilization {share}: the default in TRL {trl.version}")
-    gen = Generation(name, rows, prompt, completion, logps_rows, fused, vllm, share, trainer.call.span)
-    return Decided(gen, trainer.call.span, not notes, "generation", tuple(notes))
+    where = trainer.stage_span or trainer.call.span  # a framework config: its `rl:` key chose the phase
+    gen = Generation(name, rows, prompt, completion, logps_rows, fused, vllm, share, where)
+    return Decided(gen, where, not notes, "generation", tuple(notes))
 
 
 def _rollout(trainer, get, trl) -> Decided[Generation | None]:

@@ -187,6 +187,16 @@ def logits_shape(ctx: FileContext) -> LogitsShape | None:
     """The first TRL trainer that builds the full logits of more than one row per example or of a second model in
     the same step (knowledge/trl_trainers.py); else None."""
     for trainer in ctx.facts.trainers:
+        framework = trl_trainers.FRAMEWORK_FULL_LOGITS.get((trainer.library, trainer.class_name))
+        if framework is not None and trainer.loss_override is not None:
+            # a framework's own preference trainer (LLaMA-Factory's CustomDPOTrainer: chosen + rejected in one
+            # forward, the reference's logits in the same step unless its loss is reference-free)
+            _, rows, (reference, setting, without), _ = framework
+            args = ctx.trainer_args(trainer)
+            chosen = args.get(setting) if args is not None and setting else UNSET
+            if chosen.known and chosen.value in without:
+                reference = None
+            return LogitsShape(rows, reference, trainer.trl_base or trainer.class_name)
         if trainer.library != "trl" or trainer.class_name == "SFTTrainer":
             continue
         row = trl_trainers.loss_row(trainer.class_name, ctx.versions.trl)
