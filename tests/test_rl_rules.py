@@ -134,9 +134,11 @@ def test_rl_rules_say_nothing_and_do_not_fail_on_a_model_nobody_knows(lint):
     assert not [f for f in found if f[0] in ("TL004", "TL304")], found
 
 
-def test_rl_rules_stay_off_framework_configs(tmp_path):
-    """axolotl's `rl: dpo` loads its own reference model (its loader, the policy's dtype): the Run's components model
-    TRL's trainer as a script calls it, not the framework's stage, so TL303/TL304/TL702 say nothing there."""
+def test_axolotl_dpo_reference_is_axolotls_own_load_not_trls_fp32_copy(tmp_path):
+    """axolotl's `rl: dpo` without an adapter loads its own reference model (its loader, the policy's dtype) and
+    passes it as ref_model: the Run's components take that from the framework's stage (frameworks/axolotl.py
+    `_rl_models`), not TRL 1.8's fp32 create_model_from_path copy, so TL304 says nothing (tests/test_framework_rl.py
+    covers the rest of the stages)."""
     import subprocess
     import sys
 

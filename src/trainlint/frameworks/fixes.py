@@ -79,8 +79,9 @@ def spelling_for(mapped: Mapped, model_type: str | None, style: str = "yaml") ->
         return Spelling(style, base.keys, base.values, trainers, tuple(levers))
     dpo_liger = dpo_liger_key(keys, mapped.release)
     # a TRL trainer's use_liger_kernel: axolotl's own dpo_use_liger_kernel key (>= 0.18), else no key sets it
+    # (GRPOConfig's steps_per_generation has no axolotl key in any release read: utils/schemas/trl.py 0.18.0)
     base = Spelling(style, keys=tuple(mapped.spelled.items()) + ((("use_liger_kernel", dpo_liger),) if dpo_liger else ()),
-                    unsettable=() if dpo_liger else ("use_liger_kernel",))
+                    unsettable=("steps_per_generation",) + (() if dpo_liger else ("use_liger_kernel",)))
     attention = (f"{base.advise('attn_implementation', 'flash_attention_2')} or flex_attention (SDPA cannot express "
                  f"its logit softcap)" if softcapped else base.advise("attn_implementation", "sdpa", "or flash_attention_2"))
     # CutCrossEntropyArgs.check_chunked_cross_entropy_not_set (0.19.0 integrations/cut_cross_entropy/args.py:47-52)

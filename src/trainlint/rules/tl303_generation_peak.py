@@ -49,12 +49,16 @@ def check(self: Rule, ctx: FileContext):
     elif part == "kv_cache":
         what = (f"HF generate's KV cache for {g.rows} completions x {g.prompt + g.completion:,} tokens is "
                 f"~{fmt_bytes(size)}")
-        advice = "generate fewer completions at once (steps_per_generation / generation_batch_size), or use vLLM"
+        say = ctx.spelling
+        knobs = " / ".join(say.name(k) for k in ("steps_per_generation", "generation_batch_size") if say.can_set(k))
+        if not say.can_set("steps_per_generation"):  # axolotl: TRL's default, gradient_accumulation_steps, applies
+            knobs += f", or fewer {say.name('gradient_accumulation_steps')}"
+        advice = f"generate fewer completions at once ({knobs}), or use vLLM"
     else:
         what = (f"the no-grad per-token log-probabilities forward builds [{g.logps_rows} x {g.completion:,} x "
                 f"{plan.geometry.vocab:,}] logits, ~{fmt_bytes(size)}")
         advice = ("upgrade TRL to >= 1.15 (fused LM head)" if not g.fused_logps else
-                  "lower per_device_train_batch_size")
+                  f"lower {ctx.spelling.name('per_device_train_batch_size')}")
     yield self.diagnostic(ctx, gen.span, (
         f"{gen.value.trainer} in TRL {ctx.versions.trl.version}: the generation phase peaks at ~{fmt_bytes(peak)}, "
         f"~{fmt_bytes(peak - train)} above the training step (~{fmt_bytes(train)}): {what}; {advice}"))

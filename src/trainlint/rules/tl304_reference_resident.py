@@ -98,7 +98,7 @@ def _framework_precompute(self: Rule, ctx: FileContext, trainer, ref):
     if params is None:
         return
     width = ref.dtype_bytes.value or policy_bytes
-    yield self.diagnostic(ctx, pre.origin or ref.span or trainer.call.span, (
+    yield self.diagnostic(ctx, args.call.kw_span("precompute_ref_log_probs") or ref.span or trainer.call.span, (
         f"{ctx.spelling.setting('precompute_ref_log_probs', True)} does not free the reference model here: "
         f"without an adapter axolotl loads the model a second time and passes it as {trainer.class_name}'s ref_model "
         f"(train.py setup_reference_model), ~{fmt_bytes(params * width)} resident for the whole run; precomputing "

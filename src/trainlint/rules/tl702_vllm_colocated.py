@@ -36,7 +36,12 @@ def check(self: Rule, ctx: FileContext):
     written = args.get("vllm_gpu_memory_utilization") if args is not None else None
     # where the share is written; else the key that chose the run (a framework config's `rl:` / the trainer call)
     span = written.origin if written is not None and written.known and written.origin else (
-        (gen.stage_span or gen.call.span) if gen is not None else ctx.facts.models[0].anchor)
+        gen.call.span if gen is not None else ctx.facts.models[0].anchor)
+    if ctx.framework_config and args is not None and gen is not None:
+        # the key that decides the share: where it is written, else the one that made the framework pass its own
+        # default (axolotl passes vllm.gpu_memory_utilization only with trl.vllm_mode: colocate), else the stage
+        span = args.call.kw_span("vllm_gpu_memory_utilization") or args.call.kw_span("vllm_mode") or \
+            gen.stage_span or span
     how = "" if written is None or not written.known or written.origin else f" ({written.via})"
     say = ctx.spelling
     yield fit.related(self.diagnostic(ctx, span, (

@@ -196,7 +196,7 @@ def logits_shape(ctx: FileContext) -> LogitsShape | None:
             chosen = args.get(setting) if args is not None and setting else UNSET
             if chosen.known and chosen.value in without:
                 reference = None
-            return LogitsShape(rows, reference, trainer.trl_base or trainer.class_name)
+            return LogitsShape(rows, reference, trainer.class_name)
         if trainer.library != "trl" or trainer.class_name == "SFTTrainer":
             continue
         row = trl_trainers.loss_row(trainer.class_name, ctx.versions.trl)
