@@ -406,14 +406,16 @@ def _page_yaml_examples():
         section = re.search(r"^## Framework configs\n(.*?)(?=^## )", page.read_text(), re.S | re.M)
         assert section, f"{page.name}: no '## Framework configs' section"
         for i, block in enumerate(re.findall(r"```yaml\n(.*?)```", section.group(1), re.S)):
-            m = re.match(r"# (TL\d+): (fires|does not fire)\n", block)
+            m = re.match(r"# (TL\d+): (fires|does not fire)\n(?:# settings: gpu = \"([^\"]+)\"\n)?", block)
             assert m, f"{page.name} block {i}: first line must say `# TLxxx: fires` or `# TLxxx: does not fire`"
-            yield pytest.param(m.group(1), block, m.group(2) == "fires", id=f"{page.stem}-yaml-{i}")
+            # an optional second line `# settings: gpu = "..."`: the GPU a rule that judges the fit needs
+            settings = {"gpu": m.group(3)} if m.group(3) else {}
+            yield pytest.param(m.group(1), block, m.group(2) == "fires", settings, id=f"{page.stem}-yaml-{i}")
 
 
-@pytest.mark.parametrize(("code", "block", "fires"), list(_page_yaml_examples()))
-def test_rule_page_framework_examples_run(tmp_path, code, block, fires):
-    found = {d.code for d in _lint(_write(tmp_path, "config.yml", block))}
+@pytest.mark.parametrize(("code", "block", "fires", "settings"), list(_page_yaml_examples()))
+def test_rule_page_framework_examples_run(tmp_path, code, block, fires, settings):
+    found = {d.code for d in _lint(_write(tmp_path, "config.yml", block), **settings)}
     assert (code in found) is fires, f"{code} {'should' if fires else 'should not'} fire on:\n{block}\nfound {found}"
     assert not found - {code}, f"other findings on a page example: {found}"
 
