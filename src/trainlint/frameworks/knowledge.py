@@ -154,6 +154,9 @@ AXOLOTL_REMOVED = {"s2_attention": "`s2_attention` (shifted-sparse attention) is
 # - the logits: dpo/trainer.py 0.9.5:230 `model(**batch).logits.to(torch.float32)` on chosen + rejected
 #   concatenated; kto/trainer.py 0.9.5:179 the same per example (knowledge/trl_trainers.py FRAMEWORK_FULL_LOGITS).
 # - pref_beta 0.1, pref_ftx 0.0, pref_loss "sigmoid", reward_model_type "lora" (finetuning_args.py 0.9.5 defaults).
+#   Neither pref_beta nor pref_ftx changes what is resident: pref_ftx adds `ftx_gamma * sft_loss` where
+#   `sft_loss = -policy_chosen_logps_avg` comes from the same forward (dpo/trainer.py 0.9.5:300-302), and pref_beta
+#   only scales the loss (unlike GRPO's beta, nothing is dropped at 0).
 LF_TRL_BASE = {"dpo": "DPOTrainer", "kto": "KTOTrainer", "ppo": "PPOTrainer"}
 LF_REFERENCE_FREE = frozenset({"orpo", "simpo"})
 LF_PREF_DEFAULTS = {"pref_beta": 0.1, "pref_ftx": 0.0, "pref_loss": "sigmoid", "reward_model_type": "lora"}
