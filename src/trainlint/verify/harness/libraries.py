@@ -2,8 +2,17 @@
 
 - ``transformers.TrainingArguments.__post_init__`` (TRL's configs subclass it): max_steps=N,
   output_dir=DIR/output (logging_dir too where that field exists), save_strategy="no", push_to_hub=False,
-  report_to="none", eval_strategy="no", eval_on_start=False, load_best_model_at_end=False; hub_strategy and
-  everything else untouched;
+  report_to="none", eval_strategy="no", eval_on_start=False, load_best_model_at_end=False; on a run without CUDA
+  use_cpu=True (TRL's configs default bf16=True, which asks for a GPU otherwise); a TRL config's use_vllm=True
+  becomes False (vLLM is not installed here: generation runs with HF ``generate``, and the result says so in
+  ``notes``); hub_strategy and everything else untouched;
+- TRL's generation rounds (``GRPOTrainer`` / ``RLOOTrainer`` / ``DistillationTrainer``
+  ``_generate_and_score_completions``: ``generate``, then the no-grad log-probabilities of the old policy and the
+  reference) and any other ``GenerationMixin.generate`` run as the "generation" phase (``steps.Harness.phase``);
+- after ``Trainer.train`` returns, when the script's config evaluates (eval_strategy not "no") and the trainer has
+  an eval_dataset: one evaluation of per_device_eval_batch_size examples, as the "eval" phase (the run's own
+  evaluations are switched off above, so the phase is measured once, after the N steps, with the optimizer state
+  resident as in a mid-training evaluation);
 - ``transformers.Trainer``: ``__init__`` adds a callback that sets ``control.should_training_stop`` once N
   optimizer steps are done; ``train(resume_from_checkpoint=True)`` resumes from the user's original output_dir
   (read only) or starts fresh when it holds no checkpoint; ``save_model(dir)`` is redirected; ``push_to_hub``
@@ -52,6 +61,18 @@ def install_library_patches(H) -> PostImportHooks:
                     if os.fspath(user) not in box.user_output_dirs:
                         box.user_output_dirs.append(os.fspath(user))
                     self._trainlint_user_output_dir = os.fspath(user)
+                strategy = getattr(self, "eval_strategy", getattr(self, "evaluation_strategy", None))
+                if strategy is not None and str(getattr(strategy, "value", strategy)) != "no":
+                    H.eval_wanted = True
+                if getattr(self, "use_vllm", False):
+                    mode = getattr(self, "vllm_mode", None)
+                    note = (f"use_vllm=True{f' (vllm_mode={mode!r})' if mode else ''}: vLLM is not installable here, "
+                            "so generation ran with HF generate (the estimate's vLLM phase is not measured)")
+                    if note not in H.notes:
+                        H.notes.append(note)
+                    self.use_vllm = False
+                if H.memory.kind == "cpu" and hasattr(self, "use_cpu"):
+                    self.use_cpu = True
                 self.output_dir = box.output_dir
                 self.max_steps = H.n
                 self.save_strategy = "no"
@@ -110,16 +131,57 @@ def install_library_patches(H) -> PostImportHooks:
                     H.warn(f"resume_from_checkpoint=True -> {last!r} (read only)")
                 H.in_trainer += 1
                 try:
-                    return fn(self, *args, **kwargs)
+                    out = fn(self, *args, **kwargs)
+                    _evaluate_once(self)
+                    return out
                 finally:
                     H.in_trainer -= 1
 
             return train
 
+        def _evaluate_once(trainer) -> None:
+            """The eval phase: one evaluation of per_device_eval_batch_size examples after the N steps."""
+            dataset = getattr(trainer, "eval_dataset", None)
+            if not H.eval_wanted or dataset is None or H.eval_error is not None or "eval" in H.phase_peaks:
+                return
+            try:
+                n = max(1, int(getattr(trainer.args, "per_device_eval_batch_size", 1) or 1))
+                if hasattr(dataset, "select") and hasattr(dataset, "__len__"):
+                    dataset = dataset.select(range(min(n, len(dataset))))
+                with H.phase("eval"):
+                    trainer.evaluate(eval_dataset=dataset)
+            except Exception as exc:  # the training steps were measured; the evaluation's failure is reported
+                H.eval_error = {"type": type(exc).__name__, "message": str(exc)[:2000]}
+                H.warn(f"the evaluation step failed: {type(exc).__name__}: {exc}")
+
         patch_method(cls, "__init__", make_init)
         patch_method(cls, "train", make_train)
         patch_method(cls, "save_model", redirecting_method(box, 0, "output_dir"))
         patch_method(cls, "push_to_hub", blocked("Trainer.push_to_hub"))
+
+    def in_phase(name: str):
+        def make(fn):
+            def wrapper(*args, **kwargs):
+                with H.phase(name):
+                    return fn(*args, **kwargs)
+
+            return wrapper
+
+        return make
+
+    @on("transformers.generation.utils")
+    def _generate(mod):
+        patch_method(mod.GenerationMixin, "generate", in_phase("generation"))
+
+    for module_name, class_name in (("trl.trainer.grpo_trainer", "GRPOTrainer"),
+                                    ("trl.trainer.rloo_trainer", "RLOOTrainer"),
+                                    ("trl.trainer.distillation_trainer", "DistillationTrainer")):
+        def _rounds(mod, class_name=class_name):
+            cls = getattr(mod, class_name, None)
+            if cls is not None and hasattr(cls, "_generate_and_score_completions"):
+                patch_method(cls, "_generate_and_score_completions", in_phase("generation"))
+
+        on(module_name)(_rounds)
 
     @on("transformers.utils.hub")
     def _hub_mixin(mod):

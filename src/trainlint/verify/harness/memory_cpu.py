@@ -30,6 +30,7 @@ def make_cpu_tracker(torch):
             self.current = 0
             self.peak = 0
             self.seg_peak = 0
+            self.phase_peak = 0  # since the last phase switch (Harness.switch_phase), apart from the windows
             self.paused = 0
             self._dirty = False
             self._snap: dict | None = None
@@ -72,6 +73,8 @@ def make_cpu_tracker(torch):
 
         def _add(self, nbytes: int) -> None:
             self.current += nbytes
+            if self.current > self.phase_peak:
+                self.phase_peak = self.current
             if self.current > self.seg_peak:
                 self.seg_peak = self.current
                 self._dirty = True
@@ -188,6 +191,12 @@ class CpuMemory:
 
     def tail(self) -> tuple[int, None]:
         return self.mode.seg_peak, None
+
+    def phase_switch(self) -> int:
+        """The peak since the previous switch; the next phase starts at the current level."""
+        mode = self.mode
+        peak, mode.phase_peak = mode.phase_peak, mode.current
+        return peak
 
     def overall(self) -> tuple[int, None]:
         return self.mode.peak, None

@@ -21,6 +21,7 @@ class CudaMemory:
         self.peak = 0
         self.peak_reserved = 0
         self.reserved_at_peak = 0  # max_memory_reserved of the window whose allocated peak is the highest
+        self.carry = (0, 0)  # a window's allocated / reserved peaks before its last phase switch (phase_switch)
         self.nvml = None
         try:  # pynvml (nvidia-ml-py) is optional
             import pynvml
@@ -34,8 +35,8 @@ class CudaMemory:
             self.nvml = None
 
     def _fold(self) -> tuple[int, int]:
-        a = int(self.cuda.max_memory_allocated())
-        r = int(self.cuda.max_memory_reserved())
+        a = max(int(self.cuda.max_memory_allocated()), self.carry[0])
+        r = max(int(self.cuda.max_memory_reserved()), self.carry[1])
         if a >= self.peak:
             self.reserved_at_peak = r
         self.peak = max(self.peak, a)
@@ -45,12 +46,22 @@ class CudaMemory:
     def new_segment(self) -> int:
         a, _ = self._fold()
         self.cuda.reset_peak_memory_stats()
+        self.carry = (0, 0)
         return a
 
     def end_window(self, classify):
         a, r = self._fold()
         self.cuda.reset_peak_memory_stats()
+        self.carry = (0, 0)
         return a, r, None
+
+    def phase_switch(self) -> int:
+        """The allocated peak since the previous switch (or window boundary); the window keeps its own peak in
+        `carry`, so a phase inside a step window does not lose the window's."""
+        a, r = int(self.cuda.max_memory_allocated()), int(self.cuda.max_memory_reserved())
+        self.carry = (max(self.carry[0], a), max(self.carry[1], r))
+        self.cuda.reset_peak_memory_stats()
+        return a
 
     def tail(self):
         return self._fold()

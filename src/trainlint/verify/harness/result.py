@@ -8,7 +8,9 @@ categories, losses, adapter_grad_ok, lora_params_checked, lora_params_with_grad,
 stopped_by, written_outside_workdir, seconds. Extras: skipped_steps, setup_peak (before the first training
 forward), peak_where, step_reserved (CUDA), reserved_at_peak (CUDA: max_memory_reserved of the window holding
 the allocated peak), step_categories (CPU), nvml_process_bytes, device_info (device, driver, versions:
-``device.py``), unredirected_writes, user_output_dirs and harness_warnings. Losses that are not finite are
+``device.py``), unredirected_writes, user_output_dirs, harness_warnings, phase_peaks (the peak of each phase
+seen: "train", "generation", "eval"; ``steps.Harness.switch_phase``), notes (what the harness changed in the run
+that a report must say: use_vllm) and eval_error (the harness's evaluation failed). Losses that are not finite are
 null."""
 
 from __future__ import annotations
@@ -22,6 +24,10 @@ from trainlint.verify.harness.device import device_info, device_label
 
 def build(H, ok: bool, error: dict | None, stopped_by: str, seconds: float) -> dict:
     memory = H.memory
+    try:
+        H.switch_phase()  # the phase in effect now gets its peak so far
+    except Exception:
+        pass
     peak, reserved = memory.overall()
     last_segment = memory.tail()[0]  # since the last window boundary
     if H.window_open:
@@ -77,6 +83,9 @@ def build(H, ok: bool, error: dict | None, stopped_by: str, seconds: float) -> d
         "unredirected_writes": box.unredirected,
         "user_output_dirs": box.user_output_dirs,
         "harness_warnings": H.warnings,
+        "phase_peaks": dict(H.phase_peaks),
+        "notes": list(H.notes),
+        "eval_error": H.eval_error,
     }
 
 

@@ -76,22 +76,74 @@ class Harness:
         self.adapters = AdapterCheck(torch, self.models)
         self._hf_classes: tuple = ()
         self._started = time.perf_counter()
+        # phases (RL / preference trainers): the peak while TRL generates and scores completions, while the
+        # harness's evaluation runs, and the rest of every step window ("train"); see switch_phase
+        self.phase_peaks: dict[str, int] = {}
+        self.in_phase: list[str] = []  # the wrappers entered, innermost last
+        self._label: str | None = None
+        self.notes: list[str] = []  # what the harness changed in the run that the report must say (use_vllm)
+        self.eval_wanted = False  # the script's config evaluates (eval_strategy other than "no")
+        self.eval_error: dict | None = None
 
     def warn(self, msg: str) -> None:
         if len(self.warnings) < MAX_LISTED:
             self.warnings.append(msg)
         log(msg)
 
+    # -- phases --------------------------------------------------------------------------------------------
+    def _current_label(self) -> str | None:
+        if "eval" in self.in_phase:
+            return "eval"
+        if self.in_phase:
+            return self.in_phase[-1]
+        return "train" if self.window_open else None
+
+    def switch_phase(self) -> None:
+        """Give the memory peak since the previous switch to the phase in effect until now, then take the phase
+        in effect from now. Called before and after every change of phase (a wrapper entered or left, a step
+        window opened or closed): the peak of a phase is the highest level while it was in effect, resident
+        weights, models and optimizer state included, as memory.estimate's phase peaks count them."""
+        switch = getattr(self.memory, "phase_switch", None)
+        if switch is None:
+            return
+        peak = int(switch())
+        if self._label is not None:
+            self.phase_peaks[self._label] = max(self.phase_peaks.get(self._label, 0), peak)
+        self._label = self._current_label()
+
+    def phase(self, name: str):
+        """A context manager: the code inside runs as phase `name` ("generation", "eval")."""
+        H = self
+
+        class _Phase:
+            def __enter__(self):
+                if threading.get_ident() == H.main_ident:
+                    H.switch_phase()
+                    H.in_phase.append(name)
+                    H.switch_phase()
+
+            def __exit__(self, *exc):
+                if threading.get_ident() == H.main_ident and H.in_phase:
+                    H.switch_phase()
+                    H.in_phase.pop()
+                    H.switch_phase()
+                return False
+
+        return _Phase()
+
     # -- windows -------------------------------------------------------------------------------------------
     def open_window(self) -> None:
         if self.window_open or self.steps_done >= self.n:
             return
+        self.switch_phase()
         prev = self.memory.new_segment()
         if self.steps_done == 0 and self.setup_peak is None:
             self.setup_peak = prev
         self.window_open = True
+        self.switch_phase()
 
     def close_window(self, optimizer) -> None:
+        self.switch_phase()
         peak, reserved, cats = self.memory.end_window(self._classify if self.memory.kind == "cpu" else None)
         self.step_peaks.append(int(peak))
         self.step_reserved.append(None if reserved is None else int(reserved))
@@ -104,6 +156,7 @@ class Harness:
         self._losses = []
         self.steps_done += 1
         self.window_open = self.steps_done < self.n  # the next step's window starts right here
+        self.switch_phase()
 
     def _classify(self, snap: dict, live: dict) -> dict:
         return classify(self.torch, self.models, self.optimizers, snap, live)
