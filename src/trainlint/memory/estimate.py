@@ -867,6 +867,18 @@ def generation_peak(p: Plan) -> int:
     return w + models_bytes(p) + opt + sum(b for _, b in generation_parts(p))
 
 
+def phase_peaks(p: Plan) -> dict[str, int]:
+    """The peak of each phase the plan has: "train" (the training step: estimate's peak), "generation"
+    (generation_peak) and "eval" (eval_peak) where it has them. The one per-phase figure `verify` puts beside what
+    it measures, with and without --simulate."""
+    out = {"train": _core(p).peak}
+    if p.generation is not None:
+        out["generation"] = generation_peak(p)
+    if p.evaluation is not None:
+        out["eval"] = eval_peak(p)
+    return out
+
+
 def graph_bytes(p: Plan) -> int:
     """What one forward's autograd graph keeps until a backward frees it (TL203: a graph nothing frees): the
     saved activations of every layer (checkpointing applies only in training mode, so not counted), eager

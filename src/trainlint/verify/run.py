@@ -171,6 +171,63 @@ def _cuda_verdict(predicted_saving: int, measured_saving: int, predicted_peak: i
     return {"verdict": "not confirmed", "note": f"outside ±{CUDA_TOLERANCE:.0%}: {figures}"}
 
 
+PHASES = ("train", "generation", "eval")
+PHASE_TOLERANCE = 0.10  # issue 27 item 6: a phase's measured peak within ±10% of the estimate's
+
+
+def predicted_phases(est, device: str, notes: list[str]) -> dict[str, int]:
+    """memory.estimate.phase_peaks of the plan as it ran: on the run's kernels (Plan.device "cpu" off CUDA: TRL's
+    fused LM head folds its tiles in torch there), and with HF generate where the harness turned use_vllm off (its
+    notes say so)."""
+    from dataclasses import replace
+
+    from trainlint.memory.estimate import phase_peaks
+
+    plan = est.plan
+    if not device.startswith("cuda"):
+        plan = replace(plan, device="cpu")
+    if plan.generation is not None and plan.generation.vllm is not None and any("use_vllm" in n for n in notes):
+        plan = replace(plan, generation=replace(plan.generation, vllm=None), vllm_share=0.0)
+    return phase_peaks(plan)
+
+
+def has_phases(est, run: RunResult) -> bool:
+    """An RL / preference run (a generation phase, other resident models) or one with an evaluation phase."""
+    measured = run.data.get("phase_peaks") or {}
+    plan = est.plan if est is not None else None
+    return bool({"generation", "eval"} & set(measured)) or (plan is not None and bool(
+        plan.generation is not None or plan.evaluation is not None or plan.models))
+
+
+def phase_rows(run: RunResult, predicted: dict[str, int] | None) -> list[dict]:
+    """One row per phase: measured and predicted peaks, "confirmed within ±10%" or "not confirmed: measured X,
+    predicted Y", or why there is no comparison."""
+    measured = run.data.get("phase_peaks") or {}
+    predicted = predicted or {}
+    rows = []
+    for phase in PHASES:
+        m, p = measured.get(phase), predicted.get(phase)
+        if m is None and p is None:
+            continue
+        row = {"phase": phase, "measured": m, "predicted": p}
+        if m is None:
+            why = "the run did not reach it"
+            if phase == "eval" and run.data.get("eval_error"):
+                why = f"the evaluation failed: {run.data['eval_error'].get('message', '')[:160]}"
+            elif phase == "eval":
+                why = "the run has no evaluation the harness could run (no eval_dataset, or eval_strategy 'no')"
+            row.update(verdict="not measured", note=why)
+        elif p is None:
+            row.update(verdict="not predicted", note="the estimate has no such phase for this script")
+        elif p > 0 and abs(m - p) / p <= PHASE_TOLERANCE:
+            row.update(verdict=f"confirmed within ±{PHASE_TOLERANCE:.0%}",
+                       note=f"measured {fmt_bytes(m)}, predicted {fmt_bytes(p)}")
+        else:
+            row.update(verdict="not confirmed", note=f"measured {fmt_bytes(m)}, predicted {fmt_bytes(p)}")
+        rows.append(row)
+    return rows
+
+
 def fix_runs_on(code: str) -> str | None:
     """What the rule's fix needs to run (its declaration's `fix_runs_on`, codes.RuleInfo); None for a code without."""
     from trainlint.rules import REGISTRY
@@ -306,6 +363,13 @@ def verify(target: Target, *, steps: int = 3, device: str = "auto", codes: tuple
             "fragmentation": frag,
             "reruns": {f"{label}_expandable": _run_json(run, None) for label, run in reruns.items()},
         }
+        notes = list(dict.fromkeys((original.data.get("notes") or []) + (fixed.data.get("notes") or [])))
+        if notes:
+            report["notes"] = notes
+        if any(has_phases(est, run) for est, run in zip(predicted, (original, fixed))):
+            report["phases"] = {label: phase_rows(run, None if est is None else predicted_phases(
+                est, dev, run.data.get("notes") or [])) for label, est, run in zip(("original", "fixed"), predicted,
+                                                                                   (original, fixed))}
         return report
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
@@ -371,6 +435,18 @@ def text_report(r: dict) -> str:
         if err and err.get("traceback_tail"):
             tail = "\n".join("      " + x for x in str(err["traceback_tail"]).splitlines()[-6:])
             lines.append(f"    {label} run failed:\n{tail}")
+    for note in r.get("notes") or ():
+        lines.append(f"  note: {note}")
+    for label, rows in (r.get("phases") or {}).items():
+        if label == "fixed" and not r["fixes_applied"]:
+            continue  # the same run as the original
+        lines.append("")
+        lines.append(f"  {label} run, per phase:  {'predicted':>10} {'measured':>10}")
+        for row in rows:
+            pred = fmt_bytes(row["predicted"]) if row["predicted"] is not None else "-"
+            meas = fmt_bytes(row["measured"]) if row["measured"] is not None else "-"
+            verdict = row["verdict"] if row["verdict"].startswith("confirmed") else f"{row['verdict']}: {row['note']}"
+            lines.append(f"    {row['phase']:<18} {pred:>10} {meas:>10}  {verdict}")
     lines.append("")
     for d in r["diagnostics"]:
         pred = fmt_bytes(d["predicted_saving"]) if d["predicted_saving"] else "-"
