@@ -175,18 +175,17 @@ PHASES = ("train", "generation", "eval")
 PHASE_TOLERANCE = 0.10  # issue 27 item 6: a phase's measured peak within ±10% of the estimate's
 
 
-def predicted_phases(est, device: str, notes: list[str]) -> dict[str, int]:
-    """memory.estimate.phase_peaks of the plan as it ran: on the run's kernels (Plan.device "cpu" off CUDA: TRL's
-    fused LM head folds its tiles in torch there), and with HF generate where the harness turned use_vllm off (its
-    notes say so)."""
+def predicted_phases(plan, device: str, hf_generate: bool) -> dict[str, int]:
+    """memory.estimate.phase_peaks of `plan` as it ran: on the run's kernels (Plan.device "cpu" off CUDA: TRL's fused
+    LM head folds its tiles in torch there), and with HF generate where the run had no vLLM (`hf_generate`: the
+    harness turned use_vllm off, or the simulation generates with the model)."""
     from dataclasses import replace
 
     from trainlint.memory.estimate import phase_peaks
 
-    plan = est.plan
     if not device.startswith("cuda"):
         plan = replace(plan, device="cpu")
-    if plan.generation is not None and plan.generation.vllm is not None and any("use_vllm" in n for n in notes):
+    if hf_generate and plan.generation is not None and plan.generation.vllm is not None:
         plan = replace(plan, generation=replace(plan.generation, vllm=None), vllm_share=0.0)
     return phase_peaks(plan)
 
@@ -199,10 +198,10 @@ def has_phases(est, run: RunResult) -> bool:
         plan.generation is not None or plan.evaluation is not None or plan.models))
 
 
-def phase_rows(run: RunResult, predicted: dict[str, int] | None) -> list[dict]:
-    """One row per phase: measured and predicted peaks, "confirmed within ±10%" or "not confirmed: measured X,
-    predicted Y", or why there is no comparison."""
-    measured = run.data.get("phase_peaks") or {}
+def phase_rows(measured: dict[str, int], predicted: dict[str, int] | None, eval_error: dict | None = None
+               ) -> list[dict]:
+    """One row per phase: measured and predicted peaks, "confirmed within ±10%" or "not confirmed" (its note:
+    "measured X, predicted Y"), or why there is no comparison."""
     predicted = predicted or {}
     rows = []
     for phase in PHASES:
@@ -212,8 +211,8 @@ def phase_rows(run: RunResult, predicted: dict[str, int] | None) -> list[dict]:
         row = {"phase": phase, "measured": m, "predicted": p}
         if m is None:
             why = "the run did not reach it"
-            if phase == "eval" and run.data.get("eval_error"):
-                why = f"the evaluation failed: {run.data['eval_error'].get('message', '')[:160]}"
+            if phase == "eval" and eval_error:
+                why = f"the evaluation failed: {eval_error.get('message', '')[:160]}"
             elif phase == "eval":
                 why = "the run has no evaluation the harness could run (no eval_dataset, or eval_strategy 'no')"
             row.update(verdict="not measured", note=why)
@@ -226,6 +225,22 @@ def phase_rows(run: RunResult, predicted: dict[str, int] | None) -> list[dict]:
             row.update(verdict="not confirmed", note=f"measured {fmt_bytes(m)}, predicted {fmt_bytes(p)}")
         rows.append(row)
     return rows
+
+
+def phase_lines(phases: dict[str, list[dict]], skip: tuple[str, ...] = ()) -> list[str]:
+    """The per-phase table of the text reports (run and --simulate)."""
+    lines = []
+    for label, rows in phases.items():
+        if label in skip:
+            continue
+        lines.append("")
+        lines.append(f"  {label} run, per phase:  {'predicted':>10} {'measured':>10}")
+        for row in rows:
+            pred = fmt_bytes(row["predicted"]) if row["predicted"] is not None else "-"
+            meas = fmt_bytes(row["measured"]) if row["measured"] is not None else "-"
+            verdict = row["verdict"] if row["verdict"].startswith("confirmed") else f"{row['verdict']}: {row['note']}"
+            lines.append(f"    {row['phase']:<18} {pred:>10} {meas:>10}  {verdict}")
+    return lines
 
 
 def fix_runs_on(code: str) -> str | None:
@@ -367,9 +382,12 @@ def verify(target: Target, *, steps: int = 3, device: str = "auto", codes: tuple
         if notes:
             report["notes"] = notes
         if any(has_phases(est, run) for est, run in zip(predicted, (original, fixed))):
-            report["phases"] = {label: phase_rows(run, None if est is None else predicted_phases(
-                est, dev, run.data.get("notes") or [])) for label, est, run in zip(("original", "fixed"), predicted,
-                                                                                   (original, fixed))}
+            report["phases"] = {
+                label: phase_rows(run.data.get("phase_peaks") or {},
+                                  None if est is None else predicted_phases(
+                                      est.plan, dev, any("use_vllm" in n for n in run.data.get("notes") or [])),
+                                  run.data.get("eval_error"))
+                for label, est, run in zip(("original", "fixed"), predicted, (original, fixed))}
         return report
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
@@ -437,16 +455,7 @@ def text_report(r: dict) -> str:
             lines.append(f"    {label} run failed:\n{tail}")
     for note in r.get("notes") or ():
         lines.append(f"  note: {note}")
-    for label, rows in (r.get("phases") or {}).items():
-        if label == "fixed" and not r["fixes_applied"]:
-            continue  # the same run as the original
-        lines.append("")
-        lines.append(f"  {label} run, per phase:  {'predicted':>10} {'measured':>10}")
-        for row in rows:
-            pred = fmt_bytes(row["predicted"]) if row["predicted"] is not None else "-"
-            meas = fmt_bytes(row["measured"]) if row["measured"] is not None else "-"
-            verdict = row["verdict"] if row["verdict"].startswith("confirmed") else f"{row['verdict']}: {row['note']}"
-            lines.append(f"    {row['phase']:<18} {pred:>10} {meas:>10}  {verdict}")
+    lines += phase_lines(r.get("phases") or {}, () if r["fixes_applied"] else ("fixed",))  # unfixed: the same run
     lines.append("")
     for d in r["diagnostics"]:
         pred = fmt_bytes(d["predicted_saving"]) if d["predicted_saving"] else "-"

@@ -66,6 +66,93 @@ def simulate(plan: Plan, model_type: str | None, name: str = "script") -> Simula
                       "; ".join(notes))
 
 
+RL_TRAINERS = {"DPOTrainer": "dpo", "GRPOTrainer": "grpo"}
+RL_GAPS = (
+    "the phases are simulated with the installed TRL's fused LM head (verify/measure_rl.py), whatever TRL release "
+    "the script is estimated for",
+    "generation is HF generate's cache and decoding steps (vLLM is not installable here); sampling, rewards and "
+    "the EOS mask are not simulated",
+)
+
+
+def rl_spec(plan: Plan, run) -> tuple[str, dict, list[str]] | None:
+    """(which, verify.measure_rl spec, notes) for a DPOTrainer / GRPOTrainer run, from the plan the estimate reads
+    (so both sides describe one run); None for any other trainer. SimulationUnsupported for what the simulation
+    cannot build (LoRA)."""
+    which = RL_TRAINERS.get(run.components.trainer or "")
+    if which is None:
+        return None
+    if plan.lora_r:
+        raise SimulationUnsupported(f"the {run.components.trainer} simulation builds full fine-tuning only; this "
+                                    f"run trains LoRA adapters")
+    notes = []
+    common = {"gc": plan.checkpointing, "dtype": "bf16" if plan.dtype_bytes == 2 else "fp32",
+              "reference": bool(run.components.resident("reference"))}
+    if which == "dpo":
+        pairs = max(1, plan.batch // 2)  # the plan counts rows: chosen and rejected concatenated
+        spec = {**common, "pairs": pairs, "seq": plan.seq, "prompt": plan.seq // 2, "beta": 0.1,
+                "eval_pairs": (max(1, plan.evaluation.batch // max(plan.evaluation.per_example, 1))
+                               if plan.evaluation is not None else None)}
+        notes.append(f"prompts of {plan.seq // 2} of the {plan.seq} tokens assumed (the labels' mask)")
+    else:
+        gen = plan.generation
+        if gen is None:
+            return None
+        spec = {**common, "batch": plan.batch, "rows": gen.rows, "prompt": gen.prompt, "completion": gen.completion,
+                "logps_rows": gen.logps_rows, "beta": 0.04}
+        if gen.vllm is not None:
+            notes.append(f"the script generates with vLLM ({gen.vllm}); simulated and predicted with HF generate")
+    return which, spec, notes
+
+
+def simulate_rl(script: Path, settings: Settings) -> tuple[dict, Plan] | None:
+    """`verify --simulate` of a DPOTrainer or GRPOTrainer script: each phase (training step, generation, evaluation
+    step) simulated at full size (verify/measure_rl.py) beside memory.estimate.phase_peaks of the same plan on CPU
+    kernels (verify.run.predicted_phases). None when the script's trainer is not one of them."""
+    from trainlint.lint import enabled_codes, lint_text
+    from trainlint.planning import Overrides, PlanError, plan_for
+    from trainlint.run import resolve
+    from trainlint.source import read_source
+    from trainlint.verify import measure_rl
+    from trainlint.verify.run import VerifyError, phase_rows, predicted_phases
+
+    source = read_source(script)
+    text = getattr(source, "text", None)
+    if text is None:
+        raise VerifyError(f"{script}: {getattr(source, 'reason', 'cannot be read')}")
+    result = lint_text(script, text, settings, enabled_codes(settings, select=("TL101",)))
+    if result.context is None:
+        return None
+    run = resolve(result.context)
+    if RL_TRAINERS.get(run.components.trainer or "") is None:
+        return None
+    try:
+        plan, model, _, unknown = plan_for(result.context, Overrides())
+    except PlanError as exc:
+        raise VerifyError(str(exc)) from None
+    if unknown:
+        raise VerifyError(f"{', '.join(unknown)} not known statically; simulation needs them")
+    model_type = result.context.spec(model).model_type
+    try:
+        config = model_config(plan, model_type)
+        found = rl_spec(plan, run)
+    except SimulationUnsupported as exc:
+        raise VerifyError(str(exc)) from None
+    if found is None:
+        return None
+    which, spec, notes = found
+    config.pop("model_type")
+    measured = measure_rl.measure(which, model_type, config, spec)
+    phases = dict(measured["phases"])
+    if "scoring" in phases:  # the estimate's generation phase is the larger of generate and the scoring pass
+        phases["generation"] = max(phases.pop("generation"), phases.pop("scoring"))
+    predicted = predicted_phases(plan, "cpu", hf_generate=True)
+    return {"script": str(script), "device": "cpu (FakeTensorMode simulation)", "trainer": run.components.trainer,
+            "simulated": {"spec": spec, "phases": phases, "seconds": measured["seconds"]},
+            "phases": {"original": phase_rows(phases, predicted)}, "notes": notes,
+            "known_gaps": list(KNOWN_GAPS[:2]) + list(RL_GAPS)}, plan
+
+
 def simulate_script(script: Path, settings: Settings, codes: tuple[str, ...] | None) -> dict:
     """Simulate the script as written and with trainlint's fixes; static estimate beside each."""
     from trainlint.lint import enabled_codes, lint_text
@@ -79,6 +166,16 @@ def simulate_script(script: Path, settings: Settings, codes: tuple[str, ...] | N
         raise VerifyError(f"{script}: no such file")
     selected = set(codes) if codes else enabled_codes(settings) - {"TL001", "TL002", "TL003", "TL004"}
     source, fixed_text, found, applied = fixed_source(script, settings, selected)
+    rl = simulate_rl(script, settings)
+    if rl is not None:  # a DPO / GRPO script: its phases as written; each finding keeps its one figure
+        report, plan = rl
+        report["diagnostics"] = [
+            {"code": d.code, "line": d.span.line,
+             "predicted_saving": fix_saving(plan, d.code) if d.code in FIXES else None, "measured_saving": None,
+             "verdict": "not measurable here",
+             "note": f"--simulate runs a {report['trainer']} script as written only; run `trainlint verify` for the "
+                     f"fixed run"} for d in found]
+        return report
     runs, plans = {}, {}
     for label, text in (("original", source.text), ("fixed", fixed_text)):
         result = lint_text(script, text, settings, enabled_codes(settings, select=("TL101",)))
@@ -132,6 +229,17 @@ def simulation_text(r: dict) -> str:
     from trainlint.memory import fmt_bytes
 
     lines = [f"{r['script']}: simulated at full size on {r['device']}", ""]
+    if "trainer" in r:
+        from trainlint.verify.run import phase_lines
+
+        lines[-1:] = [f"  {r['trainer']}, each phase ({r['simulated']['seconds']} s)"]
+        lines += phase_lines(r["phases"])
+        lines += [""] + [f"  note: {n}" for n in r["notes"]]
+        for d in r.get("diagnostics") or ():
+            saving = f"predicted saving {fmt_bytes(d['predicted_saving'])}" if d["predicted_saving"] else "-"
+            lines.append(f"  {d['code']} line {d['line']}: {d['verdict'].upper()}  ({saving}) {d['note']}")
+        lines += ["", "  known gaps:"] + [f"    - {g}" for g in r["known_gaps"]]
+        return "\n".join(lines) + "\n"
     cats = ["PARAM", "GRAD", "OPT", "ACT", "TEMP"]
     lines.append(f"  {'':<22}" + "".join(f"{c:>11}" for c in cats) + f"{'peak':>11}{'predicted':>11}")
     for label, run in r["runs"].items():
