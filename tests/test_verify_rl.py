@@ -206,3 +206,66 @@ def test_a_supervised_script_gets_no_phase_table(project):
     assert code == 0, err
     assert "phases" not in data and "notes" not in data
     assert set(data["runs"]["original"]["phase_peaks"]) == {"train"}  # measured, but no generation or evaluation
+
+
+SMALL_QWEN = {"model_type": "qwen2", "architectures": ["Qwen2ForCausalLM"], "vocab_size": 32768, "hidden_size": 256,
+              "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2, "intermediate_size": 512,
+              "tie_word_embeddings": True, "max_position_embeddings": 4096, "torch_dtype": "bfloat16"}
+
+
+@pytest.mark.parametrize("name,src,phase_names", [
+    ("sim_grpo.py", '''
+        import torch
+        from transformers import AutoModelForCausalLM
+        from trl import GRPOConfig, GRPOTrainer
+
+        model = AutoModelForCausalLM.from_pretrained("./small-qwen", dtype=torch.bfloat16)
+        args = GRPOConfig(output_dir="out", per_device_train_batch_size=4, steps_per_generation=2, num_generations=4,
+                          max_completion_length=128, beta=0.04, gradient_checkpointing=True, use_vllm=True,
+                          vllm_mode="colocate")
+        trainer = GRPOTrainer(model=model, reward_funcs=[accuracy_reward], args=args, train_dataset=dataset)
+        trainer.train()
+    ''', {"train", "generation"}),
+    ("sim_dpo.py", '''
+        import torch
+        from transformers import AutoModelForCausalLM
+        from trl import DPOConfig, DPOTrainer
+
+        model = AutoModelForCausalLM.from_pretrained("./small-qwen", dtype=torch.bfloat16)
+        args = DPOConfig(output_dir="out", per_device_train_batch_size=2, max_length=512, gradient_checkpointing=True,
+                         eval_strategy="steps", eval_steps=100)
+        trainer = DPOTrainer(model=model, args=args, train_dataset=dataset, eval_dataset=eval_dataset)
+        trainer.train()
+    ''', {"train", "eval"}),
+])
+def test_simulate_reports_each_phase_at_full_size_beside_the_estimates(tmp_path, name, src, phase_names):
+    from dataclasses import replace
+
+    from trainlint.config import Settings
+    from trainlint.lint import enabled_codes, lint_file
+    from trainlint.memory.estimate import phase_peaks
+    from trainlint.planning import Overrides, plan_for
+
+    (tmp_path / "small-qwen").mkdir()
+    (tmp_path / "small-qwen" / "config.json").write_text(json.dumps(SMALL_QWEN))
+    write(tmp_path, name, src)
+    code, data, err = verify(tmp_path, name, "--simulate")
+    assert code == 0, err
+    rows = phases(data)
+    assert set(rows) == phase_names
+    ctx = lint_file(tmp_path / name, Settings(root=tmp_path), enabled_codes(Settings(root=tmp_path))).context
+    plan = replace(plan_for(ctx, Overrides())[0], device="cpu")
+    if plan.generation is not None:  # simulated with HF generate: predicted for it, not for the colocated vLLM
+        assert plan.generation.vllm == "colocate"
+        plan = replace(plan, generation=replace(plan.generation, vllm=None), vllm_share=0.0)
+        assert any("vLLM" in n for n in data["notes"])
+    assert {k: v["predicted"] for k, v in rows.items()} == phase_peaks(plan)
+    weights = 2 * (32768 * 256 + 2 * (4 * 256 * 256 + 3 * 256 * 512))  # bf16 embedding + 2 layers, roughly
+    for row in rows.values():
+        assert row["measured"] > weights
+    assert_verdicts(rows)
+    assert data["simulated"]["spec"]["reference"] is True
+    from trainlint.verify.simulate import simulation_text
+
+    text = simulation_text(data)
+    assert "original run, per phase" in text and all(f"    {p} " in text for p in phase_names)
