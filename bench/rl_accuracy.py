@@ -32,17 +32,13 @@ def plan_of(script: Path):
 
 
 def main() -> int:
-    from trainlint.memory.estimate import estimate, eval_peak, generation_peak
+    from trainlint.memory.estimate import phase_peaks
 
     data = json.loads((ROOT / "bench" / "rl_measurements.json").read_text())
     print(f"{'configuration':<52} {'phase':<11} {'estimate':>10} {'measured':>10} {'error':>7}")
     for rec in data["configs"]:
         plan = plan_of(ROOT / "bench" / "rl" / PAIRS[rec["name"]])
-        est = {"train": estimate(plan).peak}
-        if plan.generation is not None:
-            est["generation"] = generation_peak(plan)
-        if plan.evaluation is not None:
-            est["eval"] = eval_peak(plan)
+        est = phase_peaks(plan)  # the per-phase figures `verify` prints beside its measurements
         measured = dict(rec["phases"])
         if "scoring" in measured:  # the estimate's generation phase is the larger of generate and the scoring pass
             measured["generation"] = max(measured.pop("generation"), measured.pop("scoring"))

@@ -109,6 +109,7 @@ def make_cpu_tracker(torch):
             """End the current segment (returning its peak) and start a new one at the current level."""
             peak = self.seg_peak
             self.seg_peak = self.current
+            self.phase_peak = self.current  # a phase's peak is never older than its window's start
             self._dirty = True
             self._snap = None
             return peak

@@ -81,6 +81,7 @@ class Harness:
         self.phase_peaks: dict[str, int] = {}
         self.in_phase: list[str] = []  # the wrappers entered, innermost last
         self._label: str | None = None
+        self.phased = False  # a generation or evaluation wrapper was entered: phases are switched from then on
         self.notes: list[str] = []  # what the harness changed in the run that the report must say (use_vllm)
         self.eval_wanted = False  # the script's config evaluates (eval_strategy other than "no")
         self.eval_error: dict | None = None
@@ -104,7 +105,10 @@ class Harness:
         window opened or closed): the peak of a phase is the highest level while it was in effect, resident
         weights, models and optimizer state included, as memory.estimate's phase peaks count them."""
         switch = getattr(self.memory, "phase_switch", None)
-        if switch is None:
+        if switch is None or not self.phased:
+            # no generation or evaluation yet: each step window is the train phase (close_window records it), and
+            # the CUDA counters are reset at the window boundaries only, as before phases existed
+            self._label = self._current_label()
             return
         peak = int(switch())
         if self._label is not None:
@@ -118,6 +122,7 @@ class Harness:
         class _Phase:
             def __enter__(self):
                 if threading.get_ident() == H.main_ident:
+                    H.phased = True
                     H.switch_phase()
                     H.in_phase.append(name)
                     H.switch_phase()
@@ -145,6 +150,8 @@ class Harness:
     def close_window(self, optimizer) -> None:
         self.switch_phase()
         peak, reserved, cats = self.memory.end_window(self._classify if self.memory.kind == "cpu" else None)
+        if not self.phased:
+            self.phase_peaks["train"] = max(self.phase_peaks.get("train", 0), int(peak))
         self.step_peaks.append(int(peak))
         self.step_reserved.append(None if reserved is None else int(reserved))
         self.step_categories.append(cats)
