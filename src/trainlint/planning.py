@@ -64,6 +64,8 @@ def plan_for(ctx: FileContext, overrides: Overrides) -> tuple[Plan, ModelLoad, l
         elif tokens > seq:  # max_length bounds text and image tokens together (trl 1.16.0 sft_trainer.py l.488-495)
             notes.append(f"max length {seq:,} is shorter than one image's {tokens:,} tokens: truncation cuts an "
                          f"image's tokens, which the model rejects (image features and image tokens do not match)")
+    tower = run.tower
+    notes += tower.notes
     if seq is None:
         unknown.append("sequence length")
     elif not overrides.seq and ctx.seq_len.via == "SFTConfig.max_length default":
@@ -138,6 +140,7 @@ def plan_for(ctx: FileContext, overrides: Overrides) -> tuple[Plan, ModelLoad, l
         lora_targets=(lora.value.targets if lora.value is not None else ()) or ("q_proj", "v_proj"),
         lora_parameters=lora.value.parameters if lora.value is not None else (),
         checkpointing=bool(gc.value),
+        vision=tower.value,
         attention=attention.value,
         loss=loss.path.value,
         loss_chunks=loss.chunks or 1,

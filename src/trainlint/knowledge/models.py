@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from trainlint.knowledge.moe import Moe, moe_from_config, moe_params
+from trainlint.knowledge.vision_towers import TowerConfig, tower_config
 
 _NON_TEXT_INPUTS = {
     # model_type -> main_input_name (transformers sets `main_input_name` on these PreTrainedModel classes)
@@ -60,6 +61,7 @@ class ModelSpec:
     # counted from the config when it is one
     moe: Moe | None = None
     moe_parameters: tuple[int, int] | None = None
+    vision: TowerConfig | None = None  # a vision-language model's tower (knowledge/vision_towers.py tower_config)
 
     def describe(self) -> str:
         def n(v: Any) -> str:
@@ -144,6 +146,7 @@ def spec_from_config(config: dict, model_id: str, source: str, class_name: str |
         remote_attention=_remote_attention(config, outer_type),
         moe=(moe := moe_from_config(config, ints["layers"])),
         moe_parameters=_moe_counts(config, tie) if moe is not None else None,
+        vision=tower_config(config, outer_type),
     )
 
 

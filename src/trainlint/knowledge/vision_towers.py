@@ -180,3 +180,54 @@ CHECKPOINT_PROCESSORS: dict[str, ImageProcessor] = {
 CLASS_DEFAULT_MAX_PIXELS = 28 * 28 * 1280
 # the tokens around each image in the Qwen-VL chat template: <|vision_start|> ... <|vision_end|>
 IMAGE_WRAP_TOKENS = 2
+
+
+# -- the tower's geometry, from a config.json `vision_config` or the catalog's `vision` (issue 28 item 1) -----------
+
+@dataclass(frozen=True)
+class TowerConfig:
+    """A Qwen-VL vision tower's geometry as its config states it (memory/vision.py Tower is built from it).
+
+    Field names per family (transformers 5.25.0 configuration files): Qwen2-VL `Qwen2VLVisionConfig` (embed_dim,
+    mlp_ratio, hidden_size = the text model's width; LayerNorm, fc1/fc2: qwen2_vl/modeling_qwen2_vl.py
+    `Qwen2VLVisionBlock`, `VisionMlp`); Qwen2.5-VL `Qwen2_5_VLVisionConfig` (hidden_size, intermediate_size,
+    out_hidden_size; RMSNorm, gate/up/down with biases: modeling_qwen2_5_vl.py l.85-96, l.342-348); Qwen3-VL
+    `Qwen3VLVisionConfig` (hidden_size, intermediate_size, out_hidden_size, patch 16; LayerNorm, linear_fc1/fc2)."""
+
+    depth: int
+    hidden: int
+    intermediate: int
+    heads: int
+    out_hidden: int
+    patch_size: int
+    temporal_patch_size: int
+    merge: int
+    gated_mlp: bool
+    rms_norm: bool
+    params: int | None  # stated by the catalog (the tower transformers builds on the meta device); None: computed
+
+
+def _int(d: dict, key: str) -> int | None:
+    v = d.get(key)
+    return v if isinstance(v, int) and not isinstance(v, bool) and v > 0 else None
+
+
+def tower_config(config: dict, model_type: str | None) -> TowerConfig | None:
+    """The tower of a Qwen2-VL / 2.5-VL / 3-VL config.json (`vision_config`) or catalog entry (`vision`, whose
+    hidden_size is the tower's width); None for another model type or a config that does not state the geometry."""
+    kind = {"qwen2_vl": "2", "qwen2_5_vl": "2.5", "qwen3_vl": "3", "qwen3_vl_moe": "3"}.get(model_type or "")
+    d = config.get("vision") if isinstance(config.get("vision"), dict) else config.get("vision_config")
+    if kind is None or not isinstance(d, dict):
+        return None
+    if "embed_dim" in d:  # Qwen2-VL's own config.json: hidden_size is the text model's width there
+        hidden, out = _int(d, "embed_dim"), _int(d, "hidden_size")
+    else:
+        hidden, out = _int(d, "hidden_size"), _int(d, "out_hidden_size")
+    ratio = d.get("mlp_ratio")
+    inter = _int(d, "intermediate_size") or (int(hidden * ratio) if hidden and isinstance(ratio, (int, float)) else None)
+    depth, heads = _int(d, "depth"), _int(d, "num_heads")
+    if None in (hidden, out, inter, depth, heads):
+        return None
+    return TowerConfig(depth, hidden, inter, heads, out, _int(d, "patch_size") or (16 if kind == "3" else 14),
+                       _int(d, "temporal_patch_size") or 2, _int(d, "spatial_merge_size") or 2,
+                       gated_mlp=kind == "2.5", rms_norm=kind == "2.5", params=_int(d, "num_parameters"))

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field, replace
 
 from trainlint.memory import (GIB, attention_scores_per_layer, chunked_upcast_bytes_per_element, eager_backward_bytes_per_score, loss_peak_bytes,
                               math_scores_per_layer)
+from trainlint.memory import vision
 
 # Not counted in the consumers: the CUDA context and the caching allocator's slack of one process, what a GPU must
 # hold besides the peak (`estimate`'s verdict, TL202, TL701). Measured on the H200 (../shared/gpu-truth/
@@ -156,6 +157,7 @@ class Plan:
     generation: GenerationPhase | None = None  # None: no generation phase
     vllm_share: float = 0.0  # colocated vLLM's vllm_gpu_memory_utilization (a fraction of the card, not of the peak)
     device: str = "cuda"  # whose kernels run the step: "cuda" (what estimate is for) | "cpu" (bench/'s CPU ground truth)
+    vision: vision.VisionPlan | None = None  # a vision-language model's tower and the patches of one sample
 
 
 @dataclass(frozen=True)
@@ -339,14 +341,15 @@ def weights_bytes(p: Plan) -> int:
     adapters = lora_params(g, p.lora_r, p.lora_targets, p.lora_parameters) * 4 if p.lora_r else 0  # PEFT keeps adapters in fp32
     # knowledge/trl_trainers.py REFERENCE_COPY: the reference is the same model loaded again, frozen (no grads)
     reference = base if p.reference_weights and not p.lora_r else 0  # (with PEFT the reference is the base model)
-    return base + adapters + reference
+    return base + adapters + reference + vision.weights_bytes(p.vision, p.dtype_bytes, p.lora_r)
 
 
 def trainable(p: Plan) -> tuple[int, int]:
     """(trainable parameters, bytes per trainable parameter)."""
+    tower = vision.trainable_params(p.vision, p.lora_r)
     if p.lora_r:
-        return lora_params(p.geometry, p.lora_r, p.lora_targets, p.lora_parameters), 4
-    return p.geometry.params, p.dtype_bytes
+        return lora_params(p.geometry, p.lora_r, p.lora_targets, p.lora_parameters) + tower, 4
+    return p.geometry.params + tower, p.dtype_bytes
 
 
 def gradients_bytes(p: Plan) -> int:
@@ -510,7 +513,8 @@ def sandwich_norm_bytes_per_token(g: Geometry, frozen: bool = False) -> int:
 def checkpoint_inputs_bytes(p: Plan) -> int:
     """With checkpointing each layer keeps only its input: 2*s*b*h bytes in bf16 (issue #4)."""
     g = p.geometry
-    return g.layers * p.batch * p.seq * g.hidden * p.act_bytes
+    return g.layers * p.batch * p.seq * g.hidden * p.act_bytes + vision.checkpoint_bytes(p.vision, p.batch, p.act_bytes,
+                                                                                         p.lora_r)
 
 
 def activations_bytes(p: Plan) -> int:
@@ -521,10 +525,11 @@ def activations_bytes(p: Plan) -> int:
     per_layer = activation_bytes_per_layer(p, tokens)
     if p.checkpointing:
         return checkpoint_inputs_bytes(p) + per_layer
+    tower = vision.activation_bytes(p.vision, p.batch, p.act_bytes, p.lora_r)
     if g.moe_experts:
         return (g.moe_layers * activation_bytes_per_layer(p, tokens, True) +
-                g.dense_layers * activation_bytes_per_layer(p, tokens, False))
-    return g.layers * per_layer
+                g.dense_layers * activation_bytes_per_layer(p, tokens, False)) + tower
+    return g.layers * per_layer + tower
 
 
 def attention_bytes(p: Plan) -> int:
@@ -644,6 +649,11 @@ def moments(p: Plan, w: int, gr: int, opt: int, consumers: dict[str, int]) -> tu
         out.append(Moment("backward of a recomputed layer", base + (
             ("checkpoints", ck), ("gradients", gr), ("recomputed", consumers["activations"] - ck),
             ("recomputed_attention", recomputed_attention_bytes(p)))))
+        if (tower := vision.recomputed_bytes(p.vision, p.batch, p.act_bytes, p.lora_r)):
+            # the tower's backward runs last: the text layers' checkpoints are freed, its own are not
+            out.append(Moment("backward of a recomputed vision block", base + (
+                ("checkpoints", vision.checkpoint_bytes(p.vision, p.batch, p.act_bytes, p.lora_r)),
+                ("gradients", gr), ("recomputed", tower))))
     else:
         out.append(Moment("start of backward", base + (
             ("activations", consumers["activations"]), ("attention", consumers["attention"]),

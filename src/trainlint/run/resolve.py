@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # (the estimator is imported only when a run is estimated: a one-file check stays light)
     from trainlint.memory.estimate import EvalPhase
+    from trainlint.memory.vision import VisionPlan
 from trainlint.run.batch import Batch, resolve_batch
 from trainlint.run.checkpointing import Checkpointing, resolve_checkpointing
 from trainlint.run.components import Components, Generation, generation_phase, resolve_components
@@ -26,7 +27,7 @@ from trainlint.run.loss import Loss, fused_loss_applied, resolve_loss
 from trainlint.run.model import Lora, ModelRun, lora, training_model
 from trainlint.run.optimizer import optimizer
 from trainlint.run.parallel import offload, sharding
-from trainlint.run.vision import ImageTokens, image_tokens
+from trainlint.run.vision import ImageTokens, image_tokens, tower_plan
 
 _KEY = "_trainlint_run"  # where resolve() keeps a context's Run
 
@@ -61,6 +62,12 @@ class Run:
     def images(self) -> Decided[ImageTokens | None]:
         """The image tokens each sample adds, for a vision-language model (run/vision.py)."""
         return image_tokens(self.ctx)
+
+    @cached_property
+    def tower(self) -> Decided[VisionPlan | None]:
+        """A vision-language model's tower in the step: geometry, patches per sample, what trains (run/vision.py)."""
+        spec = self.trained.spec if self.trained is not None else None
+        return tower_plan(self.ctx, spec, self.images, self.lora.value)
 
     @cached_property
     def lora(self) -> Decided[Lora | None]:

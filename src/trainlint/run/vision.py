@@ -15,6 +15,7 @@ from trainlint.context import FileContext
 from trainlint.facts import Value
 from trainlint.knowledge import vision_towers
 from trainlint.knowledge.vision_towers import IMAGE_WRAP_TOKENS, ImageProcessor, VisionFamily
+from trainlint.memory.vision import Tower, VisionPlan
 from trainlint.run.decided import Decided
 
 PROCESSOR_CLASSES = ("AutoProcessor", "AutoImageProcessor")
@@ -107,3 +108,48 @@ def sequence_with_images(seq: Value, images: Decided[ImageTokens | None]) -> Val
     return Value("known", images.value.per_sample, images.span,
                  f"{images.value.family} image tokens of one sample, no max length set",
                  assumed=images.notes)
+
+
+def tower_plan(ctx: FileContext, spec, images: Decided[ImageTokens | None], adapters) -> Decided[VisionPlan | None]:
+    """The vision tower in the step (memory/vision.py): its geometry (the model's config.json `vision_config` or the
+    catalog's), the patches of one sample (merge^2 per image token), and what trains in it: LoRA adapters where
+    target_modules match its block Linears (knowledge/vision_towers.py adapted_blocks; "all-linear" also its
+    merger's), all of it under full fine-tuning, nothing otherwise. None when the model is not a Qwen-VL family with
+    a known tower, or its image tokens are not known."""
+    geo = spec.vision if spec is not None else None
+    fam = vision_family(ctx)
+    if geo is None or fam is None or images.value is None:
+        return Decided(None, None, True, "no vision tower modelled")
+    tokens = (images.value.per_image - IMAGE_WRAP_TOKENS) * images.value.images
+    tower = Tower(geo.depth, geo.hidden, geo.intermediate, geo.heads, geo.out_hidden, geo.patch_size,
+                  geo.temporal_patch_size, geo.merge, geo.gated_mlp, geo.rms_norm, params=geo.params)
+    patches = tokens * geo.merge ** 2
+    notes: list[str] = []
+    if adapters is None:
+        plan = VisionPlan(tower, patches, "full")
+        notes.append(f"{fam.name} vision tower trained with the model ({tower.parameters:,} parameters, {patches:,} "
+                     f"patches per sample kept for backward); freezing it (requires_grad_(False) on the tower) "
+                     f"would keep none")
+    else:
+        targets: object = "all-linear" if adapters.targets == ("all-linear",) else list(adapters.targets)
+        plan = adapt(VisionPlan(tower, patches), fam, targets)
+        if plan.trained == "lora":
+            notes.append(f"LoRA adapts the {fam.name} vision tower too ({', '.join(plan.adapted)}"
+                         f"{' and the merger' if plan.merger_adapted else ''} in {tower.depth} blocks): its "
+                         f"{patches:,} patches per "
+                         f"sample keep activations for backward")
+        else:
+            notes.append(f"{fam.name} vision tower frozen (no LoRA target in it): its weights "
+                         f"({tower.parameters:,} parameters) count, its activations are freed before the text layers")
+    return Decided(plan, images.span, images.certain, f"{fam.name} vision tower", tuple(notes))
+
+
+def adapt(plan: VisionPlan, fam: VisionFamily, targets: object) -> VisionPlan:
+    """The tower under LoRA with these target_modules: the block Linears they match (knowledge/vision_towers.py
+    adapted_blocks, PEFT's matching) and, with "all-linear", the merger's two Linears (PEFT adapts every Linear but
+    the output layer: peft 0.21.2 tuners_utils.py `_maybe_include_all_linear_layers`)."""
+    from dataclasses import replace
+
+    hit = tuple(vision_towers.adapted_blocks(fam, targets) or ())
+    merger = isinstance(targets, str) and targets.lower() == "all-linear"
+    return replace(plan, trained="lora" if hit or merger else "frozen", adapted=hit, merger_adapted=merger)

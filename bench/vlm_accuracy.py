@@ -1,0 +1,67 @@
+#!/usr/bin/env python3
+"""The estimate against bench/vlm_measurements.json (bench/measure_vlm.py: Qwen2.5-VL-7B LoRA under FakeTensorMode +
+MemTracker, transformers 5.25.0): bench/vlm/qwen25vl_lora.py is linted and planned as `trainlint estimate` does
+(catalog geometry, the tower from the catalog's vision_config, LoRA targets, checkpointing), then each measured row's
+own shape is put on that plan: its sequence (text + image tokens), its patches, its LoRA targets (the tower adapted
+or not: run/vision.py adapt), checkpointing on or off. As the measurement ran them: HF's full-logits loss (the
+model's own ForCausalLMLoss, no TRL chunking), for-loop AdamW (no foreach temporary), CPU kernels.
+
+    python bench/vlm_accuracy.py
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+SCRIPT = ROOT / "bench" / "vlm" / "qwen25vl_lora.py"
+MEASUREMENTS = ROOT / "bench" / "vlm_measurements.json"
+
+
+def base_plan():
+    from trainlint.config import Settings
+    from trainlint.lint import lint_file
+    from trainlint.planning import Overrides, plan_for
+
+    ctx = lint_file(SCRIPT, Settings(root=SCRIPT.parent), set()).context
+    return plan_for(ctx, Overrides())[0]
+
+
+def plan_for_record(base, rec: dict):
+    """The base plan with the measured row's shape."""
+    from trainlint.knowledge import vision_towers
+    from trainlint.run.vision import adapt
+
+    fam = next(f for f in vision_towers.FAMILIES if f.name == "Qwen2.5-VL")
+    targets = rec["lora"]["target_modules"]
+    tower = adapt(replace(base.vision, patches=rec["patches"]), fam, targets)
+    return replace(base, seq=rec["seq"], checkpointing=rec["gradient_checkpointing"], lora_r=rec["lora"]["r"],
+                   lora_targets=("all-linear",) if targets == "all-linear" else tuple(targets), vision=tower,
+                   loss="full", optimizer="adamw_torch_fused", device="cpu")
+
+
+def compare() -> list[tuple[str, int, int, float]]:
+    """(name, estimate, measured, error in %) per measured row."""
+    from trainlint.memory.estimate import estimate
+
+    base = base_plan()
+    out = []
+    for rec in json.loads(MEASUREMENTS.read_text())["configs"]:
+        est = estimate(plan_for_record(base, rec)).peak
+        out.append((rec["name"], est, rec["peak"], 100 * (est - rec["peak"]) / rec["peak"]))
+    return out
+
+
+def main() -> int:
+    print(f"{'configuration':<48} {'estimate':>10} {'measured':>10} {'error':>7}")
+    for name, est, measured, err in compare():
+        print(f"{name:<48} {est / 2**30:8.2f} G {measured / 2**30:8.2f} G {err:+6.1f}%")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(ROOT / "src"))
+    raise SystemExit(main())

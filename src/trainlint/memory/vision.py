@@ -1,0 +1,188 @@
+"""The vision tower of a vision-language model in the estimate: its weights, its LoRA adapters, and the activations
+of the image patches it keeps for backward (issue 28 item 1). Pure arithmetic over a VisionPlan; estimate.py adds
+these terms to its consumers.
+
+Modelled: the Qwen2-VL / Qwen2.5-VL / Qwen3-VL towers (transformers 5.25.0 models/qwen2_vl, qwen2_5_vl, qwen3_vl
+modeling files): `depth` blocks over the image patches (norm, attention with a fused qkv Linear and `proj`, an MLP),
+then the patch merger (each merge x merge group of patches becomes one text token: a norm and two Linears
+`merger.mlp.0` (4h -> 4h) and `merger.mlp.2` (4h -> text hidden)). One sample's patches are merge^2 times its image
+tokens (knowledge/vision_towers.py ImageProcessor.tokens).
+
+What autograd keeps depends on whether anything in the tower needs a gradient:
+- a frozen tower with no adapter in it (LoRA on the text only, LLaMA-Factory's `freeze_vision_tower: true`):
+  nothing in the tower requires grad (pixel_values do not, its weights are frozen), so its forward saves no tensor;
+  its working set is freed before the text decoder runs, and only the merged image features remain, inside the text
+  sequence's embeddings. Measured: bench/vlm_measurements.json (the lora-attn rows).
+- adapters in the tower (target_modules that match its module names, "all-linear") or a trained tower: every block
+  keeps its tensors per patch (vision_layer_bytes_per_patch); under gradient checkpointing the blocks are checkpointed
+  like the text layers (`Qwen2_5_VLVisionBlock` is a GradientCheckpointingLayer, 5.25.0 modeling_qwen2_5_vl.py
+  l.342; `gradient_checkpointing_enable` sets it on every such layer, modeling_utils.py), so each keeps its input
+  (h x 2 bytes per patch) and one block is recomputed at a time.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+# PEFT keeps adapters in fp32 (autocast_adapter_dtype=True): what an adapted Linear saves per input element (its
+# input cast to fp32 through dropout: the fp32 dropout output and the bool mask) and per rank (lora_A's fp32 output),
+# as in memory/estimate.py activation_bytes_per_layer
+LORA_BYTES_PER_INPUT, LORA_BYTES_PER_RANK = 5, 4
+# RMSNorm (Qwen2.5-VL / Qwen3-VL towers) keeps its fp32 input; LayerNorm (Qwen2-VL) its input and per-patch stats
+NORM_FP32_INPUT = 4
+
+
+@dataclass(frozen=True)
+class Tower:
+    """A Qwen-VL vision tower's geometry (its config.json `vision_config`)."""
+
+    depth: int
+    hidden: int
+    intermediate: int  # the MLP's width (Qwen2-VL: mlp_ratio x hidden)
+    heads: int
+    out_hidden: int  # the text model's hidden size (the merger's output)
+    patch_size: int = 14
+    temporal_patch_size: int = 2
+    merge: int = 2
+    gated_mlp: bool = True  # gate/up/down (Qwen2.5-VL); False: fc1/fc2 (Qwen2-VL), linear_fc1/fc2 (Qwen3-VL)
+    rms_norm: bool = True  # False: LayerNorm with a bias (Qwen2-VL, Qwen3-VL)
+    mlp_bias: bool = True
+    params: int | None = None  # stated (the catalog's count from the tower transformers builds); None: tower_params
+
+    @property
+    def parameters(self) -> int:
+        return self.params if self.params is not None else tower_params(self)
+
+    @property
+    def block_linears(self) -> dict[str, tuple[int, int]]:
+        """(d_in, d_out) of each Linear in one block, by the name PEFT sees (knowledge/vision_towers.py blocks)."""
+        h, f = self.hidden, self.intermediate
+        mlp = {"mlp.gate_proj": (h, f), "mlp.up_proj": (h, f), "mlp.down_proj": (f, h)} if self.gated_mlp else \
+            {"mlp.fc1": (h, f), "mlp.fc2": (f, h)}
+        return {"attn.qkv": (h, 3 * h), "attn.proj": (h, h), **mlp}
+
+    @property
+    def merger_linears(self) -> tuple[tuple[int, int], ...]:
+        wide = self.hidden * self.merge ** 2
+        return (wide, wide), (wide, self.out_hidden)
+
+
+def tower_params(t: Tower) -> int:
+    """Parameters of the tower: the patch embedding (a Conv3d without bias over 3 x temporal x patch^2 inputs), the
+    blocks (two norms, the Linears with their biases) and the merger (a norm and two Linears with biases). Equal to the
+    towers transformers 5.25.0 builds from the catalog's vision configs (tests/test_vision_estimate.py)."""
+    h = t.hidden
+    norm = h if t.rms_norm else 2 * h
+    linears = sum(i * o + o for i, o in t.block_linears.values())
+    if not t.mlp_bias:
+        linears -= sum(o for name, (_, o) in t.block_linears.items() if name.startswith("mlp."))
+    block = 2 * norm + linears
+    merger = norm + sum(i * o + o for i, o in t.merger_linears)
+    return 3 * t.temporal_patch_size * t.patch_size ** 2 * h + t.depth * block + merger
+
+
+@dataclass(frozen=True)
+class VisionPlan:
+    """The vision tower in one training step: its geometry, the patches of one sample, and what trains in it."""
+
+    tower: Tower
+    patches: int  # patches per sample (merge^2 x the image tokens of all its images)
+    trained: str = "frozen"  # "frozen" | "lora" (adapters in the tower) | "full" (the tower's weights train)
+    adapted: tuple[str, ...] = ()  # block Linears LoRA adapts ("attn.qkv", "mlp.down_proj", ...)
+    merger_adapted: bool = False  # the merger's two Linears too ("all-linear")
+
+    @property
+    def keeps_activations(self) -> bool:
+        return self.trained != "frozen"
+
+
+def lora_params(v: VisionPlan, r: int) -> int:
+    """LoRA's A (r x d_in) and B (d_out x r) on each adapted Linear of every block, and the merger's."""
+    per_block = sum(r * sum(v.tower.block_linears[name]) for name in v.adapted if name in v.tower.block_linears)
+    merger = sum(r * (i + o) for i, o in v.tower.merger_linears) if v.merger_adapted else 0
+    return v.tower.depth * per_block + merger
+
+
+def trainable_params(v: VisionPlan | None, r: int | None) -> int:
+    """The tower's trainable parameters beyond the text model's: its adapters (fp32) or, trained, all of it."""
+    if v is None:
+        return 0
+    if v.trained == "full":
+        return v.tower.parameters
+    return lora_params(v, r) if r and v.trained == "lora" else 0
+
+
+def weights_bytes(v: VisionPlan | None, dtype_bytes: int, r: int | None) -> int:
+    """The tower's weights in the model's dtype and, with LoRA, its fp32 adapters. A 4-/8-bit load is not applied
+    here: the tower is counted at the 16-bit dtype (what transformers' bitsandbytes path does to a vision tower's
+    Linears was not read)."""
+    if v is None:
+        return 0
+    adapters = lora_params(v, r) * 4 if r and v.trained == "lora" else 0
+    return v.tower.parameters * dtype_bytes + adapters
+
+
+def vision_layer_bytes_per_patch(v: VisionPlan, act_bytes: int, r: int | None) -> int:
+    """Bytes one block keeps for backward per patch, read from what autograd saves in transformers 5.25.0
+    `Qwen2_5_VLVisionBlock.forward` (modeling_qwen2_5_vl.py l.351-369), `Qwen2_5_VLVisionAttention.forward`
+    (l.273-340) and `apply_rotary_pos_emb_vision` (l.208-219; its fp32 cos/sin are shared by every block):
+    - each norm: its fp32 input (4 h); a trained norm weight also the 16-bit normalised output (2 h);
+    - attention: SDPA's q, k, v and output (4 x 2 h) and its fp32 logsumexp (4 per head); `proj`'s input (2 h) and
+      `qkv`'s (2 h) when their weights train;
+    - MLP (gated): the gate output, its SiLU and the up output (3 x 2 f), and when trained the input (2 h) and the
+      down projection's input (2 f); (fc1/fc2): fc1's output and the activation's (2 x 2 f), plus the inputs trained;
+    - each LoRA-adapted Linear: 5 bytes per input element and 4 per rank (LORA_BYTES_PER_INPUT / _PER_RANK).
+    16-bit terms scale with the activation dtype; the fp32 ones do not."""
+    t = v.tower
+    h, f = t.hidden, t.intermediate
+    full = v.trained == "full"
+    bits16 = 4 * 2 * h + (3 if t.gated_mlp else 2) * 2 * f  # SDPA's tensors; the MLP's activations
+    if full:
+        bits16 += 2 * 2 * h + 2 * 2 * h + 2 * h + 2 * f  # normalised outputs, qkv/proj inputs, MLP and down inputs
+    fp32 = 2 * NORM_FP32_INPUT * h + 4 * t.heads
+    lora = 0
+    if r and v.trained == "lora":
+        lora = sum(LORA_BYTES_PER_INPUT * t.block_linears[name][0] + LORA_BYTES_PER_RANK * r
+                   for name in v.adapted if name in t.block_linears)
+    return int(bits16 * act_bytes / 2) + fp32 + lora
+
+
+def merger_bytes_per_patch(v: VisionPlan, act_bytes: int, r: int | None) -> int:
+    """What the merger keeps per patch when it is adapted or trained (it is outside the checkpointed blocks): its
+    norm's fp32 input, the GELU's input (2 bytes per element of the 4h-wide merged row, i.e. 2 h per patch) and, per
+    adapted Linear, 5 bytes per input element (h per patch each) and 4 per rank per merged token."""
+    if not v.keeps_activations:
+        return 0
+    h, m2 = v.tower.hidden, v.tower.merge ** 2
+    kept = NORM_FP32_INPUT * h + int(2 * h * act_bytes / 2)
+    if v.trained == "full":
+        kept += int(2 * 2 * h * act_bytes / 2)
+    if v.merger_adapted and r:
+        kept += 2 * LORA_BYTES_PER_INPUT * h + 2 * LORA_BYTES_PER_RANK * r // m2
+    return kept
+
+
+def activation_bytes(v: VisionPlan | None, batch: int, act_bytes: int, r: int | None) -> int:
+    """Without checkpointing: every block's tensors and the merger's, for the batch's patches (0 for a frozen tower
+    with no adapter: its forward saves nothing)."""
+    if v is None or not v.keeps_activations:
+        return 0
+    patches = batch * v.patches
+    return patches * (v.tower.depth * vision_layer_bytes_per_patch(v, act_bytes, r) + merger_bytes_per_patch(
+        v, act_bytes, r))
+
+
+def checkpoint_bytes(v: VisionPlan | None, batch: int, act_bytes: int, r: int | None) -> int:
+    """Under checkpointing: each block's input (h per patch in the activation dtype) and the merger's tensors (not
+    checkpointed), kept from the tower's forward until its backward."""
+    if v is None or not v.keeps_activations:
+        return 0
+    patches = batch * v.patches
+    return patches * (v.tower.depth * v.tower.hidden * act_bytes + merger_bytes_per_patch(v, act_bytes, r))
+
+
+def recomputed_bytes(v: VisionPlan | None, batch: int, act_bytes: int, r: int | None) -> int:
+    """Under checkpointing: one block's tensors, recomputed during the tower's backward."""
+    if v is None or not v.keeps_activations:
+        return 0
+    return batch * v.patches * vision_layer_bytes_per_patch(v, act_bytes, r)
