@@ -126,20 +126,22 @@ def vision_layer_bytes_per_patch(v: VisionPlan, act_bytes: int, r: int | None) -
     """Bytes one block keeps for backward per patch, read from what autograd saves in transformers 5.25.0
     `Qwen2_5_VLVisionBlock.forward` (modeling_qwen2_5_vl.py l.351-369), `Qwen2_5_VLVisionAttention.forward`
     (l.273-340) and `apply_rotary_pos_emb_vision` (l.208-219; its fp32 cos/sin are shared by every block):
-    - each norm: its fp32 input (4 h); a trained norm weight also the 16-bit normalised output (2 h);
-    - attention: SDPA's q, k, v and output (4 x 2 h) and its fp32 logsumexp (4 per head); `proj`'s input (2 h) and
+    - each norm: its fp32 input (4 h) and rsqrt (4); a trained norm weight also the 16-bit normalised output (2 h);
+    - attention: SDPA's inputs, q and k (the rotary's 16-bit outputs, 2 h each) and v, a view that keeps the whole
+      fused qkv output alive (3 x 2 h), its output (2 h) and fp32 logsumexp (4 per head); `proj`'s input (2 h) and
       `qkv`'s (2 h) when their weights train;
     - MLP (gated): the gate output, its SiLU and the up output (3 x 2 f), and when trained the input (2 h) and the
       down projection's input (2 f); (fc1/fc2): fc1's output and the activation's (2 x 2 f), plus the inputs trained;
     - each LoRA-adapted Linear: 5 bytes per input element and 4 per rank (LORA_BYTES_PER_INPUT / _PER_RANK).
-    16-bit terms scale with the activation dtype; the fp32 ones do not."""
+    16-bit terms scale with the activation dtype; the fp32 ones do not. Counted tensor by tensor with
+    saved_tensors_hooks on a block transformers builds (tests/test_vision_estimate.py), to the byte."""
     t = v.tower
     h, f = t.hidden, t.intermediate
     full = v.trained == "full"
-    bits16 = 4 * 2 * h + (3 if t.gated_mlp else 2) * 2 * f  # SDPA's tensors; the MLP's activations
+    bits16 = 6 * 2 * h + (3 if t.gated_mlp else 2) * 2 * f  # SDPA's tensors; the MLP's activations
     if full:
         bits16 += 2 * 2 * h + 2 * 2 * h + 2 * h + 2 * f  # normalised outputs, qkv/proj inputs, MLP and down inputs
-    fp32 = 2 * NORM_FP32_INPUT * h + 4 * t.heads
+    fp32 = 2 * (NORM_FP32_INPUT * h + 4) + 4 * t.heads
     lora = 0
     if r and v.trained == "lora":
         lora = sum(LORA_BYTES_PER_INPUT * t.block_linears[name][0] + LORA_BYTES_PER_RANK * r

@@ -1,0 +1,239 @@
+"""The vision tower in the estimate (issue 28 item 1): memory/vision.py against the towers transformers builds and
+against bench/vlm_measurements.json (Qwen2.5-VL-7B LoRA measured at full size under FakeTensorMode; re-estimated
+here, not re-measured)."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from trainlint.config import Settings
+from trainlint.knowledge import vision_towers
+from trainlint.knowledge.models import _from_catalog, spec_from_config
+from trainlint.lint import lint_file
+from trainlint.memory import vision
+from trainlint.memory.estimate import estimate
+from trainlint.planning import Overrides, plan_for
+
+ROOT = Path(__file__).resolve().parents[1]
+BENCH_SCRIPT = ROOT / "bench" / "vlm" / "qwen25vl_lora.py"
+
+
+def _accuracy():
+    spec = importlib.util.spec_from_file_location("vlm_accuracy", ROOT / "bench" / "vlm_accuracy.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _tower(spec) -> vision.Tower:
+    g = spec.vision
+    return vision.Tower(g.depth, g.hidden, g.intermediate, g.heads, g.out_hidden, g.patch_size, g.temporal_patch_size,
+                        g.merge, g.gated_mlp, g.rms_norm)
+
+
+def _plan(tmp_path: Path, source: str):
+    script = tmp_path / "train.py"
+    script.write_text(source)
+    ctx = lint_file(script, Settings(root=tmp_path), set()).context
+    return plan_for(ctx, Overrides())[0]
+
+
+VLM = '''import torch
+from peft import LoraConfig
+from transformers import AutoProcessor, Qwen2_5_VLForConditionalGeneration
+from trl import SFTConfig, SFTTrainer
+
+model = Qwen2_5_VLForConditionalGeneration.from_pretrained("Qwen/Qwen2.5-VL-7B-Instruct", dtype=torch.bfloat16)
+processor = AutoProcessor.from_pretrained("Qwen/Qwen2.5-VL-7B-Instruct", max_pixels={max_pixels})
+{peft}
+args = SFTConfig(output_dir="out", per_device_train_batch_size=1, max_length=None, gradient_checkpointing=True)
+trainer = SFTTrainer(model=model, args=args, train_dataset=dataset, processing_class=processor{peft_arg})
+trainer.train()
+'''
+
+
+def vlm(max_pixels: int = 1280 * 28 * 28, targets: str | None = '["q_proj", "v_proj"]') -> str:
+    peft = f"peft_config = LoraConfig(r=16, target_modules={targets})" if targets else ""
+    return VLM.format(max_pixels=max_pixels, peft=peft, peft_arg=", peft_config=peft_config" if targets else "")
+
+
+# -- the tower's parameters ------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("model_id", ["Qwen/Qwen2-VL-7B-Instruct", "Qwen/Qwen2.5-VL-7B-Instruct",
+                                      "Qwen/Qwen2.5-VL-3B-Instruct"])
+def test_the_tower_parameter_formula_matches_the_tower_transformers_builds(model_id):
+    torch = pytest.importorskip("torch")
+    spec = _from_catalog(model_id, model_id, None)
+    g = spec.vision
+    if spec.model_type == "qwen2_vl":
+        from transformers.models.qwen2_vl.configuration_qwen2_vl import Qwen2VLVisionConfig as Config
+        from transformers.models.qwen2_vl.modeling_qwen2_vl import Qwen2VisionTransformerPretrainedModel as Model
+        cfg = Config(depth=g.depth, embed_dim=g.hidden, mlp_ratio=g.intermediate // g.hidden, num_heads=g.heads,
+                     hidden_size=g.out_hidden, patch_size=g.patch_size, spatial_merge_size=g.merge)
+    else:
+        from transformers.models.qwen2_5_vl.configuration_qwen2_5_vl import Qwen2_5_VLVisionConfig as Config
+        from transformers.models.qwen2_5_vl.modeling_qwen2_5_vl import \
+            Qwen2_5_VisionTransformerPretrainedModel as Model
+        cfg = Config(depth=g.depth, hidden_size=g.hidden, intermediate_size=g.intermediate, num_heads=g.heads,
+                     out_hidden_size=g.out_hidden, patch_size=g.patch_size, spatial_merge_size=g.merge)
+    with torch.device("meta"):
+        built = sum(p.numel() for p in Model._from_config(cfg).parameters())
+    assert vision.tower_params(_tower(spec)) == built == g.params
+
+
+def test_a_config_json_vision_config_gives_the_same_tower_as_the_catalog():
+    # Qwen2-VL's own config.json names the tower's width embed_dim and the text width hidden_size
+    hf = {"model_type": "qwen2_vl", "vision_config": {"depth": 32, "embed_dim": 1280, "mlp_ratio": 4, "num_heads": 16,
+                                                      "hidden_size": 3584, "patch_size": 14, "spatial_merge_size": 2}}
+    got = vision_towers.tower_config(hf, "qwen2_vl")
+    cat = _from_catalog("Qwen/Qwen2-VL-7B-Instruct", "Qwen/Qwen2-VL-7B-Instruct", None).vision
+    assert replace(got, params=cat.params) == cat
+    assert vision_towers.tower_config({"vision_config": {"depth": 32}}, "qwen2_5_vl") is None
+    assert spec_from_config({"model_type": "llama", "hidden_size": 64}, "x", "t").vision is None
+
+
+# -- what a block keeps for backward, counted on a block transformers builds -----------------------------------
+
+@pytest.mark.parametrize("training", ["all-linear", "full", ["attn.qkv", "mlp.down_proj"]])
+def test_a_qwen2_5_vl_block_keeps_what_the_formula_counts(training):
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("peft")
+    from peft import LoraConfig, get_peft_model
+    from transformers import Qwen2_5_VLConfig, Qwen2_5_VLForConditionalGeneration
+
+    import trainlint.verify.measure  # noqa: F401  (training-mode dropout as CUDA runs it: a bool mask)
+
+    h, f, heads, r = 64, 96, 4, 8
+    cfg = Qwen2_5_VLConfig(
+        text_config=dict(vocab_size=512, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+                         num_key_value_heads=1, intermediate_size=64,
+                         rope_scaling={"type": "mrope", "mrope_section": [2, 3, 3]}),
+        vision_config=dict(depth=2, hidden_size=h, intermediate_size=f, num_heads=heads, out_hidden_size=32,
+                           window_size=112, fullatt_block_indexes=[1]))
+    torch.manual_seed(0)
+    previous = torch.get_default_dtype()
+    torch.set_default_dtype(torch.bfloat16)
+    try:
+        model = Qwen2_5_VLForConditionalGeneration._from_config(cfg, attn_implementation="sdpa")
+    finally:
+        torch.set_default_dtype(previous)
+    if training != "full":
+        model = get_peft_model(model, LoraConfig(r=r, lora_alpha=2 * r, lora_dropout=0.05,
+                                                 target_modules=training if training == "all-linear" else
+                                                 [f"visual.blocks.0.{t}" for t in training]))
+        model = model.get_base_model()
+    model.train()
+    tower = model.model.visual
+    patches = 16 * 32
+    grid = torch.tensor([[1, 16, 32]])
+    seen = {}
+
+    def keep_inputs(module, args, kwargs):
+        seen["x"], seen["kwargs"] = args[0], kwargs
+
+    hook = tower.blocks[0].register_forward_pre_hook(keep_inputs, with_kwargs=True)
+    with torch.no_grad():
+        tower(torch.randn(patches, 3 * 2 * 14 * 14, dtype=torch.bfloat16), grid_thw=grid)
+    hook.remove()
+    x = seen["x"].detach().requires_grad_(True)  # a block past the first: its input carries a gradient
+    shared = {t.untyped_storage().data_ptr() for t in seen["kwargs"]["position_embeddings"]}
+    shared |= {p.untyped_storage().data_ptr() for p in model.parameters()} | {x.untyped_storage().data_ptr()}
+    storages: dict[int, int] = {}
+
+    def pack(t):
+        storages[t.untyped_storage().data_ptr()] = t.untyped_storage().nbytes()
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        tower.blocks[0](x, **seen["kwargs"])
+    kept = sum(n for ptr, n in storages.items() if ptr not in shared)
+    adapted = vision_towers.FAMILIES[1].blocks if training == "all-linear" else \
+        (() if training == "full" else tuple(training))
+    plan = vision.VisionPlan(vision.Tower(2, h, f, heads, 32), patches, "full" if training == "full" else "lora",
+                             adapted)
+    assert kept == patches * vision.vision_layer_bytes_per_patch(plan, 2, r)
+
+
+def test_a_frozen_tower_without_adapters_keeps_nothing_for_backward():
+    torch = pytest.importorskip("torch")
+    from transformers import Qwen2_5_VLConfig, Qwen2_5_VLForConditionalGeneration
+
+    cfg = Qwen2_5_VLConfig(
+        text_config=dict(vocab_size=512, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+                         num_key_value_heads=1, intermediate_size=64,
+                         rope_scaling={"type": "mrope", "mrope_section": [2, 3, 3]}),
+        vision_config=dict(depth=2, hidden_size=64, intermediate_size=96, num_heads=4, out_hidden_size=32))
+    model = Qwen2_5_VLForConditionalGeneration._from_config(cfg)
+    model.requires_grad_(False)
+    model.train()
+    saved = []
+    with torch.autograd.graph.saved_tensors_hooks(lambda t: saved.append(t) or t, lambda t: t):
+        out = model.model.visual(torch.randn(16 * 16, 3 * 2 * 14 * 14), grid_thw=torch.tensor([[1, 16, 16]]))
+    assert saved == [] and not out.pooler_output.requires_grad
+    frozen = vision.VisionPlan(vision.Tower(2, 64, 96, 4, 32), 256)
+    assert vision.activation_bytes(frozen, 1, 2, 16) == vision.checkpoint_bytes(frozen, 1, 2, 16) == 0
+
+
+# -- the Run's tower -------------------------------------------------------------------------------------------
+
+def test_lora_on_the_text_attention_leaves_the_tower_frozen_and_counts_its_weights(tmp_path):
+    plan = _plan(tmp_path, vlm())
+    assert plan.vision.trained == "frozen" and plan.vision.patches == 4 * 1280
+    without = replace(plan, vision=None)
+    tower = vision.tower_params(_tower(_from_catalog("Qwen/Qwen2.5-VL-7B-Instruct", "x", None)))
+    assert estimate(plan).consumers["weights"] - estimate(without).consumers["weights"] == 2 * tower
+    assert estimate(plan).consumers["activations"] == estimate(without).consumers["activations"]
+
+
+def test_text_mlp_names_adapt_the_qwen2_5_vl_tower_and_its_patches_keep_activations(tmp_path):
+    plan = _plan(tmp_path, vlm(targets='["q_proj", "v_proj", "gate_proj", "up_proj", "down_proj"]'))
+    assert plan.vision.trained == "lora"
+    assert plan.vision.adapted == ("mlp.gate_proj", "mlp.up_proj", "mlp.down_proj")
+    assert not plan.vision.merger_adapted
+    # checkpointing on: each of the 32 blocks keeps its input, h x 2 bytes per patch; the merger (not checkpointed)
+    # its norm's fp32 input and its GELU's input
+    assert vision.checkpoint_bytes(plan.vision, 1, 2, 16) == 32 * 1280 * 2 * 5120 + 5120 * (4 * 1280 + 2 * 1280)
+    off = estimate(replace(plan, checkpointing=False)).consumers["activations"]
+    text_only = estimate(replace(plan, checkpointing=False, vision=replace(plan.vision, trained="frozen"))).consumers[
+        "activations"]
+    assert off - text_only == vision.activation_bytes(plan.vision, 1, 2, 16) > 10 * 2**30  # 5,120 patches x 32 blocks
+
+
+def test_all_linear_adapts_every_block_linear_and_the_merger(tmp_path):
+    plan = _plan(tmp_path, vlm(targets='"all-linear"'))
+    assert plan.vision.adapted == vision_towers.FAMILIES[1].blocks and plan.vision.merger_adapted
+    assert vision.lora_params(plan.vision, 16) == 32 * 16 * (1280 * 4 + 1280 * 2 + 2 * 4700 + 3420 + 1280) + \
+        16 * (5120 * 2 + 5120 + 3584)
+
+
+def test_full_fine_tuning_trains_the_tower(tmp_path):
+    plan = _plan(tmp_path, vlm(targets=None))
+    assert plan.vision.trained == "full"
+    est = estimate(plan)
+    assert est.trainable == plan.geometry.params + plan.vision.tower.parameters
+
+
+def test_the_processors_max_pixels_sets_the_patches(tmp_path):
+    assert _plan(tmp_path, vlm(max_pixels=256 * 28 * 28)).vision.patches == 4 * 256
+    assert _plan(tmp_path, vlm(max_pixels=12845056)).vision.patches == 4 * 16384
+
+
+# -- against the full-size measurements ------------------------------------------------------------------------
+
+def test_the_committed_vlm_measurements_stay_within_ten_percent():
+    rows = _accuracy().compare()
+    assert len(rows) >= 4
+    for name, est, measured, err in rows:
+        assert abs(err) <= 10, (name, est, measured, err)
+
+
+def test_the_bench_script_resolves_to_the_measured_setup():
+    ctx = lint_file(BENCH_SCRIPT, Settings(root=BENCH_SCRIPT.parent), set()).context
+    plan = plan_for(ctx, Overrides())[0]
+    assert plan.checkpointing and plan.lora_r == 16 and plan.vision.trained == "frozen"
+    assert plan.vision.patches == 4 * 16384 and plan.seq == 16384 + 2
