@@ -237,3 +237,90 @@ def test_the_bench_script_resolves_to_the_measured_setup():
     plan = plan_for(ctx, Overrides())[0]
     assert plan.checkpointing and plan.lora_r == 16 and plan.vision.trained == "frozen"
     assert plan.vision.patches == 4 * 16384 and plan.seq == 16384 + 2
+
+
+# -- image tokens of the tiled families, against transformers' own processing code -----------------------------
+
+def _tiled(name: str) -> vision_towers.TiledImages:
+    return next(f for f in vision_towers.TILED if f.name == name)
+
+
+def test_idefics3_and_smolvlm_prompts_count_as_the_table_says():
+    pytest.importorskip("transformers")
+    from transformers.models.smolvlm.processing_smolvlm import get_image_prompt_string
+
+    text = get_image_prompt_string(4, 4, 169, "<fake>", "<image>", "<global>")
+    tokens = sum(text.count(t) for t in ("<fake>", "<image>", "<global>", "\n")) + text.count("<row_")
+    assert tokens == vision_towers.idefics3_tokens(4, 4, 169) == _tiled("Idefics3").max_tokens
+    for family in ("smolvlm", "idefics3"):
+        defaults = _class_defaults(family, f"image_processing_{family}.py", f"{family.capitalize()}ImageProcessor"
+                                   if family == "idefics3" else "SmolVLMImageProcessor")
+        assert defaults["size"] == {"longest_edge": 4 * 364} and defaults["max_image_size"] == {"longest_edge": 364}
+
+
+def _class_defaults(family: str, filename: str, class_name: str) -> dict:
+    """A processor class's literal class attributes, read from the installed transformers source (its image
+    processors import torchvision, which the test environment does not have)."""
+    import ast
+
+    import transformers
+
+    tree = ast.parse((Path(transformers.__file__).parent / "models" / family / filename).read_text())
+    cls = next(n for n in ast.walk(tree) if isinstance(n, ast.ClassDef) and n.name == class_name)
+    out = {}
+    for node in cls.body:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            try:  # literals and arithmetic on them (`{"longest_edge": 4 * 364}`), nothing else
+                out[node.targets[0].id] = eval(compile(ast.Expression(node.value), filename, "eval"),
+                                               {"__builtins__": {}})
+            except Exception:
+                continue
+    return out
+
+
+def test_llava_next_anyres_tops_out_at_the_table_value():
+    pytest.importorskip("transformers")
+    from types import SimpleNamespace
+
+    from transformers.models.llava_next.processing_llava_next import LlavaNextProcessor
+
+    pinpoints = [[336, 672], [672, 336], [672, 672], [1008, 336], [336, 1008]]
+    proc = SimpleNamespace(image_processor=SimpleNamespace(image_grid_pinpoints=pinpoints), patch_size=14,
+                           num_additional_image_tokens=0)
+    proc._get_unpadded_features = lambda *a: LlavaNextProcessor._get_unpadded_features(proc, *a)
+    sizes = [(h, w) for h in (300, 672, 1000, 2000, 4000) for w in (300, 672, 1000, 2000, 4000)]
+    most = max(LlavaNextProcessor._get_number_of_features(proc, h, w, 336, 336) for h, w in sizes)
+    assert most == _tiled("LLaVA-NeXT").max_tokens
+
+
+def test_pixtral_gemma3_internvl_and_llava_defaults_are_the_tables():
+    pytest.importorskip("transformers")
+    from transformers import Gemma3Config, InternVLConfig, LlavaConfig
+
+    pixtral = _class_defaults("pixtral", "image_processing_pixtral.py", "PixtralImageProcessor")
+    assert pixtral["size"] == {"longest_edge": 1024} and pixtral["patch_size"] == {"height": 16, "width": 16}
+    assert _tiled("Pixtral").max_tokens == (1024 // 16) * (1024 // 16 + 1)
+    assert Gemma3Config().mm_tokens_per_image + 2 == _tiled("Gemma 3").max_tokens
+    got = _class_defaults("got_ocr2", "image_processing_got_ocr2.py", "GotOcr2ImageProcessor")
+    assert (got["max_patches"] + 1) * InternVLConfig().image_seq_length + 2 == _tiled("InternVL").max_tokens
+    assert LlavaConfig().image_seq_length == _tiled("LLaVA-1.5").max_tokens
+
+
+def test_a_tiled_family_sets_the_sequence_only_when_images_are_fed(tmp_path):
+    vlm_run = '''import torch
+from transformers import AutoModelForImageTextToText, AutoProcessor
+from trl import SFTConfig, SFTTrainer
+model = AutoModelForImageTextToText.from_pretrained("google/gemma-3-4b-it", dtype=torch.bfloat16)
+processor = AutoProcessor.from_pretrained("google/gemma-3-4b-it")
+args = SFTConfig(output_dir="out", max_length=None)
+trainer = SFTTrainer(model=model, args=args, train_dataset=ds, processing_class=processor)
+trainer.train()
+'''
+    assert _plan(tmp_path, vlm_run).seq == 258
+    text_only = vlm_run.replace("AutoModelForImageTextToText", "AutoModelForCausalLM").replace(
+        'processor = AutoProcessor.from_pretrained("google/gemma-3-4b-it")\n', "").replace(
+        ", processing_class=processor", "")
+    assert _plan(tmp_path, text_only).vision is None
+    ctx = lint_file(tmp_path / "train.py", Settings(root=tmp_path), set()).context
+    from trainlint.run import resolve
+    assert resolve(ctx).images.value is None

@@ -231,3 +231,77 @@ def tower_config(config: dict, model_type: str | None) -> TowerConfig | None:
     return TowerConfig(depth, hidden, inter, heads, out, _int(d, "patch_size") or (16 if kind == "3" else 14),
                        _int(d, "temporal_patch_size") or 2, _int(d, "spatial_merge_size") or 2,
                        gated_mlp=kind == "2.5", rms_norm=kind == "2.5", params=_int(d, "num_parameters"))
+
+
+# -- image tokens of the other vision-language families (issue 28 item 1, "processor settings per family") ---------
+
+@dataclass(frozen=True)
+class TiledImages:
+    """How many text positions one image takes in a family whose processor cuts it into fixed-size tiles (or scales
+    it to a fixed size), at the processor's defaults in transformers 5.25.0; `max_tokens` is an image large enough to
+    reach the most tiles. `in_text` False: the image reaches the text through cross-attention and takes one token
+    (Mllama); its `vision_positions` are the tower's sequence instead."""
+
+    name: str
+    model_types: tuple[str, ...]
+    id_pattern: str
+    max_tokens: int
+    source: str
+    in_text: bool = True
+    vision_positions: int = 0
+
+
+def idefics3_tokens(rows: int, cols: int, seq: int) -> int:
+    """Idefics3 / SmolVLM's prompt for an image split into rows x cols tiles (5.25.0 smolvlm/processing_smolvlm.py
+    `_prompt_split_image` l.48-66, the same in idefics3/processing_idefics3.py): per tile the fake token, the
+    `<row_i_col_j>` token and `seq` image tokens, a newline per row, then a newline and the global image (fake token,
+    global token, `seq` image tokens, fake token)."""
+    return rows * cols * (seq + 2) + rows + 1 + (seq + 3)
+
+
+TILED: tuple[TiledImages, ...] = (
+    TiledImages("LLaVA-1.5", ("llava",), r"llava-1\.5|llava-v1\.5", 576,
+                "336 px crop, patch 14, the CLS dropped (vision_feature_select_strategy 'default'): 24 x 24 "
+                "(5.25.0 llava/processing_llava.py l.66-68; LlavaConfig.image_seq_length 576, configuration_llava.py "
+                "l.73)"),
+    TiledImages("LLaVA-NeXT", ("llava_next",), r"llava-v1\.6|llava-next", 2928,
+                "anyres: the 336 px base image (576) plus the best-fitting grid of 336 px tiles from "
+                "image_grid_pinpoints (default up to 672 x 672: 48 x 48 features) with a newline per row "
+                "(5.25.0 llava_next/processing_llava_next.py `_get_number_of_features` l.82-122; the pinpoints "
+                "configuration_llava_next.py l.28)"),
+    TiledImages("Idefics3", ("idefics3",), r"idefics3", idefics3_tokens(4, 4, 169),
+                "longest edge 4 x 364 px cut into 364 px tiles (4 x 4) plus the global image, 169 tokens each "
+                "(5.25.0 idefics3/image_processing_idefics3.py size l.206-207, processing_idefics3.py "
+                "image_seq_len 169 l.44)"),
+    TiledImages("SmolVLM", ("smolvlm",), r"smolvlm", idefics3_tokens(4, 4, 169),
+                "the processor classes' defaults (5.25.0 smolvlm/image_processing_smolvlm.py l.195-196, "
+                "processing_smolvlm.py image_seq_len 169 l.108); a checkpoint's own preprocessor_config.json "
+                "(512 px tiles, fewer tokens per tile) was not read"),
+    TiledImages("Llama 3.2 Vision", ("mllama",), r"llama-3\.2-\d+b-vision", 1,
+                "one <|image|> token in the text; the image reaches it through cross-attention layers "
+                "(5.25.0 mllama/processing_mllama.py); up to 4 tiles of 560 px (image_processing_mllama.py "
+                "max_image_tiles 4 l.342), 40 x 40 patches + CLS each in the vision tower", in_text=False,
+                vision_positions=4 * (40 * 40 + 1)),
+    TiledImages("Gemma 3", ("gemma3",), r"gemma-3-(4|12|27)b", 256 + 2,
+                "896 px, 256 tokens per image (Gemma3Config.mm_tokens_per_image, 5.25.0 "
+                "gemma3/configuration_gemma3.py l.207; processing_gemma3.py image_seq_length 256 l.41) between "
+                "<start_of_image> and <end_of_image>; pan-and-scan is off by default (processing_gemma3.py l.29) and "
+                "adds up to 4 crops of the same size when on"),
+    TiledImages("Pixtral", ("pixtral", "llava"), r"pixtral", 64 * 65,
+                "longest edge 1024 px, patch 16: 64 rows of 64 [IMG] tokens, each row ended by [IMG_BREAK] "
+                "(the last by [IMG_END]) (5.25.0 pixtral/image_processing_pixtral.py l.103-104, "
+                "processing_pixtral.py `replace_image_token` l.91-99)"),
+    TiledImages("InternVL", ("internvl",), r"internvl", 13 * 256 + 2,
+                "448 px tiles, up to 12 (crop_to_patches on: 5.25.0 internvl/processing_internvl.py l.34; "
+                "got_ocr2 image processor max_patches 12 l.137) plus the thumbnail, 256 tokens each "
+                "(InternVLConfig.image_seq_length, configuration_internvl.py l.117), between <img> and </img>"),
+)
+
+
+def tiled_family(model_type: str | None, model_id: str | None) -> TiledImages | None:
+    """The family of a model by its hub id (a Pixtral checkpoint is model_type llava), else by model_type."""
+    if isinstance(model_id, str):
+        for fam in TILED:
+            if re.search(fam.id_pattern, model_id, re.IGNORECASE):
+                return fam
+    return next((f for f in TILED if model_type in f.model_types and f.name != "Pixtral"), None)

@@ -19,6 +19,7 @@ from trainlint.memory.vision import Tower, VisionPlan
 from trainlint.run.decided import Decided
 
 PROCESSOR_CLASSES = ("AutoProcessor", "AutoImageProcessor")
+VLM_CLASS_ENDINGS = ("ForConditionalGeneration", "ForImageTextToText", "ForVision2Seq")
 
 
 @dataclass(frozen=True)
@@ -26,7 +27,7 @@ class ImageTokens:
     family: str
     per_image: int  # image tokens of the largest image the processor lets through, with the wrap tokens
     images: int  # images per sample
-    processor: ImageProcessor
+    processor: ImageProcessor | None  # the Qwen-VL processor's settings; None for a tiled family
 
     @property
     def per_sample(self) -> int:
@@ -75,7 +76,7 @@ def image_tokens(ctx: FileContext) -> Decided[ImageTokens | None]:
     the processor's max_pixels is not readable)."""
     fam = vision_family(ctx)
     if fam is None:
-        return Decided(None, None, True, "not a vision-language model trainlint knows")
+        return _tiled_tokens(ctx)
     base = vision_towers.CHECKPOINT_PROCESSORS[fam.name]
     notes: list[str] = []
     call = _processor_call(ctx)
@@ -98,6 +99,26 @@ def image_tokens(ctx: FileContext) -> Decided[ImageTokens | None]:
     notes.append(f"1 image per sample assumed ({per_image:,} tokens with <|vision_start|>/<|vision_end|>)")
     return Decided(ImageTokens(fam.name, per_image, 1, processor), span, False,
                    f"{fam.name} processor ({processor.source})", tuple(notes))
+
+
+def _tiled_tokens(ctx: FileContext) -> Decided[ImageTokens | None]:
+    """LLaVA / LLaVA-NeXT / Idefics3 / SmolVLM / Llama 3.2 Vision / Gemma 3 / Pixtral / InternVL: the most text
+    positions one image takes at the processor's defaults (knowledge/vision_towers.py TILED); their processors'
+    own settings in a script are not read yet. Only for a run that feeds images: a vision-language model class or a
+    processor loaded (Gemma 3 checkpoints, for one, are often fine-tuned on text alone)."""
+    if _processor_call(ctx) is None and not any(
+            (m.class_name or "").endswith(VLM_CLASS_ENDINGS) for m in ctx.facts.models):
+        return Decided(None, None, True, "no image input seen")
+    for model in ctx.facts.models:
+        spec = ctx.spec(model)
+        fam = vision_towers.tiled_family(spec.model_type if spec is not None else None,
+                                         model.model_id.value if model.model_id.known else None)
+        if fam is None:
+            continue
+        notes = (f"{fam.name} image tokens: up to {fam.max_tokens:,} per image ({fam.source}), assumed: images that "
+                 f"reach the most tiles, the processor's defaults", "1 image per sample assumed")
+        return Decided(ImageTokens(fam.name, fam.max_tokens, 1, None), None, False, f"{fam.name} processor", notes)
+    return Decided(None, None, True, "not a vision-language model trainlint knows")
 
 
 def sequence_with_images(seq: Value, images: Decided[ImageTokens | None]) -> Value:
