@@ -43,22 +43,25 @@ def plan_for_record(base, rec: dict):
                    loss="full", optimizer="adamw_torch_fused", device="cpu")
 
 
-def compare() -> list[tuple[str, int, int, float]]:
-    """(name, estimate, measured, error in %) per measured row."""
+def compare(without_tower: bool = False) -> list[tuple[str, int, int, float]]:
+    """(name, estimate, measured, error in %) per measured row; `without_tower`: the estimate before the tower was
+    modelled (no tower weights, adapters or activations)."""
     from trainlint.memory.estimate import estimate
 
     base = base_plan()
     out = []
     for rec in json.loads(MEASUREMENTS.read_text())["configs"]:
-        est = estimate(plan_for_record(base, rec)).peak
+        plan = plan_for_record(base, rec)
+        est = estimate(replace(plan, vision=None) if without_tower else plan).peak
         out.append((rec["name"], est, rec["peak"], 100 * (est - rec["peak"]) / rec["peak"]))
     return out
 
 
 def main() -> int:
-    print(f"{'configuration':<48} {'estimate':>10} {'measured':>10} {'error':>7}")
-    for name, est, measured, err in compare():
-        print(f"{name:<48} {est / 2**30:8.2f} G {measured / 2**30:8.2f} G {err:+6.1f}%")
+    print(f"{'configuration':<48} {'estimate':>10} {'measured':>10} {'error':>7} {'without the tower':>18}")
+    for (name, est, measured, err), (_, before, _, berr) in zip(compare(), compare(without_tower=True)):
+        print(f"{name:<48} {est / 2**30:8.2f} G {measured / 2**30:8.2f} G {err:+6.1f}% "
+              f"{before / 2**30:8.2f} G {berr:+6.1f}%")
     return 0
 
 
