@@ -37,7 +37,9 @@ def plan_for_record(base, rec: dict):
 
     fam = next(f for f in vision_towers.FAMILIES if f.name == "Qwen2.5-VL")
     targets = rec["lora"]["target_modules"]
-    tower = adapt(replace(base.vision, patches=rec["patches"]), fam, targets)
+    tower = adapt(replace(base.vision, patches=rec["patches"], hooked=False), fam, targets)
+    # transformers 5.25.0's gradient_checkpointing_enable hooks the frozen tower's input (run/vision.py tower_plan)
+    tower = replace(tower, hooked=rec["gradient_checkpointing"] and tower.trained == "frozen")
     return replace(base, seq=rec["seq"], checkpointing=rec["gradient_checkpointing"], lora_r=rec["lora"]["r"],
                    lora_targets=("all-linear",) if targets == "all-linear" else tuple(targets), vision=tower,
                    loss="full", optimizer="adamw_torch_fused", device="cpu")

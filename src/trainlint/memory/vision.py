@@ -12,7 +12,12 @@ What autograd keeps depends on whether anything in the tower needs a gradient:
 - a frozen tower with no adapter in it (LoRA on the text only, LLaMA-Factory's `freeze_vision_tower: true`):
   nothing in the tower requires grad (pixel_values do not, its weights are frozen), so its forward saves no tensor;
   its working set is freed before the text decoder runs, and only the merged image features remain, inside the text
-  sequence's embeddings. Measured: bench/vlm_measurements.json (the lora-attn rows).
+  sequence's embeddings. Measured: bench/vlm_measurements.json (the lora-attn rows without checkpointing).
+- the same frozen tower under gradient checkpointing on transformers >= 5 (`hooked`): `gradient_checkpointing_enable`
+  calls `enable_input_require_grads()` for any model whose main input is input_ids (5.25.0 modeling_utils.py
+  l.3192-3200), which hooks every submodel's input embeddings, the Qwen2-VL / Qwen2.5-VL tower's patch_embed
+  included (knowledge/vision_towers.py): the tower then keeps what a frozen block keeps for its input's gradient,
+  checkpointed like an adapted one. Measured: the lora-attn rows with checkpointing (5.4 GiB at 65,536 patches).
 - adapters in the tower (target_modules that match its module names, "all-linear") or a trained tower: every block
   keeps its tensors per patch (vision_layer_bytes_per_patch); under gradient checkpointing the blocks are checkpointed
   like the text layers (`Qwen2_5_VLVisionBlock` is a GradientCheckpointingLayer, 5.25.0 modeling_qwen2_5_vl.py
@@ -90,10 +95,13 @@ class VisionPlan:
     trained: str = "frozen"  # "frozen" | "lora" (adapters in the tower) | "full" (the tower's weights train)
     adapted: tuple[str, ...] = ()  # block Linears LoRA adapts ("attn.qkv", "mlp.down_proj", ...)
     merger_adapted: bool = False  # the merger's two Linears too ("all-linear")
+    # the tower's input requires grad although nothing in it trains: transformers >= 5's gradient_checkpointing_enable
+    # hooks every submodel's input embeddings, Qwen2-VL's and Qwen2.5-VL's patch_embed included (run/vision.py)
+    hooked: bool = False
 
     @property
     def keeps_activations(self) -> bool:
-        return self.trained != "frozen"
+        return self.trained != "frozen" or self.hooked
 
 
 def lora_params(v: VisionPlan, r: int) -> int:

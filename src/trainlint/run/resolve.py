@@ -67,7 +67,7 @@ class Run:
     def tower(self) -> Decided[VisionPlan | None]:
         """A vision-language model's tower in the step: geometry, patches per sample, what trains (run/vision.py)."""
         spec = self.trained.spec if self.trained is not None else None
-        return tower_plan(self.ctx, spec, self.images, self.lora.value)
+        return tower_plan(self.ctx, spec, self.images, self.lora.value, self.checkpointing.on.value is True)
 
     @cached_property
     def lora(self) -> Decided[Lora | None]:

@@ -9,7 +9,7 @@ processor settings (what `AutoProcessor.from_pretrained(<id>)` loads), an image 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from trainlint.context import FileContext
 from trainlint.facts import Value
@@ -131,7 +131,8 @@ def sequence_with_images(seq: Value, images: Decided[ImageTokens | None]) -> Val
                  assumed=images.notes)
 
 
-def tower_plan(ctx: FileContext, spec, images: Decided[ImageTokens | None], adapters) -> Decided[VisionPlan | None]:
+def tower_plan(ctx: FileContext, spec, images: Decided[ImageTokens | None], adapters,
+               checkpointing: bool = False) -> Decided[VisionPlan | None]:
     """The vision tower in the step (memory/vision.py): its geometry (the model's config.json `vision_config` or the
     catalog's), the patches of one sample (merge^2 per image token), and what trains in it: LoRA adapters where
     target_modules match its block Linears (knowledge/vision_towers.py adapted_blocks; "all-linear" also its
@@ -162,6 +163,14 @@ def tower_plan(ctx: FileContext, spec, images: Decided[ImageTokens | None], adap
         else:
             notes.append(f"{fam.name} vision tower frozen (no LoRA target in it): its weights "
                          f"({tower.parameters:,} parameters) count, its activations are freed before the text layers")
+    if checkpointing and not plan.keeps_activations and vision_towers.vision_input_hooked(
+            fam, ctx.versions.transformers):
+        # transformers >= 5 gradient_checkpointing_enable -> enable_input_require_grads (5.25.0 modeling_utils.py
+        # l.3192-3200) hooks the tower's patch_embed: the frozen tower's blocks keep their inputs for its backward
+        plan = replace(plan, hooked=True)
+        notes.append(f"transformers {ctx.versions.transformers.version}'s gradient_checkpointing_enable() hooks the "
+                     f"{fam.name} tower's patch embedding (enable_input_require_grads): the frozen tower runs its "
+                     f"backward, and its {tower.depth} checkpointed blocks keep their inputs")
     return Decided(plan, images.span, images.certain, f"{fam.name} vision tower", tuple(notes))
 
 
@@ -169,8 +178,6 @@ def adapt(plan: VisionPlan, fam: VisionFamily, targets: object) -> VisionPlan:
     """The tower under LoRA with these target_modules: the block Linears they match (knowledge/vision_towers.py
     adapted_blocks, PEFT's matching) and, with "all-linear", the merger's two Linears (PEFT adapts every Linear but
     the output layer: peft 0.21.2 tuners_utils.py `_maybe_include_all_linear_layers`)."""
-    from dataclasses import replace
-
     hit = tuple(vision_towers.adapted_blocks(fam, targets) or ())
     merger = isinstance(targets, str) and targets.lower() == "all-linear"
     return replace(plan, trained="lora" if hit or merger else "frozen", adapted=hit, merger_adapted=merger)
