@@ -344,3 +344,35 @@ trainer.train()
     ctx = lint_file(tmp_path / "train.py", Settings(root=tmp_path), set()).context
     from trainlint.run import resolve
     assert resolve(ctx).images.value is None
+
+
+# -- LLaMA-Factory: image_max_pixels, freeze_vision_tower -------------------------------------------------------
+
+LF_CONFIG = ("model_name_or_path: Qwen/Qwen2.5-VL-7B-Instruct\n{extra}stage: sft\ndo_train: true\n"
+             "finetuning_type: lora\nlora_rank: 8\nlora_target: all\ndataset: mllm_demo\ntemplate: qwen2_vl\n"
+             "cutoff_len: 4096\noutput_dir: saves/out\nper_device_train_batch_size: 1\nbf16: true\n")
+
+
+def _lf_plan(tmp_path: Path, extra: str = ""):
+    config = tmp_path / "qwen2_5vl_lora_sft.yaml"
+    config.write_text(LF_CONFIG.format(extra=extra))
+    ctx = lint_file(config, Settings(root=tmp_path), set()).context
+    return plan_for(ctx, Overrides())[0]
+
+
+def test_llamafactory_resizes_images_to_image_max_pixels_and_freezes_the_tower_by_default(tmp_path):
+    plan = _lf_plan(tmp_path)
+    # 0.9.5 image_max_pixels 768 * 768: at most 752 tokens of 28 x 28 px, 4 patches each
+    assert plan.vision.patches == 4 * (768 * 768 // 784)
+    assert plan.vision.trained == "frozen"  # lora_target: all leaves the tower out while freeze_vision_tower is on
+    # the hook reaches the tower (transformers 5), and LLaMA-Factory checkpoints no frozen block: all of it is kept
+    assert plan.vision.hooked and not plan.vision.checkpointed
+    assert vision.checkpoint_bytes(plan.vision, 1, 2, 8) == vision.activation_bytes(plan.vision, 1, 2, 8) > 0
+    assert vision.recomputed_bytes(plan.vision, 1, 2, 8) == 0
+    assert _lf_plan(tmp_path, "image_max_pixels: 262144\n").vision.patches == 4 * (262144 // 784)
+
+
+def test_llamafactory_with_the_tower_unfrozen_adapts_its_blocks_but_not_the_merger(tmp_path):
+    plan = _lf_plan(tmp_path, "freeze_vision_tower: false\n")
+    assert plan.vision.trained == "lora" and plan.vision.adapted == vision_towers.FAMILIES[1].blocks
+    assert not plan.vision.merger_adapted and plan.vision.checkpointed

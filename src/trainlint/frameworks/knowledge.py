@@ -92,7 +92,15 @@ LF_ATTENTION = {"auto": None, "disabled": "eager", "sdpa": "sdpa", "fa2": "flash
 LF_OLD_ATTENTION = {"off": "eager", False: "eager", True: "flash_attention_2"}
 LF_DEFAULTS = {"cutoff_len": 2048, "stage": "sft", "finetuning_type": "lora", "flash_attn": "auto",
                "disable_gradient_checkpointing": False, "enable_liger_kernel": False, "lora_rank": 8,
-               "lora_target": "all"}
+               "lora_target": "all", "freeze_vision_tower": True, "image_max_pixels": 768 * 768,
+               "image_min_pixels": 32 * 32}
+# 0.9.5 hparams/finetuning_args.py l.527 freeze_vision_tower True; hparams/model_args.py l.305-311 image_max_pixels
+# 768 * 768, image_min_pixels 32 * 32 (the same at the mirror's ff6d4d12e). With the tower frozen, LoRA's targets
+# leave out its modules (model/model_utils/visual.py `patch_target_modules`): as PEFT's exclude_modules, a regex over
+# the Qwen-VL towers' module path (`visual.`)
+LF_QWEN_VL_TYPES = frozenset({"qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe"})
+LF_VISION_EXCLUDE = r".*\bvisual\..*"
+LF_MERGER_EXCLUDE = r".*\bvisual\.merger\..*"
 # 0.9.5 model/model_utils/liger_kernel.py `apply_liger_kernel`: the model types it patches; any other logs
 # "Current model does not support liger kernel." and nothing is applied. require_logits (stage not pt/sft,
 # model/loader.py) passes fused_linear_cross_entropy=False: the logits are built in full.

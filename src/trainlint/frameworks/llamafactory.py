@@ -95,6 +95,16 @@ def map_llamafactory(keys: Keys, path: Path, display: str, release: str, note: s
                       keys.value("model_name_or_path") if missing is None else UNKNOWN, attention, UNSET, UNSET,
                       dtype, Value("known", quant, None, ORIGIN), (), None, "model", anchor)
     calls = [load]
+    if model_type in K.LF_QWEN_VL_TYPES:
+        # data/mm_plugin.py `_preprocess_image` (0.9.5 l.218-230): every image is resized to at most image_max_pixels
+        # (and at least image_min_pixels) before the processor's own smart_resize: the processor's max_pixels in effect
+        pixels = {}
+        for key, kw in (("image_max_pixels", "max_pixels"), ("image_min_pixels", "min_pixels")):
+            value = keys.value(key)
+            pixels[kw] = (value if not value.unset else default(K.LF_DEFAULTS[key], f"LLaMA-Factory default {key}"),
+                          keys.line_span(key))
+        calls.append(call("transformers.AutoProcessor.from_pretrained", pixels, here, n, target="processor",
+                          receiver="AutoProcessor"))
     liger = keys.raw("enable_liger_kernel") is True
     if liger and stage in ("pt", "sft") and (model_type is None or model_type in K.LF_LIGER_TYPES) and not unsloth:
         # model/model_utils/liger_kernel.py: apply_liger_kernel_to_<type>() with liger's default FLCE for pt/sft
@@ -113,9 +123,17 @@ def map_llamafactory(keys: Keys, path: Path, display: str, release: str, note: s
         rank = keys.value("lora_rank")
         if rank.unset:
             rank = default(K.LF_DEFAULTS["lora_rank"], "LLaMA-Factory default lora_rank")
+        # model/adapter.py (0.9.5 l.206-213): find_all_linear_modules and patch_target_modules leave out the vision
+        # tower's modules while freeze_vision_tower is on (hparams/finetuning_args.py l.527: default True)
+        frozen = keys.raw("freeze_vision_tower", K.LF_DEFAULTS["freeze_vision_tower"]) is not False
+        # the projector (Qwen-VL's visual.merger) is left out of "all" in any case (model_utils/misc.py
+        # find_all_linear_modules, 0.9.5: projector_keys among the forbidden modules)
+        exclude = Value("known", K.LF_VISION_EXCLUDE if frozen else K.LF_MERGER_EXCLUDE,
+                        keys.line_span("freeze_vision_tower"), ORIGIN) if model_type in K.LF_QWEN_VL_TYPES else UNSET
         if finetuning == "lora":
             calls.append(call("peft.LoraConfig", {"r": (rank, keys.line_span("lora_rank")),
-                                                  "target_modules": (targets, None)}, here, n, target="lora_config"))
+                                                  "target_modules": (targets, None),
+                                                  "exclude_modules": (exclude, None)}, here, n, target="lora_config"))
         calls.append(call("peft.get_peft_model", {}, here, n, target="model"))
 
     args = _training_args(keys, here, n, unsloth, path)

@@ -113,6 +113,14 @@ def adapted_blocks(fam: VisionFamily, target_modules: object, exclude_modules: o
     return hit
 
 
+def merger_excluded(exclude_modules: object) -> bool:
+    """Whether exclude_modules leaves out the patch merger's Linears (`visual.merger.mlp.0` / `.2`)."""
+    if exclude_modules is None or not _readable(exclude_modules):
+        return False
+    return any(_peft_matches(exclude_modules, f"{prefix}visual.merger.mlp.{i}")  # type: ignore[arg-type]
+               for prefix in ("", "model.") for i in (0, 2))
+
+
 def _readable(targets: object) -> bool:
     return isinstance(targets, str) or (isinstance(targets, list) and all(isinstance(t, str) for t in targets))
 

@@ -98,6 +98,9 @@ class VisionPlan:
     # the tower's input requires grad although nothing in it trains: transformers >= 5's gradient_checkpointing_enable
     # hooks every submodel's input embeddings, Qwen2-VL's and Qwen2.5-VL's patch_embed included (run/vision.py)
     hooked: bool = False
+    # the blocks run under checkpointing when the run checkpoints (False: LLaMA-Factory's checkpoint function runs a
+    # block with no trainable parameter without it, so a hooked frozen tower keeps every block's tensors)
+    checkpointed: bool = True
 
     @property
     def keeps_activations(self) -> bool:
@@ -187,12 +190,14 @@ def checkpoint_bytes(v: VisionPlan | None, batch: int, act_bytes: int, r: int | 
     checkpointed), kept from the tower's forward until its backward."""
     if v is None or not v.keeps_activations:
         return 0
+    if not v.checkpointed:
+        return activation_bytes(v, batch, act_bytes, r)
     patches = batch * v.patches
     return patches * (v.tower.depth * v.tower.hidden * act_bytes + merger_bytes_per_patch(v, act_bytes, r))
 
 
 def recomputed_bytes(v: VisionPlan | None, batch: int, act_bytes: int, r: int | None) -> int:
     """Under checkpointing: one block's tensors, recomputed during the tower's backward."""
-    if v is None or not v.keeps_activations:
+    if v is None or not v.keeps_activations or not v.checkpointed:
         return 0
     return batch * v.patches * vision_layer_bytes_per_patch(v, act_bytes, r)

@@ -148,6 +148,7 @@ class Lora:
     rank: int
     targets: tuple[str, ...]
     parameters: tuple[str, ...] = ()  # LoraConfig(target_parameters=...): PEFT on parameters (fused MoE experts)
+    exclude: str | tuple[str, ...] | None = None  # LoraConfig(exclude_modules=...) when readable (run/vision.py)
 
 
 def lora(ctx: FileContext, model_type: str | None) -> Decided[Lora | None]:
@@ -181,10 +182,14 @@ def lora(ctx: FileContext, model_type: str | None) -> Decided[Lora | None]:
         notes.append("LoRA target_parameters not readable: adapters on parameters (fused experts) not counted")
     if not r.known:
         notes.append(f"LoRA rank {'not set' if r.unset else 'not readable'}: assumed r={LORA_R_DEFAULT}")
+    excl = cfg.kw("exclude_modules") if configs else UNSET
+    exclude = excl.value if excl.known and isinstance(excl.value, str) else tuple(excl.value) if excl.known and \
+        isinstance(excl.value, list) and all(isinstance(t, str) for t in excl.value) else None
     if targets.known and targets.value == "all-linear":
-        return Decided(Lora(rank, ("all-linear",), parameters), span, not notes, "LoraConfig", tuple(notes))
+        return Decided(Lora(rank, ("all-linear",), parameters, exclude), span, not notes, "LoraConfig", tuple(notes))
     if targets.known and isinstance(targets.value, list) and all(isinstance(t, str) for t in targets.value):
-        return Decided(Lora(rank, tuple(targets.value), parameters), span, not notes, "LoraConfig", tuple(notes))
+        return Decided(Lora(rank, tuple(targets.value), parameters, exclude), span, not notes, "LoraConfig",
+                       tuple(notes))
     notes.append(f"LoRA target_modules {'not set' if targets.unset else 'not readable'}: assumed PEFT's default "
                  f"{list(default)}")
     return Decided(Lora(rank, default, parameters), span, False, "LoraConfig", tuple(notes))

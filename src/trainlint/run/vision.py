@@ -19,6 +19,8 @@ from trainlint.memory.vision import Tower, VisionPlan
 from trainlint.run.decided import Decided
 
 PROCESSOR_CLASSES = ("AutoProcessor", "AutoImageProcessor")
+# the hook LLaMA-Factory's checkpointing installs (frameworks/llamafactory.py synthesizes it)
+LF_CHECKPOINTING = "llamafactory.model.model_utils.checkpointing.enable_input_require_grads"
 VLM_CLASS_ENDINGS = ("ForConditionalGeneration", "ForImageTextToText", "ForVision2Seq")
 
 
@@ -154,7 +156,7 @@ def tower_plan(ctx: FileContext, spec, images: Decided[ImageTokens | None], adap
                      f"would keep none")
     else:
         targets: object = "all-linear" if adapters.targets == ("all-linear",) else list(adapters.targets)
-        plan = adapt(VisionPlan(tower, patches), fam, targets)
+        plan = adapt(VisionPlan(tower, patches), fam, targets, adapters.exclude)
         if plan.trained == "lora":
             notes.append(f"LoRA adapts the {fam.name} vision tower too ({', '.join(plan.adapted)}"
                          f"{' and the merger' if plan.merger_adapted else ''} in {tower.depth} blocks): its "
@@ -166,18 +168,26 @@ def tower_plan(ctx: FileContext, spec, images: Decided[ImageTokens | None], adap
     if checkpointing and not plan.keeps_activations and vision_towers.vision_input_hooked(
             fam, ctx.versions.transformers):
         # transformers >= 5 gradient_checkpointing_enable -> enable_input_require_grads (5.25.0 modeling_utils.py
-        # l.3192-3200) hooks the tower's patch_embed: the frozen tower's blocks keep their inputs for its backward
-        plan = replace(plan, hooked=True)
-        notes.append(f"transformers {ctx.versions.transformers.version}'s gradient_checkpointing_enable() hooks the "
-                     f"{fam.name} tower's patch embedding (enable_input_require_grads): the frozen tower runs its "
-                     f"backward, and its {tower.depth} checkpointed blocks keep their inputs")
+        # l.3192-3200) hooks the tower's patch_embed: the frozen tower's blocks keep their inputs for its backward.
+        # LLaMA-Factory calls the same hook (0.9.5 model/model_utils/checkpointing.py l.131), and its checkpoint
+        # function runs a block with no trainable parameter without checkpointing (l.84-100): every block's tensors
+        lf = any(True for _ in ctx.facts.calls_to(LF_CHECKPOINTING))
+        plan = replace(plan, hooked=True, checkpointed=not lf)
+        kept = "every block keeps its tensors (LLaMA-Factory checkpoints no frozen block)" if lf else \
+            f"its {tower.depth} checkpointed blocks keep their inputs"
+        notes[-1] = (f"{fam.name} vision tower frozen (no LoRA target in it; {tower.parameters:,} parameters), but "
+                     f"transformers {ctx.versions.transformers.version}'s enable_input_require_grads() (called when "
+                     f"checkpointing is enabled) hooks its patch embedding: the tower runs its backward, and {kept}")
     return Decided(plan, images.span, images.certain, f"{fam.name} vision tower", tuple(notes))
 
 
-def adapt(plan: VisionPlan, fam: VisionFamily, targets: object) -> VisionPlan:
-    """The tower under LoRA with these target_modules: the block Linears they match (knowledge/vision_towers.py
-    adapted_blocks, PEFT's matching) and, with "all-linear", the merger's two Linears (PEFT adapts every Linear but
-    the output layer: peft 0.21.2 tuners_utils.py `_maybe_include_all_linear_layers`)."""
-    hit = tuple(vision_towers.adapted_blocks(fam, targets) or ())
-    merger = isinstance(targets, str) and targets.lower() == "all-linear"
+def adapt(plan: VisionPlan, fam: VisionFamily, targets: object, exclude: object = None) -> VisionPlan:
+    """The tower under LoRA with these target_modules (less exclude_modules): the block Linears they match
+    (knowledge/vision_towers.py adapted_blocks, PEFT's matching) and, with "all-linear", the merger's two Linears
+    (PEFT adapts every Linear but the output layer: peft 0.21.2 tuners_utils.py `_maybe_include_all_linear_layers`)
+    unless exclude_modules leaves out the tower (LLaMA-Factory's freeze_vision_tower)."""
+    if isinstance(exclude, tuple):
+        exclude = list(exclude)
+    hit = tuple(vision_towers.adapted_blocks(fam, targets, exclude) or ())
+    merger = isinstance(targets, str) and targets.lower() == "all-linear" and not vision_towers.merger_excluded(exclude)
     return replace(plan, trained="lora" if hit or merger else "frozen", adapted=hit, merger_adapted=merger)
