@@ -100,27 +100,37 @@ def test_a_config_json_vision_config_gives_the_same_tower_as_the_catalog():
 
 # -- what a block keeps for backward, counted on a block transformers builds -----------------------------------
 
-@pytest.mark.parametrize("training", ["all-linear", "full", ["attn.qkv", "mlp.down_proj"]])
-def test_a_qwen2_5_vl_block_keeps_what_the_formula_counts(training):
+@pytest.mark.parametrize("family", ["Qwen2.5-VL", "Qwen2-VL"])
+@pytest.mark.parametrize("training", ["all-linear", "full", ["attn.qkv", "attn.proj"]])
+def test_a_vision_block_keeps_what_the_formula_counts(family, training):
     torch = pytest.importorskip("torch")
     pytest.importorskip("peft")
     from peft import LoraConfig, get_peft_model
-    from transformers import Qwen2_5_VLConfig, Qwen2_5_VLForConditionalGeneration
+    from transformers import (Qwen2_5_VLConfig, Qwen2_5_VLForConditionalGeneration, Qwen2VLConfig,
+                              Qwen2VLForConditionalGeneration)
 
     import trainlint.verify.measure  # noqa: F401  (training-mode dropout as CUDA runs it: a bool mask)
 
-    h, f, heads, r = 64, 96, 4, 8
-    cfg = Qwen2_5_VLConfig(
-        text_config=dict(vocab_size=512, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
-                         num_key_value_heads=1, intermediate_size=64,
-                         rope_scaling={"type": "mrope", "mrope_section": [2, 3, 3]}),
-        vision_config=dict(depth=2, hidden_size=h, intermediate_size=f, num_heads=heads, out_hidden_size=32,
-                           window_size=112, fullatt_block_indexes=[1]))
+    h, heads, r = 64, 4, 8
+    text = dict(vocab_size=512, hidden_size=32, num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=1,
+                intermediate_size=64, rope_scaling={"type": "mrope", "mrope_section": [2, 3, 3]})
+    if family == "Qwen2.5-VL":
+        f = 96
+        cfg = Qwen2_5_VLConfig(text_config=text, vision_config=dict(
+            depth=2, hidden_size=h, intermediate_size=f, num_heads=heads, out_hidden_size=32, window_size=112,
+            fullatt_block_indexes=[1]))
+        cls = Qwen2_5_VLForConditionalGeneration
+    else:
+        f = 4 * h
+        cfg = Qwen2VLConfig(text_config=text, vision_config=dict(depth=2, embed_dim=h, mlp_ratio=4, num_heads=heads,
+                                                                 hidden_size=32))
+        cls = Qwen2VLForConditionalGeneration
+    fam = next(x for x in vision_towers.FAMILIES if x.name == family)
     torch.manual_seed(0)
     previous = torch.get_default_dtype()
     torch.set_default_dtype(torch.bfloat16)
     try:
-        model = Qwen2_5_VLForConditionalGeneration._from_config(cfg, attn_implementation="sdpa")
+        model = cls._from_config(cfg, attn_implementation="sdpa")
     finally:
         torch.set_default_dtype(previous)
     if training != "full":
@@ -131,19 +141,19 @@ def test_a_qwen2_5_vl_block_keeps_what_the_formula_counts(training):
     model.train()
     tower = model.model.visual
     patches = 16 * 32
-    grid = torch.tensor([[1, 16, 32]])
     seen = {}
 
     def keep_inputs(module, args, kwargs):
-        seen["x"], seen["kwargs"] = args[0], kwargs
+        seen["x"], seen["kwargs"] = args[0] if args else kwargs.pop("hidden_states"), kwargs
 
     hook = tower.blocks[0].register_forward_pre_hook(keep_inputs, with_kwargs=True)
     with torch.no_grad():
-        tower(torch.randn(patches, 3 * 2 * 14 * 14, dtype=torch.bfloat16), grid_thw=grid)
+        tower(torch.randn(patches, 3 * 2 * 14 * 14, dtype=torch.bfloat16), grid_thw=torch.tensor([[1, 16, 32]]))
     hook.remove()
-    x = seen["x"].detach().requires_grad_(True)  # a block past the first: its input carries a gradient
-    shared = {t.untyped_storage().data_ptr() for t in seen["kwargs"]["position_embeddings"]}
-    shared |= {p.untyped_storage().data_ptr() for p in model.parameters()} | {x.untyped_storage().data_ptr()}
+    # a block past the first: its input carries a gradient (and is counted when the block saves it: LayerNorm)
+    x = seen["x"].detach().clone().requires_grad_(True)
+    shared = {p.untyped_storage().data_ptr() for p in model.parameters()}
+    shared |= {t.untyped_storage().data_ptr() for t in seen["kwargs"].get("position_embeddings") or ()}
     storages: dict[int, int] = {}
 
     def pack(t):
@@ -153,11 +163,13 @@ def test_a_qwen2_5_vl_block_keeps_what_the_formula_counts(training):
     with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
         tower.blocks[0](x, **seen["kwargs"])
     kept = sum(n for ptr, n in storages.items() if ptr not in shared)
-    adapted = vision_towers.FAMILIES[1].blocks if training == "all-linear" else \
-        (() if training == "full" else tuple(training))
-    plan = vision.VisionPlan(vision.Tower(2, h, f, heads, 32), patches, "full" if training == "full" else "lora",
-                             adapted)
-    assert kept == patches * vision.vision_layer_bytes_per_patch(plan, 2, r)
+    adapted = fam.blocks if training == "all-linear" else (() if training == "full" else tuple(training))
+    plan = vision.VisionPlan(vision.Tower(2, h, f, heads, 32, gated_mlp=family == "Qwen2.5-VL",
+                                          rms_norm=family == "Qwen2.5-VL"),
+                             patches, "full" if training == "full" else "lora", adapted)
+    # CPU's LayerNorm keeps its mean and rstd in bf16 (2 + 2 bytes), CUDA's in fp32 (the formula's 8)
+    cpu = 0 if family == "Qwen2.5-VL" else 2 * (vision.LAYER_NORM_STATS - 4)
+    assert kept == patches * (vision.vision_layer_bytes_per_patch(plan, 2, r) - cpu)
 
 
 def test_a_frozen_tower_without_adapters_keeps_nothing_for_backward():

@@ -200,7 +200,7 @@ class TowerConfig:
     mlp_ratio, hidden_size = the text model's width; LayerNorm, fc1/fc2: qwen2_vl/modeling_qwen2_vl.py
     `Qwen2VLVisionBlock`, `VisionMlp`); Qwen2.5-VL `Qwen2_5_VLVisionConfig` (hidden_size, intermediate_size,
     out_hidden_size; RMSNorm, gate/up/down with biases: modeling_qwen2_5_vl.py l.85-96, l.342-348); Qwen3-VL
-    `Qwen3VLVisionConfig` (hidden_size, intermediate_size, out_hidden_size, patch 16; LayerNorm, linear_fc1/fc2)."""
+    `Qwen3VLVisionConfig` is not read (see tower_config)."""
 
     depth: int
     hidden: int
@@ -221,9 +221,11 @@ def _int(d: dict, key: str) -> int | None:
 
 
 def tower_config(config: dict, model_type: str | None) -> TowerConfig | None:
-    """The tower of a Qwen2-VL / 2.5-VL / 3-VL config.json (`vision_config`) or catalog entry (`vision`, whose
+    """The tower of a Qwen2-VL / 2.5-VL config.json (`vision_config`) or catalog entry (`vision`, whose
     hidden_size is the tower's width); None for another model type or a config that does not state the geometry."""
-    kind = {"qwen2_vl": "2", "qwen2_5_vl": "2.5", "qwen3_vl": "3", "qwen3_vl_moe": "3"}.get(model_type or "")
+    # Qwen3-VL's tower is not modelled: its deepstack mergers and learned position embedding are not in
+    # memory/vision.py's count (its image tokens still are: ImageProcessor)
+    kind = {"qwen2_vl": "2", "qwen2_5_vl": "2.5"}.get(model_type or "")
     d = config.get("vision") if isinstance(config.get("vision"), dict) else config.get("vision_config")
     if kind is None or not isinstance(d, dict):
         return None

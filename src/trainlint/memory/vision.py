@@ -2,8 +2,8 @@
 of the image patches it keeps for backward (issue 28 item 1). Pure arithmetic over a VisionPlan; estimate.py adds
 these terms to its consumers.
 
-Modelled: the Qwen2-VL / Qwen2.5-VL / Qwen3-VL towers (transformers 5.25.0 models/qwen2_vl, qwen2_5_vl, qwen3_vl
-modeling files): `depth` blocks over the image patches (norm, attention with a fused qkv Linear and `proj`, an MLP),
+Modelled: the Qwen2-VL / Qwen2.5-VL towers (transformers 5.25.0 models/qwen2_vl, qwen2_5_vl modeling files; each
+block's saved tensors counted to the byte against the blocks transformers builds; Qwen3-VL's tower is not modelled): `depth` blocks over the image patches (norm, attention with a fused qkv Linear and `proj`, an MLP),
 then the patch merger (each merge x merge group of patches becomes one text token: a norm and two Linears
 `merger.mlp.0` (4h -> 4h) and `merger.mlp.2` (4h -> text hidden)). One sample's patches are merge^2 times its image
 tokens (knowledge/vision_towers.py ImageProcessor.tokens).
@@ -35,6 +35,7 @@ from dataclasses import dataclass
 LORA_BYTES_PER_INPUT, LORA_BYTES_PER_RANK = 5, 4
 # RMSNorm (Qwen2.5-VL / Qwen3-VL towers) keeps its fp32 input; LayerNorm (Qwen2-VL) its input and per-patch stats
 NORM_FP32_INPUT = 4
+LAYER_NORM_STATS = 8  # a LayerNorm's mean and rstd per patch, fp32 on CUDA (native_layer_norm's accumulate type)
 
 
 @dataclass(frozen=True)
@@ -49,8 +50,8 @@ class Tower:
     patch_size: int = 14
     temporal_patch_size: int = 2
     merge: int = 2
-    gated_mlp: bool = True  # gate/up/down (Qwen2.5-VL); False: fc1/fc2 (Qwen2-VL), linear_fc1/fc2 (Qwen3-VL)
-    rms_norm: bool = True  # False: LayerNorm with a bias (Qwen2-VL, Qwen3-VL)
+    gated_mlp: bool = True  # gate/up/down (Qwen2.5-VL); False: fc1/fc2 (Qwen2-VL)
+    rms_norm: bool = True  # False: LayerNorm with a bias (Qwen2-VL)
     mlp_bias: bool = True
     params: int | None = None  # stated (the catalog's count from the tower transformers builds); None: tower_params
 
@@ -137,7 +138,9 @@ def vision_layer_bytes_per_patch(v: VisionPlan, act_bytes: int, r: int | None) -
     """Bytes one block keeps for backward per patch, read from what autograd saves in transformers 5.25.0
     `Qwen2_5_VLVisionBlock.forward` (modeling_qwen2_5_vl.py l.351-369), `Qwen2_5_VLVisionAttention.forward`
     (l.273-340) and `apply_rotary_pos_emb_vision` (l.208-219; its fp32 cos/sin are shared by every block):
-    - each norm: its fp32 input (4 h) and rsqrt (4); a trained norm weight also the 16-bit normalised output (2 h);
+    - each norm: RMSNorm (Qwen2.5-VL) its fp32 input (4 h) and rsqrt (4), a trained weight also the 16-bit normalised
+      output (2 h); LayerNorm (Qwen2-VL, `Qwen2VLVisionBlock` norm1/norm2 in the model dtype) its 16-bit input (2 h) and
+      its mean and rstd (fp32 on CUDA: 8; CPU keeps them in bf16);
     - attention: SDPA's inputs, q and k (the rotary's 16-bit outputs, 2 h each) and v, a view that keeps the whole
       fused qkv output alive (3 x 2 h), its output (2 h) and fp32 logsumexp (4 per head); `proj`'s input (2 h) and
       `qkv`'s (2 h) when their weights train;
@@ -151,8 +154,13 @@ def vision_layer_bytes_per_patch(v: VisionPlan, act_bytes: int, r: int | None) -
     full = v.trained == "full"
     bits16 = 6 * 2 * h + (3 if t.gated_mlp else 2) * 2 * f  # SDPA's tensors; the MLP's activations
     if full:
-        bits16 += 2 * 2 * h + 2 * 2 * h + 2 * h + 2 * f  # normalised outputs, qkv/proj inputs, MLP and down inputs
-    fp32 = 2 * (NORM_FP32_INPUT * h + 4) + 4 * t.heads
+        bits16 += 2 * 2 * h + 2 * h + 2 * f  # qkv/proj inputs, the MLP's and its down projection's inputs
+    if t.rms_norm:
+        fp32 = 2 * (NORM_FP32_INPUT * h + 4) + 4 * t.heads
+        bits16 += 2 * 2 * h if full else 0  # the normalised outputs a trained weight's gradient reads
+    else:
+        fp32 = 2 * LAYER_NORM_STATS + 4 * t.heads
+        bits16 += 2 * 2 * h  # each LayerNorm's 16-bit input
     lora = 0
     if r and v.trained == "lora":
         lora = sum(LORA_BYTES_PER_INPUT * t.block_linears[name][0] + LORA_BYTES_PER_RANK * r
@@ -162,12 +170,13 @@ def vision_layer_bytes_per_patch(v: VisionPlan, act_bytes: int, r: int | None) -
 
 def merger_bytes_per_patch(v: VisionPlan, act_bytes: int, r: int | None) -> int:
     """What the merger keeps per patch when it is adapted or trained (it is outside the checkpointed blocks): its
-    norm's fp32 input, the GELU's input (2 bytes per element of the 4h-wide merged row, i.e. 2 h per patch) and, per
+    norm's input (fp32 for RMSNorm), the GELU's input (2 bytes per element of the 4h-wide merged row, i.e. 2 h per patch) and, per
     adapted Linear, 5 bytes per input element (h per patch each) and 4 per rank per merged token."""
     if not v.keeps_activations:
         return 0
     h, m2 = v.tower.hidden, v.tower.merge ** 2
-    kept = NORM_FP32_INPUT * h + int(2 * h * act_bytes / 2)
+    norm = NORM_FP32_INPUT * h if v.tower.rms_norm else int(2 * h * act_bytes / 2)
+    kept = norm + int(2 * h * act_bytes / 2)
     if v.trained == "full":
         kept += int(2 * 2 * h * act_bytes / 2)
     if v.merger_adapted and r:
