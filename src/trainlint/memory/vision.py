@@ -100,7 +100,8 @@ class VisionPlan:
     # hooks every submodel's input embeddings, Qwen2-VL's and Qwen2.5-VL's patch_embed included (run/vision.py)
     hooked: bool = False
     # the blocks run under checkpointing when the run checkpoints (False: LLaMA-Factory's checkpoint function runs a
-    # block with no trainable parameter without it, so a hooked frozen tower keeps every block's tensors)
+    # block with no trainable parameter without it, 0.9.5 model_utils/checkpointing.py l.84-100, so a hooked frozen
+    # tower keeps every block's tensors; read in the source, not measured)
     checkpointed: bool = True
 
     @property

@@ -169,8 +169,11 @@ def tower_plan(ctx: FileContext, spec, images: Decided[ImageTokens | None], adap
             fam, ctx.versions.transformers):
         # transformers >= 5 gradient_checkpointing_enable -> enable_input_require_grads (5.25.0 modeling_utils.py
         # l.3192-3200) hooks the tower's patch_embed: the frozen tower's blocks keep their inputs for its backward.
-        # LLaMA-Factory calls the same hook (0.9.5 model/model_utils/checkpointing.py l.131), and its checkpoint
-        # function runs a block with no trainable parameter without checkpointing (l.84-100): every block's tensors
+        # Under LLaMA-Factory the hook comes from PEFT: its loader enables checkpointing (0.9.5 model/loader.py l.180,
+        # patcher.py l.420) before get_peft_model (l.183), whose PeftModel.__init__ then calls
+        # enable_input_require_grads (peft 0.21.2 peft_model.py l.184-185, l.728-735); and LLaMA-Factory's checkpoint
+        # function runs a block with no trainable parameter without checkpointing (model_utils/checkpointing.py
+        # l.84-100): every block's tensors are kept
         lf = any(True for _ in ctx.facts.calls_to(LF_CHECKPOINTING))
         plan = replace(plan, hooked=True, checkpointed=not lf)
         kept = "every block keeps its tensors (LLaMA-Factory checkpoints no frozen block)" if lf else \
