@@ -51,3 +51,18 @@ def test_another_projects_setup_py_is_not_the_framework(tmp_path):
     (tmp_path / "lora.yml").write_text(CONFIG)
     r = run("check", "-v", "--no-cache", "lora.yml", cwd=tmp_path)
     assert "the repository is axolotl" not in r.stderr
+
+
+def test_a_version_read_from_the_packages_dunder_version(tmp_path):
+    # axolotl 0.12's setup.py: `version=get_package_version()`, which reads src/axolotl/__init__.py
+    (tmp_path / "setup.py").write_text('from setuptools import setup\n\n\ndef get_package_version():\n'
+                                      '    return "x"\n\n\nsetup(name="axolotl", version=get_package_version())\n')
+    (tmp_path / "src" / "axolotl").mkdir(parents=True)
+    (tmp_path / "src" / "axolotl" / "__init__.py").write_text('"""pkg"""\n\n__version__ = "0.12.0"\n')
+    (tmp_path / "examples").mkdir()
+    (tmp_path / "examples" / "lora.yml").write_text(CONFIG)
+    r = run("check", "-v", "--no-cache", "examples/lora.yml", cwd=tmp_path)
+    assert "axolotl 0.12.0 config (the repository is axolotl 0.12.0 itself)" in r.stderr
+    data = findings(run("check", "--output-format", "json", "--no-cache", "examples/lora.yml", cwd=tmp_path))
+    assert [d["message"].split(":")[0] for d in data if d["code"] == "TL007"] == \
+        ["debug is not an axolotl 0.12.0 config key"]

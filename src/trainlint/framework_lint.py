@@ -60,9 +60,25 @@ _SETUP_VERSION = re.compile(r"""\bversion\s*=\s*['"]([0-9][\w.]*)['"]""")
 _LF_VERSION = re.compile(r"""^VERSION\s*=\s*['"]([0-9][\w.]*)['"]""", re.M)
 
 
+_DUNDER_VERSION = re.compile(r"""^__version__\s*=\s*['"]([0-9][\w.]*)['"]""", re.M)
+
+
+def _package_version(directory: Path, framework: str):
+    """`__version__ = "0.12.0"` in the package's __init__.py (src layout or flat), as a match, or None."""
+    for init in (directory / "src" / framework / "__init__.py", directory / framework / "__init__.py"):
+        try:
+            m = _DUNDER_VERSION.search(init.read_text(encoding="utf-8", errors="replace"))
+        except OSError:
+            continue
+        if m is not None:
+            return m
+    return None
+
+
 def own_release(path: Path, framework: str) -> str | None:
     """The framework's version when the config lives in a checkout of the framework itself (its examples): axolotl's
-    setup.py `version="0.4.0"` or its VERSION file; LLaMA-Factory's src/llamafactory/extras/env.py `VERSION = "0.9.4"`. None elsewhere."""
+    setup.py `version="0.4.0"`, its VERSION file or its package's `__version__` (0.12's setup.py reads that);
+    LLaMA-Factory's src/llamafactory/extras/env.py `VERSION = "0.9.4"`. None elsewhere."""
     directory = path.resolve().parent
     while True:
         for name in ("setup.py", "pyproject.toml"):
@@ -86,6 +102,8 @@ def own_release(path: Path, framework: str) -> str | None:
                         m = re.fullmatch(r"\s*([0-9][\w.]*)\s*", (directory / "VERSION").read_text(encoding="utf-8"))
                     except OSError:
                         m = None
+                if m is None:  # axolotl <= 0.12's setup.py get_package_version(): src/axolotl/__init__.py __version__
+                    m = _package_version(directory, framework)
             return m.group(1) if m else None
         if (directory / ".git").exists() or directory.parent == directory:
             return None
