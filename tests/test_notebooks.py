@@ -103,10 +103,11 @@ def test_estimate_reads_a_notebook(tmp_path):
 
 def test_a_python_cell_magic_is_read_and_a_cell_that_is_not_python_is_skipped_alone(tmp_path):
     cells = [dict(c) for c in CELLS]
-    cells[3] = {**cells[3], "source": ["%%time\n", "x = 1 +"]}  # %%time runs its body as Python: here, broken
+    # %%time runs its body as Python: here, broken (and naming the run's batch size, so it could hide a value)
+    cells[3] = {**cells[3], "source": ["%%time\n", "batch_size = 1 +"]}
     (tmp_path / "ft.ipynb").write_text(notebook(cells), encoding="utf-8")
     lines = run(cwd=tmp_path).stdout.splitlines()
-    assert lines[0] == ("ft.ipynb:cell 4:2:8: TL001 not Python, so skipped (the other cells were linted): cell 4 "
+    assert lines[0] == ("ft.ipynb:cell 4:2:17: TL001 not Python, so skipped (the other cells were linted): cell 4 "
                         "(syntax error: invalid syntax)")
     assert lines[1].startswith("ft.ipynb:cell 5:3:1: TL201 LoRA with reentrant checkpointing")  # still linted
 
@@ -177,7 +178,8 @@ def test_names_a_skipped_cell_may_rebind_are_unknown_after_it(tmp_path):
     cells[1] = _code("learning_rate = 2e-5", "this line is not python at all")  # does not touch ctx_len
     (tmp_path / "b.ipynb").write_text(notebook(cells), encoding="utf-8")
     out = run("--no-cache", "--output-format", "json", "b.ipynb", cwd=tmp_path)
-    assert sorted(d["code"] for d in json.loads(out.stdout)) == ["TL001", "TL101"]
+    # (and no TL001: the skipped cell names nothing of the run and binds nothing a cell of the run uses)
+    assert sorted(d["code"] for d in json.loads(out.stdout)) == ["TL101"]
 
 
 def test_a_fix_beside_a_skipped_cell_keeps_that_cell_byte_for_byte(tmp_path):
@@ -248,8 +250,27 @@ def test_cells_that_are_not_python_are_one_finding_and_only_in_a_notebook_that_t
     (tmp_path / "infer.ipynb").write_text(notebook([_cell("print('a'\n"), _cell("y = 2\n")]), encoding="utf-8")
     r = run("--no-cache", "-v", ".", cwd=tmp_path)
     found = [line for line in r.stdout.splitlines() if "TL001" in line]
+    # cell 2 (`x = (1,`) names nothing of the run and binds nothing a cell of the run uses: a note, not listed
     assert found == ["doc.ipynb:cell 1:1:35: TL001 not Python, so skipped (the other cells were linted): cell 1 "
-                     "(syntax error: positional argument follows keyword argument); cell 2 (syntax error: '(' was "
-                     "never closed)"]
+                     "(syntax error: positional argument follows keyword argument)"]
+    assert "doc.ipynb: also skipped, naming nothing of the run: cell 2 (syntax error: '(' was never closed)" in r.stderr
     assert "infer.ipynb: not Python, so skipped (the other cells were linted): cell 1" in r.stderr
     assert "(not reported: the notebook does not train, and nothing else was found)" in r.stderr
+
+
+def test_a_helper_cell_that_does_not_parse_in_a_training_notebook_is_not_reported(tmp_path):
+    # a display helper with an unterminated docstring (a cell cut short): it names no model, trainer, argument or
+    # step, and nothing it binds reaches the run
+    gif = _cell("import numpy as np\n", "def to_gif(frames):\n", '    """Frames to a GIF.\n')
+    train = _cell("from transformers import AutoModelForCausalLM, Trainer, TrainingArguments\n",
+                  "model = AutoModelForCausalLM.from_pretrained('gpt2')\n",
+                  "trainer = Trainer(model=model, args=TrainingArguments('out'))\n", "trainer.train()\n")
+    show = _cell("to_gif(np.zeros(3))\n")
+    (tmp_path / "nb.ipynb").write_text(notebook([gif, train, show]), encoding="utf-8")
+    r = run("--no-cache", "-v", ".", cwd=tmp_path)
+    assert "TL001" not in r.stdout, r.stdout
+    assert "none of them names a model, trainer, argument or step of the run" in r.stderr
+    # the same helper whose result a cell of the run uses could hide part of it: reported
+    (tmp_path / "nb.ipynb").write_text(notebook([gif, train, _cell("trainer.train(to_gif(1))\n")]), encoding="utf-8")
+    r = run("--no-cache", ".", cwd=tmp_path)
+    assert [line.split(": TL001")[0] for line in r.stdout.splitlines() if "TL001" in line] == ["nb.ipynb:cell 1:3:5"]

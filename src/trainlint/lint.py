@@ -245,15 +245,25 @@ def lint_notebook(path: Path, settings: Settings, codes: set[str], text: str | N
     written = lint_written_scripts(path, nb, settings, codes)  # `%%writefile train.py` cells, as launched
     result.diagnostics = [to_cell(d, nb) for d in result.diagnostics]
     if bad:  # one finding for the notebook, at its first such cell (already in the cell's own rows)
-        from trainlint.notebook import trains
+        from trainlint.notebook import bears_on_run, trains
 
-        listed = "; ".join(f"cell {cell + 1} ({why})" for cell, (_, _, why) in sorted(bad.items()))
-        message = f"not Python, so skipped (the other cells were linted): {listed}"
-        if trains(nb) or any(not d.code.startswith("TL0") for d in result.diagnostics):
-            first, (row, col, _) = min(bad.items())
-            result.diagnostics.append(replace(_meta("TL001", display, message, row, col), cell=first + 1))
-        else:
+        def listed(cells) -> str:
+            return "; ".join(f"cell {cell + 1} ({bad[cell][2]})" for cell in sorted(cells))
+
+        bearing = {cell for cell in bad if bears_on_run(nb, cell)}
+        idle = set(bad) - bearing
+        message = f"not Python, so skipped (the other cells were linted): {listed(bearing or bad)}"
+        if not (trains(nb) or any(not d.code.startswith("TL0") for d in result.diagnostics)):
             result.notes.append(f"{message} (not reported: the notebook does not train, and nothing else was found)")
+        elif not bearing:
+            result.notes.append(f"{message} (not reported: none of them names a model, trainer, argument or "
+                                f"step of the run)")
+        else:
+            if idle:
+                result.notes.append(f"also skipped, naming nothing of the run: {listed(idle)}")
+            first = min(bearing)
+            row, col, _ = bad[first]
+            result.diagnostics.append(replace(_meta("TL001", display, message, row, col), cell=first + 1))
     for diag in written:
         if diag not in result.diagnostics:
             result.diagnostics.append(diag)

@@ -163,6 +163,34 @@ _TRAINS_RE = re.compile(r"\b\w*Trainer\s*\(|\.train\(\s*\)|\.backward\(|\boptimi
                         r"\b(?:torchrun|accelerate\s+launch|deepspeed)\s")
 
 
+# What a run is made of, as a cell spells it: the model and its load (from_pretrained, a config class, dtype,
+# attention, quantization, device moves), adapters, a trainer and its arguments, the loop, batch and length.
+_RUN_RE = re.compile(r"\bfrom_pretrained\b|\b\w*(?:Config|Arguments|Trainer|Model\w*)\s*\(|\bget_peft_model\b|"
+                     r"\bprepare_model_for_\w+|\.(?:to|cuda|half|bfloat16|float)\(|\b(?:torch_)?dtype\b|"
+                     r"\battn_implementation\b|\bgradient_checkpointing\w*|\bbatch_size\b|\bmax_(?:seq_)?length\b|"
+                     r"\bDataLoader\b|\.train\(|\.backward\(|\.step\(|\b(?:torchrun|accelerate|deepspeed)\b")
+
+
+def bears_on_run(nb: Notebook, index: int) -> bool:
+    """A cell that is not Python could hide part of the run only if it names something a run is made of
+    (`_RUN_RE`), or binds a name (not an import) that a cell which does uses; a plotting or display helper that
+    does not parse hides nothing the rules read."""
+    text = cell_text(nb, index)
+    if _RUN_RE.search(text):
+        return True
+    plain = "\n".join(line for line in text.split("\n") if not line.lstrip().startswith(("import ", "from ")))
+    names = assigned_names(plain)
+    if not names:
+        return False
+    used = re.compile(r"\b(?:" + "|".join(map(re.escape, names)) + r")\b")
+    return any(used.search(cell_text(nb, i)) and _RUN_RE.search(cell_text(nb, i))
+               for i in nb.code_cells if i != index)
+
+
+def cell_text(nb: Notebook, index: int) -> str:
+    return _cell_text(nb.data["cells"][index])
+
+
 def trains(nb: Notebook) -> bool:
     """The notebook trains (a Trainer, `.train()`, `.backward()`, an optimizer step, or a launch in a `!` line):
     with a rule's finding, only then are its cells that are not Python worth a finding (lint.lint_notebook)."""

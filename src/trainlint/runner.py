@@ -175,7 +175,7 @@ def run(files: list[Path], settings: Settings, codes: set[str], jobs: int | None
             # a file that hit the time limit is cached too (the limit is part of the key): a pathological
             # file should not cost its full limit on every pre-commit run
             _store(cache_root, key, outcome)
-    return merge_reached([outcomes[i] for i in range(len(files))])
+    return merge_repeated(merge_reached([outcomes[i] for i in range(len(files))]))
 
 
 def merge_reached(outcomes: list[Outcome]) -> list[Outcome]:
@@ -202,6 +202,45 @@ def merge_reached(outcomes: list[Outcome]) -> list[Outcome]:
         if any(oid == id(o) for oid, _ in drop):
             o.diagnostics = [d for k, d in enumerate(o.diagnostics) if (id(o), k) not in drop]
     return outcomes
+
+
+def merge_repeated(outcomes: list[Outcome], shown: int = 3) -> list[Outcome]:
+    """A TL0xx finding (trainlint's own: a launcher's missing script, a framework key that does nothing, a version
+    that cannot run the calls) whose message is word for word the same in several places, the same fact about the
+    repository met again (the same script run on two lines of a launcher, one stale key copied into a dozen example
+    configs, a notebook copied into several folders), is reported once: at its first place, its message naming the
+    others, which it carries as `related`. A rule's finding is about its own run and is never merged."""
+    first: dict[tuple[str, str], tuple[Outcome, int]] = {}
+    more: dict[tuple[str, str], list[Diagnostic]] = {}
+    for o in outcomes:
+        keep = []
+        for d in o.diagnostics:
+            key = (d.code, d.message)
+            if not d.code.startswith("TL0"):
+                keep.append(d)
+            elif key in first:
+                more.setdefault(key, []).append(d)
+            else:
+                first[key] = (o, len(keep))
+                keep.append(d)
+        o.diagnostics = keep
+    for key, others in more.items():
+        o, k = first[key]
+        d = o.diagnostics[k]
+        places = [_place(x, d.filename) for x in others]
+        names = list(dict.fromkeys(places))
+        listed = ", ".join(names[:shown]) + (f" and {len(names) - shown} more" if len(names) > shown else "")
+        related = tuple((x.filename, x.span, "the same finding" + (f" (cell {x.cell})" if x.cell else ""))
+                        for x in others)
+        o.diagnostics[k] = replace(d, message=f"{d.message} (the same in {listed})", related=d.related + related)
+    return outcomes
+
+
+def _place(d: Diagnostic, beside: str) -> str:
+    """Where a repeated finding also is: its line when in the same file, else the file."""
+    if d.filename == beside:
+        return f"{'cell %d ' % d.cell if d.cell else ''}line {d.span.line}"
+    return d.filename
 
 
 def _reached_changed(reached: dict[str, str]) -> bool:
