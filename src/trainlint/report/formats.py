@@ -45,7 +45,7 @@ def to_json(d: Diagnostic) -> dict:
         "noqa_row": d.span.line,
         "cell": d.cell,
     }
-    if d.related:  # only launch-decided findings carry it; every other record keeps Ruff's exact shape
+    if d.related:  # launch-decided and repeated findings carry it; every other record keeps Ruff's exact shape
         out["related"] = [{"filename": file, "location": {"row": r.line, "column": r.col},
                            "end_location": {"row": r.end_line, "column": r.end_col}, "message": what}
                           for file, r, what in d.related]
