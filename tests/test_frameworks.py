@@ -570,3 +570,11 @@ def test_llamafactory_simpo_has_no_reference_and_kto_is_full_logits_too(tmp_path
     (tmp_path / "k").mkdir()
     found = [d for d in _lint(_write(tmp_path / "k", "kto.yml", kto)) if d.code == "TL301"]
     assert len(found) == 1 and found[0].message.startswith("CustomKTOTrainer.forward computes its loss")
+
+
+@pytest.mark.parametrize("value,refused", [("true", True), ("${S2_ATTENTION}", False), ("false", False)])
+def test_axolotl_removed_key_is_refused_only_when_set(tmp_path, value, refused):
+    # a template's `${VAR}` slot is filled by something else before the run: its value is not known here
+    text = AX_EAGER.replace("attn_implementation: eager", f"attn_implementation: sdpa\n    s2_attention: {value}")
+    diags = _lint(_write(tmp_path, "ax.yml", text))
+    assert [(d.code, d.span.line) for d in diags] == ([("TL007", 10)] if refused else [])

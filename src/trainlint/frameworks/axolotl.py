@@ -30,6 +30,12 @@ def _truthy(v: object) -> bool:
     return bool(v) and v != "false"
 
 
+def _placeholder(v: object) -> bool:
+    """`${S2_ATTENTION}`: a template's slot that something else fills before the run (axolotl 0.18.0
+    cli/config.py load_cfg reads the YAML with yaml.safe_load, no interpolation), so its value is not known here."""
+    return isinstance(v, str) and v.startswith("${") and v.endswith("}")
+
+
 def _attention(keys: Keys, release: str, problems: list[Problem]) -> tuple[Value, str | None]:
     """(attention in effect as a Value, the key that decides it)."""
     since_normalised = parse_version(release) >= K.AXOLOTL_NORMALISED_SINCE
@@ -57,7 +63,7 @@ def _key_problems(keys: Keys, release: str, plugins: list[str], problems: list[P
     core, deprecated, by_plugin = K.axolotl_keys(release)
     listed = {prefix for prefix in by_plugin if any(p.startswith(prefix) for p in plugins)}
     for name, entry in keys.top.items():
-        if name in K.AXOLOTL_REMOVED and _truthy(entry.value):
+        if name in K.AXOLOTL_REMOVED and _truthy(entry.value) and not _placeholder(entry.value):
             problems.append(Problem("TL007", f"axolotl {release} refuses this config: {K.AXOLOTL_REMOVED[name]} "
                                              f"(utils/schemas/deprecated.py)", entry.key_span))
         if name in core or name in deprecated:
