@@ -180,3 +180,52 @@ def test_the_transformers_deepspeed_shim_bounds_transformers(lint, pin, conflict
     '''
     found = lint(src, files={"requirements.txt": f"transformers=={pin}\n"})
     assert codes(found) == (["TL009"] if conflict else [])
+
+
+SUBCLASS = '''
+from transformers import AutoModelForSeq2SeqLM, Seq2SeqTrainer, Seq2SeqTrainingArguments
+
+
+class SummaryTrainer(Seq2SeqTrainer):
+{body}
+
+
+model = AutoModelForSeq2SeqLM.from_pretrained("google/flan-t5-large")
+args = Seq2SeqTrainingArguments("out", per_device_train_batch_size=8)
+trainer = SummaryTrainer(model=model, args=args, tokenizer=tok)
+'''
+_PASS = "    pass"
+_OWN_INIT = ("    def __init__(self, *args, tokenizer=None, **kwargs):\n"
+             "        super().__init__(*args, processing_class=tokenizer, **kwargs)")
+_FORWARDS = ("    def __init__(self, *args, **kwargs):\n"
+             "        super().__init__(*args, **kwargs)")
+_CLOSED = ("    def __init__(self, model, args):\n"
+           "        super().__init__(model=model, args=args)")
+
+
+@pytest.mark.parametrize("body,bounded", [(_PASS, True), (_FORWARDS, True), (_OWN_INIT, False), (_CLOSED, False)])
+def test_a_local_subclass_call_bounds_its_base_library(lint, body, bounded):
+    # Seq2SeqTrainer(tokenizer=) through the repository's own subclass: transformers 5.0.0 has no such keyword
+    source = SUBCLASS.format(body=body)
+    found = lint(source, files={"requirements.txt": "transformers==5.0.0\n"})
+    tl009 = [(line, m) for c, line, m in found if c == "TL009"]
+    if bounded:
+        line = source.splitlines().index("trainer = SummaryTrainer(model=model, args=args, tokenizer=tok)") + 1
+        assert [at for at, _ in tl009] == [line]
+        assert f"Seq2SeqTrainer(tokenizer=) through SummaryTrainer (line {line}) removed in 5.0.0" in tl009[0][1]
+    else:  # its own __init__ takes tokenizer itself, or never hands keywords on
+        assert tl009 == []
+
+
+def test_unpinned_the_subclass_call_picks_the_newest_release_that_accepts_it(tmp_path):
+    (tmp_path / "train.py").write_text(SUBCLASS.format(body=_PASS).lstrip("\n"))
+    r = subprocess.run([sys.executable, "-m", "trainlint", "check", "-v", "--no-cache", "train.py"], cwd=tmp_path,
+                       capture_output=True, text=True, timeout=120)
+    assert "train.py: transformers 4.57.6 (not pinned: the newest release known that accepts this file's calls " \
+           "(transformers < 5.0.0))" in r.stderr
+    assert "Seq2SeqTrainer(tokenizer=) through SummaryTrainer (line 10): removed in 5.0.0" in r.stderr
+    (tmp_path / "train.py").write_text(SUBCLASS.format(body=_PASS).replace("tokenizer=tok", "processing_class=tok"))
+    r = subprocess.run([sys.executable, "-m", "trainlint", "check", "-v", "--no-cache", "train.py"], cwd=tmp_path,
+                       capture_output=True, text=True, timeout=120)
+    assert "train.py: transformers 5.25.0 (not pinned: the newest release known that accepts this file's calls " \
+           "(transformers >= 4.46.0))" in r.stderr

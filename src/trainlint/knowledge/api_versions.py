@@ -59,6 +59,19 @@ FACTS: tuple[ApiFact, ...] = (
     ApiFact("trl", "kwarg", "SFTTrainer", "processing_class", (0, 12), None, "trl 0.12.2 sft_trainer.py SFTTrainer.__init__"),
     ApiFact("trl", "kwarg", "DPOTrainer", "tokenizer", None, (0, 16), "trl 0.12.2 dpo_trainer.py:216 deprecate_kwarg (0.16.0); gone in 0.16.1"),
     ApiFact("trl", "kwarg", "DPOTrainer", "processing_class", (0, 12), None, "trl 0.12.2 dpo_trainer.py DPOTrainer.__init__"),
+    # transformers Trainer.__init__ / Seq2SeqTrainer.__init__ (trainer.py, trainer_seq2seq.py): 4.45.2 takes
+    # `tokenizer` (trainer.py l.386, trainer_seq2seq.py l.50) and no processing_class; 4.46.3 and 4.57.6 take
+    # processing_class with `@deprecate_kwarg("tokenizer", new_name="processing_class", version="5.0.0")` (4.46.3
+    # trainer.py l.388, trainer_seq2seq.py l.55; 4.57.6 trainer.py l.409); 5.0.0 takes neither `tokenizer` nor
+    # **kwargs (trainer.py l.389-401, trainer_seq2seq.py l.56-73): TypeError. A local subclass's call counts when
+    # the keyword reaches the base (evidence() below).
+    *(ApiFact("transformers", "kwarg", owner, "tokenizer", None, (5,),
+              f"transformers 4.57.6 {where} deprecate_kwarg(version='5.0.0'); 5.0.0 {owner}.__init__ has no "
+              f"tokenizer= and no **kwargs")
+      for owner, where in (("Trainer", "trainer.py"), ("Seq2SeqTrainer", "trainer_seq2seq.py"))),
+    *(ApiFact("transformers", "kwarg", owner, "processing_class", (4, 46), None,
+              f"transformers 4.46.3 {where} {owner}.__init__ (4.45.2 takes tokenizer= only)")
+      for owner, where in (("Trainer", "trainer.py"), ("Seq2SeqTrainer", "trainer_seq2seq.py"))),
     # trl/__init__.py `_import_structure`
     ApiFact("trl", "import", "trl", "setup_chat_format", None, (0, 26), "trl 0.25.1 __init__.py exports it; 0.26.2 does not"),
     ApiFact("trl", "import", "trl", "GRPOTrainer", (0, 14), None, "trl 0.14.0 __init__.py (absent in 0.13.0)"),
@@ -168,12 +181,16 @@ def evidence(facts, text: str = "") -> tuple[Evidence, ...]:
     owned += [(t.call, t.class_name, t.library, False) for t in facts.trainers]
     owned += [(c, "from_pretrained", "transformers", False) for c in facts.calls
               if c.short == "from_pretrained" and c.qualname.startswith("transformers.")]
+    through = {id(t.call): t.subclass for t in facts.trainers if getattr(t, "subclass", None)}
     for call, owner, lib, dataclass_args in owned:
+        subclass = through.get(id(call))
         for name, _ in call.kwargs:
             fact = by_owner.get((owner, name))
             if fact is not None and fact.library == lib:
-                out.append(Evidence(lib, f"{owner}({name}=)", call.span.line, fact.since, fact.until, fact.source,
-                                    fact.strict))
+                if subclass is not None and not reaches_base(facts, subclass, name):
+                    continue
+                what = f"{owner}({name}=)" + (f" through {subclass}" if subclass else "")
+                out.append(Evidence(lib, what, call.span.line, fact.since, fact.until, fact.source, fact.strict))
                 continue
             if not dataclass_args or (lib == "trl" and not _own_trl_keyword(owner, name)):
                 continue
@@ -187,6 +204,20 @@ def evidence(facts, text: str = "") -> tuple[Evidence, ...]:
             out.append(Evidence(fact.library, f"from {fact.owner} import {fact.name}", _import_line(text, fact),
                                 fact.since, fact.until, fact.source, fact.strict))
     return tuple(out)
+
+
+def reaches_base(facts, subclass: str, name: str, depth: int = 0) -> bool:
+    """Whether `MySubclass(name=...)` hands `name` to the library class it derives from: no `__init__` of its own
+    (or of a local base in between) takes `name` itself, and each one there passes **kwargs on."""
+    if depth > 8:
+        return False
+    init = facts.function(f"class {subclass}.__init__")
+    if init is not None and (name in {p for p, _ in init.params} or init.kwstar is None):
+        return False
+    klass = facts.class_def(subclass)
+    local = [b for b in (klass.bases if klass is not None else ()) if "." not in b and b != subclass and
+             facts.class_def(b) is not None]
+    return all(reaches_base(facts, b, name, depth + 1) for b in local)
 
 
 def _import_line(text: str, fact: ApiFact) -> int:
