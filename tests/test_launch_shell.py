@@ -682,3 +682,24 @@ def test_a_case_statement_inside_a_command_substitution():
     assert reading.problems == ()
     (inv,) = reading.invocations
     assert [a.text for a in inv.args] == ["--model_name_or_path", None, "--y", None, "--lr", "1e-4"]
+
+
+def test_an_indented_code_block_is_a_documented_launch():
+    # CommonMark: 4 spaces after a blank line is a code block; the launch reads in the README's own coordinates
+    md = ("# Train\n\nFine-tune with:\n\n    export MODEL=meta-llama/Llama-2-7b-hf\n"
+          "    torchrun --nproc_per_node 4 train.py \\\n        --model_name_or_path $MODEL \\\n"
+          "        --bf16 True\n\n    model = AutoModel.from_pretrained(x)\n\nThen:\n")
+    [inv] = read_markdown(md, Path("README.md")).invocations
+    assert inv.launcher == "torchrun" and inv.script.text == "train.py" and inv.span.line == 6
+    assert at(inv.script) == (6, 33, 6, 41) and world_size(inv) == 4
+    assert texts(inv.args) == ["--model_name_or_path", "meta-llama/Llama-2-7b-hf", "--bf16", "True"]
+
+
+def test_indented_text_that_is_not_a_code_block_is_not_read():
+    # a list item's indented content, a paragraph's indented continuation
+    md = "- Step one:\n\n    python list_item.py\n\nSome text\n    python continuation.py\n"
+    assert read_markdown(md, Path("README.md")).invocations == ()
+    # an indented line inside a fence is the fence's, read once
+    fenced = "Run:\n\n```sh\n\n    python fenced.py --x\n```\n"
+    [inv] = read_markdown(fenced, Path("README.md")).invocations
+    assert inv.script.text == "fenced.py"

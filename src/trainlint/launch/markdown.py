@@ -1,4 +1,5 @@
 """README commands: the fenced shell blocks of a Markdown file read as launchers, in the file's own coordinates.
+An indented code block (4 spaces, CommonMark) is read like a block tagged with another language.
 
 Each block is read with every other line of the file blanked, so line and column numbers stay the Markdown
 file's. Blocks are read in order with one shell state (an `export` in one block holds in the next, as in the
@@ -43,6 +44,39 @@ def fenced_blocks(lines: list[str]) -> list[tuple[str, int, int]]:
     return out
 
 
+_LIST_ITEM = re.compile(r"[ \t]*(?:[-*+]|\d{1,9}[.)])(?:[ \t]|$)")
+INDENTED = "(indented)"  # the info word of an indented code block: read like a block of another language
+
+
+def _indented(line: str) -> bool:
+    return line.startswith(("    ", "\t")) and bool(line.strip())
+
+
+def indented_blocks(lines: list[str], fenced: list[tuple[str, int, int]]) -> list[tuple[str, int, int]]:
+    """CommonMark's indented code blocks (every line indented by 4 spaces or a tab) outside the fenced ones, as
+    (INDENTED, first line index, end index). One cannot interrupt a paragraph, so it starts after a blank line
+    (or the file's start); one after a list item's text is that item's content, not code, and is left out."""
+    inside = set()
+    for _, first, end in fenced:
+        inside.update(range(first - 1, end + 1))
+    out, i = [], 0
+    while i < len(lines):
+        if i in inside or not _indented(lines[i]) or (i > 0 and lines[i - 1].strip()):
+            i += 1
+            continue
+        before = next((lines[k] for k in range(i - 1, -1, -1) if lines[k].strip()), "")
+        j = i
+        while j < len(lines) and j not in inside and (_indented(lines[j]) or not lines[j].strip()):
+            j += 1
+        end = j
+        while end > i and not lines[end - 1].strip():
+            end -= 1
+        if not (_LIST_ITEM.match(before) or _indented(before)):
+            out.append((INDENTED, i, end))
+        i = j
+    return out
+
+
 def strip_prompts(lines: list[str]) -> list[str]:
     """`$ cmd` lines lose the prompt (as spaces: columns stay); when prompts are used, other lines are the
     commands' output and are blanked, except continuation lines of a prompted command."""
@@ -75,7 +109,8 @@ def read_markdown(text: str, file: Path) -> ShellReading:
     text = text.replace("\r\n", "\n")  # a \r before each newline: columns and lines stay the same
     lines = text.split("\n")
     reader = Reader(file)
-    for info, first, end in fenced_blocks(lines):
+    fenced = fenced_blocks(lines)
+    for info, first, end in sorted(fenced + indented_blocks(lines, fenced), key=lambda b: b[1]):
         raw_body = lines[first:end]
         if info == "diff":
             # a command shown as a change: its lines after the change, each diff mark blanked in place (a removed
