@@ -103,3 +103,20 @@ def test_permission_denied(tmp_path):
     path.chmod(0)
     r = run(".", cwd=tmp_path)
     assert "secret.py:1:1: TL002 cannot lint this file: permission denied" in r.stdout
+
+
+def test_the_per_file_limit_counts_cpu_time_not_waiting(tmp_path):
+    # a busy machine makes a file wait for a core: waiting is not the file's cost (issue 25: TL003 under load)
+    import time
+
+    from trainlint.lint import _deadline, _Timeout
+
+    with _deadline(0.2, wall=5.0):
+        time.sleep(0.5)  # waiting, no CPU: within the limit
+    with pytest.raises(_Timeout):
+        with _deadline(0.2, wall=5.0):
+            while True:  # computing: stopped after 0.2 s of CPU
+                pass
+    with pytest.raises(_Timeout):
+        with _deadline(5.0, wall=0.3):
+            time.sleep(2)  # a stall is still bounded by the wall clock
