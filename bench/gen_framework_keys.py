@@ -1,4 +1,4 @@
-"""Generate src/trainlint/frameworks/keys.json: the config keys axolotl and LLaMA-Factory accept, per release.
+"""Generate src/trainlint/knowledge/framework_keys.json: the config keys axolotl and LLaMA-Factory accept, per release.
 
 A dev tool, never on the lint path. It reads the released wheels' *source* with `ast` (nothing is imported):
 
@@ -22,7 +22,7 @@ import json
 import sys
 from pathlib import Path
 
-OUT = Path(__file__).resolve().parents[1] / "src" / "trainlint" / "frameworks" / "keys.json"
+OUT = Path(__file__).resolve().parents[1] / "src" / "trainlint" / "knowledge" / "framework_keys.json"
 
 
 def _classes(files: list[Path]) -> dict[str, tuple[list[str], list[str]]]:

@@ -36,6 +36,7 @@ PACKAGE = "trainlint"
 
 # Highest first, as import-linter writes them. Kept equal to pyproject.toml's contract (read from there when present).
 DEFAULT_LAYERS = [
+    "trainlint.__main__",
     "trainlint.cli",
     "trainlint.server | trainlint.verify | trainlint.runner",
     "trainlint.fix | trainlint.report",
@@ -46,16 +47,15 @@ DEFAULT_LAYERS = [
     "(trainlint.run)",
     "trainlint.context",
     "trainlint.resolve",
-    "trainlint.launch : trainlint.frameworks.detect : trainlint.frameworks.axolotl : "
-    "trainlint.frameworks.llamafactory : trainlint.frameworks.synth : trainlint.frameworks.fixes : "
-    "trainlint.frameworks.knowledge",
+    "trainlint.frameworks",
+    "trainlint.launch",
     "trainlint.edits",
     "trainlint.facts | trainlint.notebook | trainlint.history",
     "trainlint.discovery",
     "trainlint.config",
     "trainlint.memory | trainlint.knowledge",
     "trainlint.units | trainlint.diagnostics | trainlint.source | trainlint.codes | trainlint.pages | "
-    "trainlint.frameworks.sniff | trainlint._hash | trainlint.atomic | trainlint._dccache",
+    "trainlint.sniff | trainlint._hash | trainlint.atomic | trainlint._dccache | trainlint.spelling",
 ]
 
 

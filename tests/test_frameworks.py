@@ -22,7 +22,7 @@ SAMPLE = Path(__file__).resolve().parents[2] / "shared" / "configs"
 if not SAMPLE.is_dir():
     SAMPLE = Path("/work/shared/configs")
 
-# Labels: what each sample config should report, decided from the framework source read (frameworks/knowledge.py)
+# Labels: what each sample config should report, decided from the framework source read (knowledge/frameworks.py)
 # and the model catalog (a model the catalog does not know makes the rules say less, never guess).
 # TL201 is never expected: axolotl's load_adapter() calls enable_input_require_grads() for every adapter and
 # LLaMA-Factory's checkpoint function marks every checkpointed block's input as requiring grad.

@@ -135,11 +135,58 @@ def test_the_cycle_finder_finds_a_cycle():
     assert _cycles({"a": {"b"}, "b": set()}) == []
 
 
+def _parts(graph: dict[str, set[str]]) -> dict[str, set[str]]:
+    """The graph with every top-level part trainlint.X (a module, or a package and everything under it) as one node."""
+    out: dict[str, set[str]] = {}
+    for importer, imported in graph.items():
+        top = ".".join(importer.split(".")[:2])
+        out.setdefault(top, set()).update(".".join(m.split(".")[:2]) for m in imported)
+    for top, imported in out.items():
+        imported.discard(top)
+    return out
+
+
+def test_the_top_level_packages_have_no_import_cycle():
+    """Modules without a cycle can still make packages with one (main had discovery -> frameworks.sniff,
+    launch.discover -> frameworks.detect, frameworks.synth -> launch.model): the packages must be acyclic too,
+    else a layer cannot be drawn for them. import-linter's acyclic_siblings contract checks every depth."""
+    graph = _graph()
+    for importer, imported in _waived():
+        graph.get(importer, set()).discard(imported)
+    parts = _parts(graph)
+    assert {"trainlint.launch", "trainlint.frameworks", "trainlint.discovery"} <= parts.keys()
+    found = _cycles(parts)
+    assert not found, "import cycles between top-level parts:\n" + "\n".join(" <-> ".join(c) for c in found)
+
+
+def test_a_cycle_between_packages_is_found_when_modules_have_none():
+    """The shape main had: module arrows with no cycle, whose packages make one."""
+    graph = {"t.discovery": {"t.frameworks.sniff"}, "t.frameworks.sniff": set(),
+             "t.frameworks.synth": {"t.launch.model"}, "t.launch.model": set(),
+             "t.launch.discover": {"t.discovery", "t.frameworks.detect"}, "t.frameworks.detect": set()}
+    assert _cycles(graph) == []
+    assert _cycles(_parts(graph)) == [["t.discovery", "t.frameworks", "t.launch"]]
+
+
+def test_an_import_between_packages_that_closes_a_cycle_breaks_the_contract(tmp_path: Path):
+    """The same tree with discovery importing a framework module (frameworks -> launch -> discovery): the
+    acyclic_siblings contract fails and names the cycle."""
+    shutil.copytree(SRC / "trainlint", tmp_path / "src" / "trainlint",
+                    ignore=shutil.ignore_patterns("__pycache__", "*.json"))
+    shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
+    discovery = tmp_path / "src" / "trainlint" / "discovery.py"
+    discovery.write_text(discovery.read_text(encoding="utf-8") +
+                         "\n\ndef _around():\n    from trainlint.frameworks import synth  # noqa\n", encoding="utf-8")
+    r = _lint_imports(tmp_path, tmp_path / "src")
+    assert r.returncode != 0, r.stdout
+    assert "No cycles are allowed in trainlint." in r.stdout, r.stdout
+
+
 def test_every_module_sits_in_a_layer():
     """A new module must be placed in the layers (else no contract checks its imports)."""
     layers = next(c for c in _config()["contracts"] if c["type"] == "layers")["layers"]
     names = {name.strip().strip("()") for line in layers for part in line.split("|") for name in part.split(":")}
-    outside = sorted(m for m in _graph() if m not in ("trainlint", "trainlint.__main__", "trainlint.frameworks")
+    outside = sorted(m for m in _graph() if m != "trainlint"  # the root package holds only the version
                      and not any(m == n or m.startswith(n + ".") for n in names))
     assert not outside, f"modules in no layer of pyproject.toml's contract: {outside}"
 

@@ -68,7 +68,7 @@ _JOBS = _Jobs()
 
 def _framework_config(path: Path) -> bool:
     """An axolotl / LLaMA-Factory config: estimated as the run it describes (frameworks/)."""
-    from trainlint.frameworks.detect import is_framework_config
+    from trainlint.launch.framework_config import is_framework_config
 
     return is_framework_config(path)
 

@@ -83,7 +83,7 @@ FRAMEWORK_CONFIGS = (".yml", ".yaml")  # linted when they are an axolotl or LLaM
 
 
 def _framework_config(path: Path) -> bool:
-    from trainlint.frameworks.sniff import looks_like_config
+    from trainlint.sniff import looks_like_config
 
     return looks_like_config(path)
 

@@ -132,7 +132,7 @@ def plan_config_fixes(path: Path, settings: Settings, codes: set[str], unsafe: b
     from collections import Counter
 
     from trainlint.framework_lint import lint_config
-    from trainlint.frameworks.detect import framework_of
+    from trainlint.launch.framework_config import framework_of
     from trainlint.launch.configs import read_config
 
     outcome = FixOutcome(path)

@@ -15,14 +15,14 @@ from trainlint.config import Settings
 from trainlint.context import FileContext
 from trainlint.diagnostics import Diagnostic
 from trainlint.discovery import display as _display
-from trainlint.frameworks import knowledge as K
-from trainlint.frameworks.detect import framework_of, looks_like
-from trainlint.frameworks.sniff import looks_like_config
 from trainlint.frameworks.synth import Keys, Mapped
+from trainlint.knowledge import frameworks as K
 from trainlint.knowledge.versions import PIN_FILES, Versions, decide_versions, parse_version
 from trainlint.launch.configs import read_config
+from trainlint.launch.framework_config import framework_of
 from trainlint.launch.model import ConfigReading, Launch
 from trainlint.results import FileResult, finish
+from trainlint.sniff import looks_like, looks_like_config
 
 _FRAMEWORK_PIN = re.compile(r"""(?im)^\s*['"]?(axolotl|llamafactory)(?:\[[^\]]*\])?\s*==\s*([\w.]+)""")
 

@@ -82,7 +82,7 @@ def _key(path: Path, settings: Settings, codes: frozenset[str]) -> str | None:
     h.update(repr(base_blob(resolved, settings.diff_base, resolved=True)).encode())  # TL401 compares with the git base
     h.update(str(resolved).encode())
     if resolved.suffix in (".yml", ".yaml"):  # a framework config: the release its project pins decides
-        from trainlint.frameworks.sniff import looks_like
+        from trainlint.sniff import looks_like
 
         if looks_like(data):
             from trainlint.framework_lint import framework_release

@@ -1,6 +1,6 @@
 """An axolotl config (`axolotl train config.yml`) as the facts of the run axolotl makes from it.
 
-Semantics from axolotl's source (frameworks/knowledge.py cites each): the attention key or legacy flag that wins,
+Semantics from axolotl's source (knowledge/frameworks.py cites each): the attention key or legacy flag that wins,
 the model class, 4/8-bit loading, the adapter (and the input-grad hook axolotl always installs for one), the loss
 plugins, the micro-batch / accumulation / sequence keys and their defaults, DeepSpeed / FSDP.
 """
@@ -12,8 +12,8 @@ from pathlib import Path
 from trainlint.diagnostics import Span
 from trainlint.facts.model import ArgsObject, Evidence, FrameworkModel, ModelLoad, ScriptFacts, TrainerCall
 from trainlint.facts.values import UNKNOWN, UNSET, Value
-from trainlint.frameworks import knowledge as K
 from trainlint.frameworks.synth import ORIGIN, Counter, Keys, Mapped, Problem, call, default, local_file
+from trainlint.knowledge import frameworks as K
 from trainlint.knowledge.libraries import CHUNKED_UPCAST_CHUNKS, CHUNKED_UPCAST_PATCH
 from trainlint.knowledge.moe import LLAMA4_LINEARIZED
 from trainlint.knowledge.versions import parse_version

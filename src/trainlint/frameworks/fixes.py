@@ -13,9 +13,9 @@ from dataclasses import replace as dc_replace
 
 from trainlint.diagnostics import Diagnostic, Edit, Fix, Span
 from trainlint.edits import edit, make_fix, newline_of, replace, source_lines
-from trainlint.frameworks import knowledge as K
 from trainlint.frameworks.axolotl import dpo_liger_key
 from trainlint.frameworks.synth import Keys, Mapped
+from trainlint.knowledge import frameworks as K
 from trainlint.knowledge.libraries import SOFTCAPPED
 from trainlint.spelling import Spelling
 

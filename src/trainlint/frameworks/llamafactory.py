@@ -3,7 +3,7 @@
 LLaMA-Factory parses the file with HfArgumentParser into its Model/Data/Finetuning/Generating arguments and its
 subclass of HF Seq2SeqTrainingArguments (0.9.5 hparams/parser.py), so the batch, accumulation, precision,
 DeepSpeed and `use_liger_kernel` keys are HF's own; the attention, sequence length, adapter, quantisation,
-checkpointing and Liger keys are LLaMA-Factory's (frameworks/knowledge.py cites each).
+checkpointing and Liger keys are LLaMA-Factory's (knowledge/frameworks.py cites each).
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from pathlib import Path
 from trainlint.diagnostics import Span
 from trainlint.facts.model import ArgsObject, Evidence, FrameworkModel, ModelLoad, ScriptFacts, TrainerCall
 from trainlint.facts.values import UNKNOWN, UNSET, Value
-from trainlint.frameworks import knowledge as K
 from trainlint.frameworks.axolotl import model_path_problem
+from trainlint.knowledge import frameworks as K
 from trainlint.knowledge.trl_trainers import FRAMEWORK_FULL_LOGITS
 from trainlint.frameworks.synth import ORIGIN, Counter, Keys, Mapped, Problem, call, default, local_file
 

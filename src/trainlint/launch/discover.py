@@ -609,7 +609,7 @@ def expand_explicit(files: list[Path], settings: Settings) -> tuple[list[Path], 
 
 def _framework_config(path: Path) -> bool:
     """An axolotl / LLaMA-Factory config is linted as a file of its own (frameworks/), not only as what a launch reads."""
-    from trainlint.frameworks.detect import is_framework_config
+    from trainlint.launch.framework_config import is_framework_config
 
     return is_framework_config(path)
 

@@ -1,7 +1,7 @@
 """The cheap first look at a YAML file's bytes: could it be an axolotl or LLaMA-Factory training config?
 
 Discovery asks this of every `.yml` / `.yaml` in the tree, so it reads only the head of the file and imports
-nothing; frameworks/detect.py decides for real on the loaded keys.
+nothing; launch/framework_config.py decides for real on the loaded keys.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 (`pip download --no-deps axolotl==X` / `llamafactory==X`, unzipped and read; nothing imported).
 
 Read: axolotl 0.12.0 (sdist), 0.18.0 and 0.19.0 (wheels); llamafactory 0.9.2 and 0.9.5 (wheels). Each fact names
-the file and function it was read in. The accepted keys per release are in keys.json (bench/gen_framework_keys.py).
+the file and function it was read in. The accepted keys per release are in framework_keys.json (bench/gen_framework_keys.py).
 """
 
 from __future__ import annotations
@@ -121,7 +121,7 @@ LF_TRAINERS = {"sft": ("Seq2SeqTrainer", "transformers"), "pt": ("Trainer", "tra
 
 @lru_cache(maxsize=1)
 def _keys() -> dict:
-    return json.loads((Path(__file__).with_name("keys.json")).read_text(encoding="utf-8"))
+    return json.loads((Path(__file__).with_name("framework_keys.json")).read_text(encoding="utf-8"))
 
 
 def axolotl_keys(release: str) -> tuple[frozenset[str], frozenset[str], dict[str, frozenset[str]]]:

@@ -14,10 +14,10 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from trainlint.frameworks.knowledge import AXOLOTL, LLAMAFACTORY
-from trainlint.frameworks.sniff import looks_like, looks_like_config  # noqa: F401  (looks_like re-exported)
+from trainlint.knowledge.frameworks import AXOLOTL, LLAMAFACTORY
 from trainlint.launch.configs import read_config
 from trainlint.launch.model import ConfigReading
+from trainlint.sniff import looks_like_config
 
 _AXOLOTL_MARKERS = frozenset({"sequence_len", "micro_batch_size", "datasets", "adapter", "gradient_accumulation_steps",
                               "num_epochs", "sample_packing", "plugins", "rl", "lora_r", "batch_size"})
