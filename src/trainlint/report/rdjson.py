@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import json
 
-from trainlint.diagnostics import Diagnostic
+from trainlint.diagnostics import Diagnostic, Edit, Fix
 from trainlint.report._common import PROJECT_URL, Sources, byte_column, cell_of, in_cell, is_meta
 
 
@@ -31,17 +31,17 @@ def _range(sources: Sources, filename: str, start: tuple[int, int], end: tuple[i
     return {"start": _position(sources, filename, *start), "end": _position(sources, filename, *end)}
 
 
-def _edit_range(e: dict) -> tuple[tuple[int, int], tuple[int, int]]:
-    return (e["location"]["row"], e["location"]["column"]), (e["end_location"]["row"], e["end_location"]["column"])
+def _edit_range(e: Edit) -> tuple[tuple[int, int], tuple[int, int]]:
+    return e.start, e.end
 
 
-def suggestions(fix: dict, filename: str, sources: Sources) -> list[dict]:
+def suggestions(fix: Fix, filename: str, sources: Sources) -> list[dict]:
     """The fix's edits as reviewdog suggestions in `filename` (see the module docstring); [] when several
     edits cannot be joined because the file cannot be read."""
-    edits = fix.get("edits") or []
+    edits = fix.edits
     if len(edits) == 1:
         (e,) = edits
-        return [{"range": _range(sources, filename, *_edit_range(e)), "text": e["content"]}]
+        return [{"range": _range(sources, filename, *_edit_range(e)), "text": e.content}]
     lines = sources.lines(filename)
     if not edits or lines is None:
         return []
@@ -60,7 +60,7 @@ def suggestions(fix: dict, filename: str, sources: Sources) -> list[dict]:
             return len(text)
         return min(starts[row - first] + col - 1, starts[row - first] + len(window[row - first]), len(text))
 
-    spans = sorted((offset(*a), offset(*b), e["content"]) for e in edits for a, b in [_edit_range(e)])
+    spans = sorted((offset(*a), offset(*b), e.content) for e in edits for a, b in [_edit_range(e)])
     if any(nxt[0] < prev[1] for prev, nxt in zip(spans, spans[1:])):
         return []  # overlapping edits: not one text
     for a, b, content in reversed(spans):
@@ -77,17 +77,17 @@ def diagnostic(d: Diagnostic, sources: Sources) -> list[dict]:
     if not notebook:
         location["range"] = _range(sources, d.filename, (s.line, s.col), (s.end_line, s.end_col))
     message = in_cell(d) + d.message
-    fix = d.fix.to_json() if d.fix is not None and d.fix.edits else None
-    target = fix.get("file", d.filename) if fix else d.filename
+    fix = d.fix if d.fix is not None and d.fix.edits else None
+    target = (fix.file if fix.file is not None else d.filename) if fix else d.filename
     extra: list[dict] = []
     if fix and notebook:
         message += (f" (fix not suggested: a notebook's lines are its cells' and a suggestion would have to edit "
-                    f"the .ipynb JSON; `trainlint check --fix {d.filename}` applies it: {fix['message']})")
+                    f"the .ipynb JSON; `trainlint check --fix {d.filename}` applies it: {fix.message})")
     elif fix and target != d.filename:
         message += f" (the fix edits {target}: suggested there)"
         found = suggestions(fix, target, sources)
         if found:
-            extra.append({"message": f"{d.code} fix for {d.location}: {fix['message']}",
+            extra.append({"message": f"{d.code} fix for {d.location}: {fix.message}",
                           "location": {"path": target, "range": found[0]["range"]},
                           "severity": "WARNING" if is_meta(d.code) else "ERROR",
                           "code": {"value": d.code, **({"url": d.url} if d.url else {})},

@@ -104,21 +104,20 @@ def rule_descriptors(extra: dict[str, str]) -> list[dict]:
 
 
 def _fix(d: Diagnostic) -> dict | None:
-    fix = d.fix.to_json() if d.fix is not None else None
-    if not fix or not fix.get("edits"):
+    fix = d.fix
+    if fix is None or not fix.edits:
         return None
     replacements = [
-        {"deletedRegion": region(e["location"]["row"], e["location"]["column"],
-                                 e["end_location"]["row"], e["end_location"]["column"]),
-         "insertedContent": {"text": e["content"]}}
-        for e in fix["edits"]
+        {"deletedRegion": region(e.start[0], e.start[1], e.end[0], e.end[1]),
+         "insertedContent": {"text": e.content}}
+        for e in fix.edits
     ]
     out: dict = {"artifactChanges": [{"artifactLocation": artifact_location(d.filename),
                                       "replacements": replacements}]}
-    if fix.get("message"):
-        out["description"] = {"text": fix["message"]}
-    if fix.get("applicability"):
-        out["properties"] = {"applicability": fix["applicability"]}
+    if fix.message:
+        out["description"] = {"text": fix.message}
+    if fix.applicability:
+        out["properties"] = {"applicability": fix.applicability}
     return out
 
 
