@@ -700,7 +700,7 @@ def _is_self(node: ast.expr) -> bool:
 
 class PostInitReader:
     """The `self.<field> = ...` statements of a __post_init__ for POST_INIT_FIELDS and the `if`s around them, as
-    small JSON expression trees (see trainlint.knowledge.arguments._eval), in source order; and where
+    small JSON expression trees (see trainlint.knowledge.post_init._eval), in source order; and where
     `super().__post_init__()` is called. `for a, b in ((...), ...)` loops over literals are unrolled."""
 
     def expr(self, e: ast.expr, sub: dict[str, Any]) -> dict[str, Any]:
@@ -1103,7 +1103,9 @@ EFFECTIVE = ("bf16", "fp16", "gradient_checkpointing", "gradient_checkpointing_k
 
 
 def check_effective(key: str, cls: Any, fields: dict, versions: Any, report: Any) -> None:
+    from trainlint.knowledge import arg_parsers as P
     from trainlint.knowledge import arguments as A
+    from trainlint.knowledge import post_init as PI
 
     """effective_values() against the constructed object, with the defaults and with a few deciding values given."""
     base = {k: v for k, v in (("output_dir", "/tmp/trainlint-check"), ("use_cpu", True)) if k in fields}
@@ -1117,7 +1119,7 @@ def check_effective(key: str, cls: Any, fields: dict, versions: Any, report: Any
             obj = cls(**base, **given)
         except Exception:
             continue  # e.g. a trainer config whose __post_init__ needs an optional dependency
-        eff = A.effective_values(key, versions, {**base, **given})
+        eff = PI.effective_values(key, versions, {**base, **given})
         for name in EFFECTIVE:
             if name in fields and hasattr(obj, name):
                 have = getattr(obj, name)
@@ -1128,7 +1130,9 @@ def check_effective(key: str, cls: Any, fields: dict, versions: Any, report: Any
 
 def verify_imported() -> int:
     """Check arguments.json against the transformers / trl this interpreter imports (see the module docstring)."""
+    from trainlint.knowledge import arg_parsers as P
     from trainlint.knowledge import arguments as A
+    from trainlint.knowledge import post_init as PI
     from trainlint.knowledge.versions import LibraryVersion, Versions
 
     warnings.filterwarnings("ignore")
@@ -1181,19 +1185,19 @@ def verify_imported() -> int:
             if not any(i.parser_error for i in fields.values()):
                 report(key, "parser fails but no field is marked parser_error:", exc)
             continue
-        broken = [n for n, i in fields.items() if isinstance(A.parser_default(i), A.ArgparseError)]
+        broken = [n for n, i in fields.items() if isinstance(P.parser_default(i), P.ArgparseError)]
         if broken:
             err = io.StringIO()
             try:
                 with contextlib.redirect_stderr(err):
-                    parser.parse_known_args([w for n, i in fields.items() if A.parser_default(i) is A.REQUIRED
+                    parser.parse_known_args([w for n, i in fields.items() if P.parser_default(i) is A.REQUIRED
                                              for w in (f"--{n}", "x")])
                 report(key, "expected every parse to fail (str default rejected by its type):", broken)
             except SystemExit:
                 print(f"ok   {key}: every parse fails, as predicted ({broken[0]}: "
-                      f"{A.parser_default(fields[broken[0]]).message[:60]})")
+                      f"{P.parser_default(fields[broken[0]]).message[:60]})")
             continue
-        required = [f"--{n}" for n, i in fields.items() if A.parser_default(i) is A.REQUIRED]
+        required = [f"--{n}" for n, i in fields.items() if P.parser_default(i) is A.REQUIRED]
         base_words = [w for flag in required for w in (flag, "x")]  # e.g. output_dir, required before 4.50
         by_dest: dict[str, list] = {}
         for action in parser._actions:
@@ -1223,7 +1227,7 @@ def verify_imported() -> int:
                     ok, value = (not rest), getattr(ns, fname)
                 except SystemExit:
                     ok, value = False, None
-                mine_ok, mine = A.convert_cli(info, raw)
+                mine_ok, mine = P.convert_cli(info, raw)
                 if info.json_dict and ok and isinstance(value, str) and value.startswith("{"):
                     continue  # the JSON step runs in __post_init__, not in the parser
                 if mine_ok and (isinstance(mine, A.Unresolved) or (

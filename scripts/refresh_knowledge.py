@@ -95,7 +95,7 @@ def argument_changes(before: dict, after: dict) -> list[str]:
             if old.get("k") != new.get("k"):
                 lines.append(f"{name}.{field}: parsed as {old.get('k')} -> {new.get('k')}")
         if bc[name].get("post_init") != ac[name].get("post_init"):
-            lines.append(f"{name}: __post_init__ changed (effective values may differ; check knowledge/arguments.py)")
+            lines.append(f"{name}: __post_init__ changed (effective values may differ; check knowledge/post_init.py)")
     return lines
 
 

@@ -27,7 +27,9 @@ from pathlib import Path
 import pytest
 
 from conftest import PINNED, pinned_installed
+from trainlint.knowledge import arg_parsers as P
 from trainlint.knowledge import arguments as A
+from trainlint.knowledge import post_init as PI
 from trainlint.knowledge.versions import LibraryVersion, Versions
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -166,7 +168,7 @@ def test_parser_actions_equal_what_hfargumentparser_builds(real, module, name):
     for action in parser._actions:
         by_dest.setdefault(action.dest, []).append(action)
     fields = A.library_fields(name, NEW)
-    required = [w for n, i in fields.items() if A.parser_default(i) is A.REQUIRED for w in (f"--{n}", "x")]
+    required = [w for n, i in fields.items() if P.parser_default(i) is A.REQUIRED for w in (f"--{n}", "x")]
     ok, absent = _parse(parser, required)  # what the parser stores for every flag not given
     assert ok, absent
     for fname, info in fields.items():
@@ -177,11 +179,11 @@ def test_parser_actions_equal_what_hfargumentparser_builds(real, module, name):
             assert main.const == info.const, fname
         assert (tuple(main.choices) if main.choices is not None else None) == info.choice_values, fname
         assert tuple(s for a in negs for s in a.option_strings) == info.negative_flags, fname
-        assert main.required == (A.parser_default(info) is A.REQUIRED), fname
+        assert main.required == (P.parser_default(info) is A.REQUIRED), fname
         if not isinstance(info.default, (A.EnvDependent, A.Unresolved)) and not main.required:
             d = getattr(absent, fname)
             d = d.value if hasattr(d, "value") and not isinstance(d, (str, int, float)) else d
-            assert _same(d, A.parser_default(info)) or d == A.parser_default(info), fname
+            assert _same(d, P.parser_default(info)) or d == P.parser_default(info), fname
 
 
 @needs_real
@@ -241,7 +243,7 @@ def _fields_of_script() -> dict[str, A.FieldInfo]:
 def test_convert_cli_agrees_with_the_real_parser(trl_script_parser, name, raw):
     info = _fields_of_script()[name]
     ok, ns = _parse(trl_script_parser, [f"--{name}", *raw])
-    mine_ok, mine = A.convert_cli(info, raw)
+    mine_ok, mine = P.convert_cli(info, raw)
     assert mine_ok == ok, (ns if not ok else getattr(ns, name), mine)
     if ok:
         assert _same(getattr(ns, name), mine), (getattr(ns, name), mine)
@@ -257,7 +259,7 @@ def test_json_dict_strings_are_loaded_by_post_init(real, raw, expected):
     _, trl = real
     info = A.library_fields("SFTConfig", NEW)["gradient_checkpointing_kwargs"]
     assert info.kind == "dict_or_str" and info.json_dict
-    ok, value = A.convert_cli(info, [raw])
+    ok, value = P.convert_cli(info, [raw])
     cfg = trl.SFTConfig(output_dir="/tmp/o", use_cpu=True, gradient_checkpointing_kwargs=raw)
     assert ok and value == expected == cfg.gradient_checkpointing_kwargs
 
@@ -266,7 +268,7 @@ def test_json_dict_strings_are_loaded_by_post_init(real, raw, expected):
 def test_invalid_json_fails_in_post_init_and_dict_field_membership_matches(real):
     transformers, trl = real
     info = A.library_fields("SFTConfig", NEW)["model_init_kwargs"]
-    ok, why = A.convert_cli(info, ["{dtype: bfloat16}"])
+    ok, why = P.convert_cli(info, ["{dtype: bfloat16}"])
     assert not ok and "json.loads" in why
     with pytest.raises(json.JSONDecodeError):
         trl.SFTConfig(output_dir="/tmp/o", use_cpu=True, model_init_kwargs="{dtype: bfloat16}")
@@ -284,7 +286,7 @@ def test_invalid_json_fails_in_post_init_and_dict_field_membership_matches(real)
 ])
 def test_negative_flags_agree_with_the_real_parser(trl_script_parser, flag, field):
     fields = _fields_of_script()
-    assert A.negative_flag(fields, flag) == field
+    assert P.negative_flag(fields, flag) == field
     ok, ns = _parse(trl_script_parser, [flag])
     if field is None:
         # no such complement: argparse either fails or takes it as a prefix of another option
@@ -297,7 +299,7 @@ def test_negative_flags_agree_with_the_real_parser(trl_script_parser, flag, fiel
 def test_plain_training_arguments_5_24_has_no_no_gradient_checkpointing(real):
     transformers, _ = real
     fields = A.library_fields("TrainingArguments", NEW)
-    assert A.negative_flag(fields, "--no_gradient_checkpointing") is None  # default None there, not True
+    assert P.negative_flag(fields, "--no_gradient_checkpointing") is None  # default None there, not True
     ok, _ = _parse(transformers.HfArgumentParser(transformers.TrainingArguments), ["--no_gradient_checkpointing"])
     assert not ok
 
@@ -310,7 +312,7 @@ def test_plain_training_arguments_5_24_has_no_no_gradient_checkpointing(real):
 def test_resolve_option_follows_argparse_abbreviations(trl_script_parser, word):
     fields = _fields_of_script()
     words = word.split()
-    match = A.resolve_option([fields], words[0])
+    match = P.resolve_option([fields], words[0])
     ok, ns = _parse(trl_script_parser, words)
     if match.error:
         assert not ok and "ambiguous option" in ns and "ambiguous option" in match.error
@@ -320,7 +322,7 @@ def test_resolve_option_follows_argparse_abbreviations(trl_script_parser, word):
         assert ok
         info = fields[match.field]
         raw = ([match.explicit] if match.explicit is not None else []) + words[1:]
-        value = False if match.negated else A.convert_cli(info, raw)[1]
+        value = False if match.negated else P.convert_cli(info, raw)[1]
         assert _same(getattr(ns, match.field), value)
 
 
@@ -358,10 +360,10 @@ def test_trl_config_yaml_values_are_defaults_converted_when_strings(real, tmp_pa
     assert data["learning_rate"] == "2e-5"  # PyYAML: no dot, so a string
     for key, obj in (("per_device_train_batch_size", sft), ("learning_rate", sft), ("gradient_checkpointing", sft),
                      ("lora_r", model)):
-        ok, value = A.convert_config_value(fields[key], data[key], via="trl_config")
+        ok, value = P.convert_config_value(fields[key], data[key], via="trl_config")
         assert ok and _same(getattr(obj, key), value), key
     assert sft.max_length == 2048  # the command line overrides the config file
-    ok, value = A.convert_config_value(fields["lr_scheduler_type"], "cosine", via="trl_config")
+    ok, value = P.convert_config_value(fields["lr_scheduler_type"], "cosine", via="trl_config")
     assert ok and value == "cosine" and sft.lr_scheduler_type.value == "cosine"  # __post_init__ makes the enum
 
 
@@ -375,10 +377,10 @@ def test_trl_config_unknown_key_raises_in_1_16(real, tmp_path: Path):
         parser.parse_args_and_config(["--config", str(cfg)])
     *_, rest = parser.parse_args_and_config(["--config", str(cfg)], return_remaining_strings=True)
     assert rest == ["--max_seq_length", "4096"]
-    assert A.trl_config_unknown_keys(NEW) == "error"
-    assert A.trl_config_unknown_keys(NEW, return_remaining_strings=True) == "returned"
-    assert A.trl_config_unknown_keys(V("4.51.3", "0.18.2")) == "dropped"  # 0.18.2 scripts/utils.py: no raise
-    assert A.trl_config_unknown_keys(V("4.46.3", "0.12.2")) == "error"  # 0.12: "not used by the TrlParser"
+    assert P.trl_config_unknown_keys(NEW) == "error"
+    assert P.trl_config_unknown_keys(NEW, return_remaining_strings=True) == "returned"
+    assert P.trl_config_unknown_keys(V("4.51.3", "0.18.2")) == "dropped"  # 0.18.2 scripts/utils.py: no raise
+    assert P.trl_config_unknown_keys(V("4.46.3", "0.12.2")) == "error"  # 0.12: "not used by the TrlParser"
 
 
 @needs_real
@@ -387,8 +389,8 @@ def test_parse_dict_does_no_string_conversion_and_rejects_unknown_keys(real):
     parser = transformers.HfArgumentParser(trl.ModelConfig)
     (model,) = parser.parse_dict({"lora_r": "8", "use_peft": "yes"})
     fields = A.library_fields("ModelConfig", NEW)
-    assert A.convert_config_value(fields["lora_r"], "8") == (True, "8") and model.lora_r == "8"
-    assert A.convert_config_value(fields["use_peft"], "yes") == (True, "yes") and model.use_peft == "yes"
+    assert P.convert_config_value(fields["lora_r"], "8") == (True, "8") and model.lora_r == "8"
+    assert P.convert_config_value(fields["use_peft"], "yes") == (True, "yes") and model.use_peft == "yes"
     with pytest.raises(ValueError, match="Some keys are not used"):
         parser.parse_dict({"lora_rank": 8})
     (model,) = parser.parse_dict({"lora_rank": 8}, allow_extra_keys=True)
@@ -416,18 +418,18 @@ def test_unknown_cli_words_raise_unless_returned(real):
 def test_effective_values_match_the_constructed_config(real, given):
     _, trl = real
     cfg = trl.SFTConfig(output_dir="/tmp/o", use_cpu=True, **given)
-    eff = A.effective_values("SFTConfig", NEW, given)
+    eff = PI.effective_values("SFTConfig", NEW, given)
     for key in ("bf16", "gradient_checkpointing", "activation_checkpointing", "gradient_checkpointing_kwargs",
                 "activation_checkpointing_kwargs", "max_length", "torch_compile"):
         assert eff[key] == getattr(cfg, key), key
-    ta = A.effective_values("TrainingArguments", NEW)
+    ta = PI.effective_values("TrainingArguments", NEW)
     assert (ta["gradient_checkpointing"], ta["activation_checkpointing"]) == (False, False)
-    assert A.effective_values("SFTConfig", NEW, {"fp16": True})["bf16"] is False  # (fp16 needs a GPU to build)
+    assert PI.effective_values("SFTConfig", NEW, {"fp16": True})["bf16"] is False  # (fp16 needs a GPU to build)
 
 
 def test_post_init_rules_are_cited():
-    steps = A.post_init_rules("SFTConfig", NEW)
-    assert steps[0] == A.PostInitStep("bf16", "set", "not fp16 if bf16 is None else bf16", None,
+    steps = PI.post_init_rules("SFTConfig", NEW)
+    assert steps[0] == PI.PostInitStep("bf16", "set", "not fp16 if bf16 is None else bf16", None,
                                       "trl 1.16.0 trl/trainer/base_config.py:108")
     assert any(s.field == "gradient_checkpointing" and s.source.startswith(f"transformers {TF}") for s in steps)
 
@@ -463,17 +465,17 @@ def test_sft_max_seq_length_became_max_length():
     assert _d("SFTConfig", "max_seq_length", "4.48.3", "0.15.2").default == 1024
     assert _d("SFTConfig", "max_length", "4.50.3", "0.16.0").default == 1024
     assert _d("SFTConfig", "max_seq_length", "4.50.3", "0.16.0").default is None
-    assert A.effective_values("SFTConfig", V("4.51.3", "0.19.1"), {"max_seq_length": 4096})["max_length"] == 4096
+    assert PI.effective_values("SFTConfig", V("4.51.3", "0.19.1"), {"max_seq_length": 4096})["max_length"] == 4096
     assert _d("SFTConfig", "max_seq_length", "4.55.4", "0.20.0") is None
     assert _d("SFTConfig", "max_length", "4.55.4", "0.20.0").default == 1024
 
 
 def test_trl_bf16_defaults_true_unless_fp16_since_0_19():
     # 0.19.0 sft_config.py:111 `bf16: Optional[bool] = None`, :252 `self.bf16 = not (self.fp16) if ...`
-    assert A.effective_values("SFTConfig", V("4.51.3", "0.18.2"))["bf16"] is False
+    assert PI.effective_values("SFTConfig", V("4.51.3", "0.18.2"))["bf16"] is False
     assert _d("SFTConfig", "bf16", "4.51.3", "0.19.0").default is None
-    assert A.effective_values("SFTConfig", V("4.51.3", "0.19.0"))["bf16"] is True
-    assert A.effective_values("DPOConfig", V("4.51.3", "0.19.0"), {"fp16": True})["bf16"] is False
+    assert PI.effective_values("SFTConfig", V("4.51.3", "0.19.0"))["bf16"] is True
+    assert PI.effective_values("DPOConfig", V("4.51.3", "0.19.0"), {"fp16": True})["bf16"] is False
 
 
 def test_model_config_torch_dtype_became_dtype():
@@ -483,7 +485,7 @@ def test_model_config_torch_dtype_became_dtype():
     assert _d("ModelConfig", "torch_dtype", "4.46.3", "0.12.2").choices == ("auto", "bfloat16", "float16", "float32")
     assert _d("ModelConfig", "dtype", "4.55.4", "0.22.2") is None
     assert _d("ModelConfig", "dtype", "4.56.2", "0.23.0").default is None
-    assert A.effective_values("ModelConfig", V("4.56.2", "0.23.0"), {"torch_dtype": "bfloat16"})["dtype"] == "bfloat16"
+    assert PI.effective_values("ModelConfig", V("4.56.2", "0.23.0"), {"torch_dtype": "bfloat16"})["dtype"] == "bfloat16"
     assert _d("ModelConfig", "dtype", "4.57.6", "0.27.0").default == "float32"
     assert _d("ModelConfig", "torch_dtype", "4.57.6", "0.27.0") is None
 
@@ -495,7 +497,7 @@ def test_old_trl_layouts_0_7_to_0_11():
     dtype = _d("ModelConfig", "torch_dtype", "4.38.2", "0.8.6")
     assert (dtype.default, dtype.kind, dtype.source) == (None, "str", "trl 0.8.6 trl/trainer/model_config.py:21")
     assert dtype.choices == ("auto", "bfloat16", "float16", "float32")
-    assert A.convert_cli(dtype, ["bfloat16"]) == (True, "bfloat16") and A.convert_cli(dtype, ["bf16"])[0] is False
+    assert P.convert_cli(dtype, ["bfloat16"]) == (True, "bfloat16") and P.convert_cli(dtype, ["bf16"])[0] is False
     # 0.7.2-0.7.9: RewardConfig in trl/trainer/training_configs.py (:23, max_length :38); reward_config.py from 0.7.10
     assert _d("RewardConfig", "max_length", "4.36.2", "0.7.1") is None
     assert _d("RewardConfig", "max_length", "4.36.2", "0.7.2").source == "trl 0.7.2 trl/trainer/training_configs.py:38"
@@ -509,9 +511,9 @@ def test_old_trl_layouts_0_7_to_0_11():
     # ModelConfig.lora_target_modules: ["all-linear"] -> "all-linear" from 0.8.2 (model_config.py:89), any
     # one-element list from 0.9.6 (:89); 0.8.1 keeps the list
     for trl, want in (("0.8.1", ["all-linear"]), ("0.8.2", "all-linear"), ("0.9.6", "all-linear")):
-        assert A.effective_values("ModelConfig", V("4.40.2", trl),
+        assert PI.effective_values("ModelConfig", V("4.40.2", trl),
                                   {"lora_target_modules": ["all-linear"]})["lora_target_modules"] == want
-    assert A.effective_values("ModelConfig", V("4.40.2", "0.9.4"), {"lora_target_modules": ["q_proj"]})[
+    assert PI.effective_values("ModelConfig", V("4.40.2", "0.9.4"), {"lora_target_modules": ["q_proj"]})[
         "lora_target_modules"] == ["q_proj"]
     # DPOConfig / SFTConfig arrive in 0.9.2 (0.9.2 dpo_config.py:21, max_length :86); 0.8.6 has neither
     assert _d("DPOConfig", "max_length", "4.38.2", "0.8.6") is None
@@ -545,10 +547,10 @@ def test_training_arguments_changes_across_transformers():
     # 4.36.0 training_args.py:1181 gradient_checkpointing_kwargs `Optional[dict]` (CLI: type=dict -> error);
     # 4.40.0 :1286 `Optional[Union[dict, str]]` and the module-level _VALID_DICT_FIELDS (:180)
     gk = _d("TrainingArguments", "gradient_checkpointing_kwargs", "4.36.2", "0.12.0")
-    assert gk.kind == "dict" and not gk.json_dict and A.convert_cli(gk, ['{"use_reentrant": false}'])[0] is False
+    assert gk.kind == "dict" and not gk.json_dict and P.convert_cli(gk, ['{"use_reentrant": false}'])[0] is False
     gk = _d("TrainingArguments", "gradient_checkpointing_kwargs", "4.40.0", "0.12.0")
     assert gk.kind == "dict_or_str" and gk.json_dict
-    assert A.convert_cli(gk, ['{"use_reentrant": false}']) == (True, {"use_reentrant": False})
+    assert P.convert_cli(gk, ['{"use_reentrant": false}']) == (True, {"use_reentrant": False})
     # use_liger_kernel: absent in 4.44.2, Optional[bool] False in 4.45.0 (:1507), bool False in 4.57.1 (:1560)
     assert _d("TrainingArguments", "use_liger_kernel", "4.44.2", "0.12.0") is None
     assert _d("TrainingArguments", "use_liger_kernel", "4.45.0", "0.12.0").kind == "optional_bool"
@@ -557,7 +559,7 @@ def test_training_arguments_changes_across_transformers():
     assert _d("TrainingArguments", "activation_checkpointing", "5.22.2", "1.16.0") is None
     assert _d("TrainingArguments", "gradient_checkpointing", "5.22.2", "1.16.0").default is False
     assert _d("TrainingArguments", "gradient_checkpointing", "5.23.0", "1.16.0").default is None
-    assert A.effective_values("TrainingArguments", V("5.23.0", "1.16.0"))["gradient_checkpointing"] is False
+    assert PI.effective_values("TrainingArguments", V("5.23.0", "1.16.0"))["gradient_checkpointing"] is False
     # optim: "adamw_torch" literal in 4.53.3; chosen by torch >= 2.8 from 4.54.0 (:1292)
     assert _d("TrainingArguments", "optim", "4.53.3", "0.19.1").default == "adamw_torch"
     assert isinstance(_d("TrainingArguments", "optim", "4.54.0", "0.19.1").default, A.EnvDependent)
@@ -576,9 +578,9 @@ def test_a_patch_release_fix_is_captured():
     # HfArgumentParser type=dict (a JSON string fails); 4.57.5 :931 `Optional[Union[dict, str]]` again (trl 1.16.0
     # trl/trainer/base_config.py:76-78 works around exactly this: "fixed in ... 4.57.5").
     broken = _d("TrainingArguments", "lr_scheduler_kwargs", "4.57.4", "0.22.0")
-    assert broken.kind == "dict" and A.convert_cli(broken, ['{"num_cycles": 2}'])[0] is False
+    assert broken.kind == "dict" and P.convert_cli(broken, ['{"num_cycles": 2}'])[0] is False
     fixed = _d("TrainingArguments", "lr_scheduler_kwargs", "4.57.5", "0.22.0")
-    assert fixed.kind == "dict_or_str" and A.convert_cli(fixed, ['{"num_cycles": 2}']) == (True, {"num_cycles": 2})
+    assert fixed.kind == "dict_or_str" and P.convert_cli(fixed, ['{"num_cycles": 2}']) == (True, {"num_cycles": 2})
     # TRL's own override (trl 1.16.0 base_config.py:79) makes SFTConfig parse it under 4.57.4 too
     assert _d("SFTConfig", "lr_scheduler_kwargs", "4.57.4", "1.16.0").kind == "dict_or_str"
 
@@ -673,7 +675,8 @@ def test_generator_and_lint_path_rebuild_every_version_alike():
 
 
 def test_lint_path_module_imports_no_training_library():
-    probe = ("import sys\nfrom trainlint.knowledge import arguments as A\nfrom trainlint.knowledge.versions import "
+    probe = ("import sys\nfrom trainlint.knowledge import arg_parsers, arguments as A, post_init\n"
+             "from trainlint.knowledge.versions import "
              "Versions, LibraryVersion as L\nv = Versions(L('transformers','5.24.0',''), L('trl','1.16.0',''), "
              "L('peft','0.21.2',''))\nassert A.library_fields('SFTConfig', v)\n"
              "print(sorted(m for m in sys.modules if m.split('.')[0] in ('torch','transformers','trl','yaml')))")

@@ -125,9 +125,9 @@ def _is_number(text: str) -> bool:
 
 def bind_dataclass_cli(binder: Binder, facts: ScriptFacts, versions: Versions, words: list[Word], file: str,
                        read_config) -> list[Word]:
-    """Bind `--field value` words the way HfArgumentParser / TrlParser would (knowledge.arguments: option
+    """Bind `--field value` words the way HfArgumentParser / TrlParser would (knowledge.arg_parsers: option
     strings, `--no_x`, prefixes, nargs, conversions); returns the positional words left over."""
-    from trainlint.knowledge.arguments import arity, convert_cli, resolve_option
+    from trainlint.knowledge.arg_parsers import arity, convert_cli, resolve_option
 
     fields = surface(facts, versions)
     trl = any(p.parser == "trl" for p in facts.parsed)
@@ -207,7 +207,7 @@ def bind_config(binder: Binder, reading: ConfigReading, fields: dict[str, Any] |
 
 
 def _bind_entries(binder: Binder, reading: ConfigReading, fields: dict[str, Any] | None, via: str) -> None:
-    from trainlint.knowledge.arguments import convert_config_value
+    from trainlint.knowledge.arg_parsers import convert_config_value
 
     display = _display(reading.file)
     for problem in getattr(reading, "problems", ()) or ((reading.problem,) if reading.problem else ()):
@@ -274,7 +274,7 @@ def convert(kind: str, words: list[Word]) -> tuple[bool, Any, str]:
     if kind in ("bool", "optional_bool"):
         if not texts:
             return True, True, ""  # a bare bool flag: nargs="?", const=True
-        from trainlint.knowledge.arguments import string_to_bool
+        from trainlint.knowledge.arg_parsers import string_to_bool
 
         flag = string_to_bool(texts[0])  # transformers hf_argparser.py string_to_bool's spellings
         return (True, flag, "") if flag is not None else (False, None, f"{texts[0]!r} is not a boolean")

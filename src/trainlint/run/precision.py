@@ -34,9 +34,9 @@ def computes_in_16_bit(ctx: FileContext, args: ArgsObject | None) -> str | None:
     if args.call.opaque_kwargs or any(args.get(f).unknown for f in ("bf16", "fp16")):
         return None
     if args.library == "trl" and args.get("bf16").unset and args.get("fp16").unset:
-        from trainlint.knowledge import arguments as library_args  # (lazy: ~13 ms)
+        from trainlint.knowledge.post_init import effective_values  # (lazy: ~13 ms)
 
-        effective = library_args.effective_values(args.class_name, ctx.versions, {})
+        effective = effective_values(args.class_name, ctx.versions, {})
         if effective is not None and effective.get("bf16") is True:
             return "bf16"
     return None
