@@ -3,7 +3,7 @@ has no flash-attn (nor, where the targeted transformers would load a Hub kernel 
 lever the user configured to keep attention memory down does not exist in the run.
 
 Docs: rules/TL103.md. Library facts: knowledge/libraries.py FLASH_ATTN_KERNELS_FALLBACK_SINCE / KERNELS_REQUIRED_SINCE;
-the declared environment: knowledge/environment.py; LLaMA-Factory's fallback: frameworks/knowledge.py LF_ATTENTION.
+the declared environment: knowledge/environment.py; LLaMA-Factory's fallback: knowledge/frameworks.py LF_ATTENTION.
 The GiB: memory.estimate.attention_bytes of the run's plan with the attention that would run instead.
 """
 
