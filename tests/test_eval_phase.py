@@ -277,3 +277,18 @@ def test_fused_head_working_set_under_no_grad_is_what_trl_allocates(rows, cpu_mi
     # the per-row fp32 statistics (a few x 4 bytes per row) are not billed
     assert 0 <= _fused_head_peak(rows, 896, 151936) - cpu <= 64 * rows
     assert fused_head_nograd_bytes(plan, rows) == min(rows, 4096) * 32768 * 2
+
+
+@pytest.mark.skipif(not pinned_installed("torch", "trl"), reason="needs the test extra's torch and trl")
+def test_fused_head_buffer_is_32768_columns_wide_below_that_vocabulary():
+    """A 4,096-token vocabulary still gets TRL's full-width tile buffer (chunked_logprob.py l.347); only the CPU
+    path's fp32 tile copies shrink with it. Billing min(vocab, 32,768) for the buffer under-predicted 8x here."""
+    from trainlint.memory.estimate import fused_head_nograd_bytes
+
+    rows, vocab = 2048, 4096
+    geometry = Geometry(vocab=vocab, hidden=256, layers=1, heads=4, kv_heads=4, head_dim=64, intermediate=1024,
+                        params=0)
+    plan = Plan(geometry=geometry, batch=1, seq=rows, dtype_bytes=2, act_bytes=2, device="cpu")
+    predicted = fused_head_nograd_bytes(plan, rows)
+    assert predicted == rows * (32768 * 2 + vocab * 12)
+    assert 0 <= _fused_head_peak(rows, 256, vocab) - predicted <= 64 * rows

@@ -755,16 +755,21 @@ EVAL_STEP_BYTES = {4: 10, 2: 11}
 # l.340-370): one [min(rows, TOKEN_CHUNK_SIZE) x chunk_size] tile in the compute dtype (`mm_buf`; TOKEN_CHUNK_SIZE 4,096
 # l.31, chunk_size trainer/utils.py:1506 `_CHUNKED_LOGPROB_CHUNK_SIZE` 32,768) and per-row fp32 statistics. On CUDA the
 # Triton kernel folds each tile in place; without Triton (CPU) `_forward_tile` (l.235-245) adds three fp32 copies of
-# the tile (`tile.float()`, the transformed logits, `exp(z - m)`). Measured under FakeTensorMode: 1,792 MiB at 4,096
-# rows and more in bf16 on CPU (4,096 x 32,768 x (2 + 12)), 896 MiB at 2,048 rows, whatever the hidden size and
-# vocabulary (tests/test_eval_phase.py).
+# the tile (`tile.float()`, the transformed logits, `exp(z - m)`). `mm_buf` is allocated `chunk_size` wide whatever
+# the vocabulary (l.347: `torch.empty((min(N, TOKEN_CHUNK_SIZE), chunk_size))`); the fp32 copies are as wide as the
+# tile (`mm_buf[:n, :end - start]`, l.355), so below 32,768 they shrink with the vocabulary and the buffer does not.
+# Measured under FakeTensorMode: 1,792 MiB at 4,096 rows and more in bf16 on CPU (4,096 x 32,768 x (2 + 12)),
+# 896 MiB at 2,048 rows whatever the hidden size for vocabularies >= 32,768; 2,048 rows of a 4,096 vocabulary:
+# 2,048 x (32,768 x 2 + 4,096 x 12) (tests/test_eval_phase.py).
 FUSED_HEAD_ROWS, FUSED_HEAD_COLUMNS, FUSED_HEAD_CPU_EXTRA = 4096, 32768, 12
 
 
 def fused_head_nograd_bytes(p: Plan, tokens: int) -> int:
-    """The fused LM head's working set over `tokens` scored positions under no_grad (FUSED_HEAD_ROWS)."""
-    per_element = p.act_bytes + (FUSED_HEAD_CPU_EXTRA if p.device == "cpu" else 0)
-    return min(tokens, FUSED_HEAD_ROWS) * min(FUSED_HEAD_COLUMNS, p.geometry.vocab) * per_element
+    """The fused LM head's working set over `tokens` scored positions under no_grad (FUSED_HEAD_ROWS): the
+    32,768-column tile buffer, plus on CPU the fp32 copies of each tile (as wide as the vocabulary's chunk)."""
+    rows = min(tokens, FUSED_HEAD_ROWS)
+    extra = FUSED_HEAD_CPU_EXTRA * min(FUSED_HEAD_COLUMNS, p.geometry.vocab) if p.device == "cpu" else 0
+    return rows * (FUSED_HEAD_COLUMNS * p.act_bytes + extra)
 
 
 def eval_logits_bytes(p: Plan) -> int:
