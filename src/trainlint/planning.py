@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from trainlint.config import for_path
 from trainlint.context import FileContext
 from trainlint.facts import ModelLoad
-from trainlint.memory.estimate import GenerationPhase, Plan
+from trainlint.memory.estimate import Plan
 from trainlint.run import PlanError, resolve
 from trainlint.knowledge import trl_trainers as T
 from trainlint.run.model import training_model
@@ -96,8 +96,7 @@ def plan_for(ctx: FileContext, overrides: Overrides) -> tuple[Plan, ModelLoad, l
     logits_seq = None
     if gen.value is not None:
         g = gen.value
-        generation = GenerationPhase(g.rows, g.prompt, g.completion, g.logps_rows, g.fused_logps, g.vllm,
-                                     kept_logits=g.kept_logits)
+        generation = g.phase()
         if not overrides.seq and (seq is None or not shape.seq_len.certain):
             seq = g.prompt + g.completion  # the training forward runs on prompt + completion
             unknown = [u for u in unknown if u != "sequence length"]

@@ -252,6 +252,15 @@ class Generation:
     span: Span | None = None
     kept_logits: bool = False  # PPO / old RLOO keep every generated token's fp32 logits (T.rollout_loop)
 
+    def phase(self, rows: int | None = None):
+        """The estimate's GenerationPhase for this round; `rows`: the round at another batch (the eval step's
+        per_device_eval_batch_size generates and scores that many rows at once)."""
+        from trainlint.memory.estimate import GenerationPhase
+
+        n = self.rows if rows is None else rows
+        return GenerationPhase(n, self.prompt, self.completion, self.logps_rows if rows is None else n,
+                               self.fused_logps, self.vllm, kept_logits=self.kept_logits)
+
 
 def _int(v, default: int) -> tuple[int, bool]:
     if v.known and isinstance(v.value, int) and not isinstance(v.value, bool) and v.value > 0:

@@ -205,10 +205,8 @@ def _generating_eval(ctx: FileContext, trainer: TrainerCall) -> Decided[EvalPhas
     `evaluates_by_generating`): each eval batch of per_device_eval_batch_size completions is generated (HF
     `generate` or vLLM, as in training) and scored under no_grad, so the step is the training's generation round at
     the eval batch: rows = logps rows = per_device_eval_batch_size."""
-    from dataclasses import replace
-
     from trainlint.knowledge import trl_trainers as T
-    from trainlint.memory.estimate import EvalPhase, GenerationPhase
+    from trainlint.memory.estimate import EvalPhase
     from trainlint.run.components import generation_phase
 
     args, skipped = _loop_runs(ctx, trainer)
@@ -223,8 +221,6 @@ def _generating_eval(ctx: FileContext, trainer: TrainerCall) -> Decided[EvalPhas
         return Decided(None, trainer.call.span, False, "no generation round to evaluate with")
     notes: list[str] = []
     rows = _eval_batch(args, notes)
-    g = replace(generation, rows=rows, logps_rows=rows)
-    phase = EvalPhase(rows, logits=False, generation=GenerationPhase(
-        g.rows, g.prompt, g.completion, g.logps_rows, g.fused_logps, g.vllm, kept_logits=g.kept_logits))
+    phase = EvalPhase(rows, logits=False, generation=generation.phase(rows))
     return Decided(phase, trainer.call.span, not any(n.startswith("eval batch 8") for n in notes),
                    f"{trainer.class_name}'s generation round at the eval batch", tuple(notes))
