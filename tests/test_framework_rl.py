@@ -128,14 +128,75 @@ def test_lf_ppo_reward_model_full_is_a_second_resident_model(tmp_path):
     run = resolve(ctx)
     assert run.components.trainer == "PPOTrainer"
     assert comps(ctx) == [("policy", "trained", True), ("reference", "copy", True), ("reward", "loaded", True)]
-    # LLaMA-Factory's own rollout (ppo/trainer.py), not TRL's PPO loop: not modelled, and not guessed
-    assert run.generation.value is None and "own rollout" in run.generation.why
+    # LLaMA-Factory's own rollout (ppo/trainer.py get_inputs): per_device_train_batch_size prompts of up to cutoff_len
+    # tokens, max_new_tokens (1024 by default) generated after them
+    g = run.generation.value
+    assert (g.rows, g.prompt, g.completion, g.logps_rows, g.scores_prompt) == (1, 2048, 1024, 1, True)
+    assert "max_new_tokens 1024: LLaMA-Factory's default (GeneratingArguments)" in run.generation.notes
 
 
 def test_lf_ppo_lora_reward_is_an_adapter_on_the_policy(tmp_path):
     _, ctx = lint(tmp_path, lf(stage="ppo", extra="reward_model: saves/qwen/lora/reward\n"))
     assert comps(ctx) == [("policy", "trained", True), ("reference", "adapter disabled", False),
                           ("reward", "adapter on the policy", False)]
+
+
+LF_PPO = """\
+### model
+model_name_or_path: Qwen/Qwen2.5-1.5B-Instruct
+reward_model: saves/qwen/lora/reward
+
+### method
+stage: ppo
+do_train: true
+finetuning_type: full
+
+### dataset
+dataset: identity
+template: qwen
+cutoff_len: {cutoff}
+
+### train
+per_device_train_batch_size: {batch}
+gradient_accumulation_steps: 8
+{extra}learning_rate: 1.0e-5
+bf16: true
+
+### generate
+max_new_tokens: {new}
+top_k: 0
+top_p: 0.9
+"""
+
+
+def test_lf_ppo_rollout_is_a_generation_phase_of_mini_batches(tmp_path):
+    """ppo_train generates per_device_train_batch_size rows at a time and moves the responses to the CPU: neither
+    gradient_accumulation_steps nor ppo_buffer_size enlarges the round; the training forward runs on prompt +
+    completion (cutoff_len + max_new_tokens), every position's logits through the value head."""
+    _, ctx = lint(tmp_path, LF_PPO.format(cutoff=512, batch=2, new=256, extra="ppo_buffer_size: 4\n"))
+    g = resolve(ctx).generation.value
+    assert (g.trainer, g.rows, g.prompt, g.completion, g.logps_rows) == ("PPOTrainer", 2, 512, 256, 2)
+    plan = plan_for(ctx, Overrides())[0]
+    assert (plan.batch, plan.seq, plan.logits_seq) == (2, 768, None)
+    assert (plan.generation.rows, plan.generation.scores_prompt) == (2, True)
+    from trainlint.memory.estimate import generation_parts, kv_cache_bytes, value_head_logps_bytes
+    # Qwen2.5-1.5B: 28 layers, 2 KV heads x 128, 151,936 vocabulary; bf16
+    assert kv_cache_bytes(plan.geometry, 2, 768, 2) == 2 * 28 * 2 * 128 * 2 * 768 * 2
+    assert value_head_logps_bytes(plan, 2, 768) == 2 * 768 * 151_936 * (2 + 4 + 4)
+    parts = dict(generation_parts(plan))
+    assert set(parts) == {"logps"} and parts["logps"] > value_head_logps_bytes(plan, 2, 768)
+
+
+def test_lf_ppo_rollout_stays_below_its_training_step_so_tl303_is_silent(tmp_path):
+    """The scoring mini-batch is the training mini-batch (both per_device_train_batch_size rows over prompt +
+    completion), and the training forward keeps its logits with grad: the round peaks below the step."""
+    found, ctx = lint(tmp_path, LF_PPO.format(cutoff=2048, batch=8, new=2048, extra=""), gpu="H100-80GB")
+    from trainlint.memory.estimate import estimate, phase_peaks
+    plan = plan_for(ctx, Overrides())[0]
+    peaks = phase_peaks(plan)
+    assert plan.seq == 4096 and peaks["train"] == estimate(plan).peak
+    assert 0 < peaks["generation"] < peaks["train"]
+    assert codes(found, "TL303") == []
 
 
 def test_lf_rm_stage_has_no_reference(tmp_path):

@@ -97,10 +97,13 @@ def plan_for(ctx: FileContext, overrides: Overrides) -> tuple[Plan, ModelLoad, l
     if gen.value is not None:
         g = gen.value
         generation = g.phase()
-        if not overrides.seq and (seq is None or not shape.seq_len.certain):
-            seq = g.prompt + g.completion  # the training forward runs on prompt + completion
+        if not overrides.seq and (seq is None or not shape.seq_len.certain or g.scores_prompt):
+            # the training forward runs on prompt + completion (LLaMA-Factory's PPO: cutoff_len bounds the prompt,
+            # max_new_tokens are generated after it)
+            seq = g.prompt + g.completion
             unknown = [u for u in unknown if u != "sequence length"]
-        logits_seq = min(g.completion, seq)  # logits_to_keep: only the completion's logits
+        # logits_to_keep: only the completion's logits (LLaMA-Factory's PPO: every position's, through the value head)
+        logits_seq = None if g.scores_prompt else min(g.completion, seq)
         # (GRPO 0.14 trains on prompts x num_generations; PPO's and old RLOO's micro-batch is the batch itself, the
         # rollout's rows are split into per_device_train_batch_size micro-batches: 0.19.1 ppo_trainer.py:542-549)
         if g.rows != (batch or g.rows) and not T.counts_completions(g.trainer, run.versions.trl) and batch \

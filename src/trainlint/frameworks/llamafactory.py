@@ -206,6 +206,15 @@ def _training_args(keys: Keys, here: Span, n: Counter, unsloth: bool, path: Path
     names = ("per_device_train_batch_size", "gradient_accumulation_steps", "auto_find_batch_size", "bf16", "fp16",
              "optim", "deepspeed", "fsdp", "max_steps", "use_liger_kernel", "pref_loss")
     kwargs = {name: (keys.value(name), keys.line_span(name)) for name in names}
+    if keys.raw("stage") == "ppo":
+        # GeneratingArguments / FinetuningArguments the rollout reads (knowledge/frameworks.py LF_PPO_DEFAULTS)
+        for name, value in K.LF_PPO_DEFAULTS.items():
+            v = keys.value(name)
+            kwargs[name] = (v if not v.unset else default(value, f"LLaMA-Factory default {name}"), keys.line_span(name))
+        cut = keys.value("cutoff_len")
+        kwargs["cutoff_len"] = (cut if not cut.unset else default(K.LF_DEFAULTS["cutoff_len"],
+                                                                  "LLaMA-Factory default cutoff_len"),
+                                keys.line_span("cutoff_len"))
     kwargs["deepspeed"] = (local_file(keys.value("deepspeed"), path), keys.line_span("deepspeed"))
     if unsloth:
         kwargs["use_liger_kernel"] = (UNKNOWN, None)

@@ -166,6 +166,21 @@ AXOLOTL_REMOVED = {"s2_attention": "`s2_attention` (shifted-sparse attention) is
 #   `sft_loss = -policy_chosen_logps_avg` comes from the same forward (dpo/trainer.py 0.9.5:300-302), and pref_beta
 #   only scales the loss (unlike GRPO's beta, nothing is dropped at 0).
 LF_TRL_BASE = {"dpo": "DPOTrainer", "kto": "KTOTrainer", "ppo": "PPOTrainer"}
+# - PPO's rollout (ppo/trainer.py, read at v0.9.2 and v0.9.5, where `CustomPPOTrainer.__init__` requires
+#   trl>=0.8.6,<=0.9.6, :86-95 in 0.9.5, and subclasses that old PPOTrainer): `ppo_train` (:245-269) takes a batch of
+#   `per_device_train_batch_size x gradient_accumulation_steps x ppo_buffer_size` prompts and generates it
+#   `mini_batch_size = per_device_train_batch_size` rows at a time (`get_inputs` :351-387: HF `generate` with the
+#   KV cache, `GenerationConfig(**generating_args)`, max_new_tokens 1024 by default: hparams/generating_args.py
+#   0.9.2:53-55, 0.9.5 the same; the responses go to the CPU, nothing of the round stays on the GPU), scores each
+#   mini-batch with the reward model (`get_rewards`, use_cache=False), then TRL's `PPOTrainer.step` (trl 0.9.6
+#   ppo_trainer.py:739-755) runs the policy and the reference over the whole batch under no_grad through LF's
+#   `batched_forward_pass` (:422-490) in `mini_batch_size` chunks: the value head's forward upcasts the logits of
+#   query + response to fp32 (trl 0.9.6 models/modeling_value_head.py:189-190) and `logprobs_from_logits` takes a
+#   full fp32 log_softmax (trl 0.9.6 core.py:131-140) before the gather. Then `ppo_epochs` (default 4) passes of
+#   mini-batches of per_device_train_batch_size rows with `return_logits=True` (ppo_trainer.py:795-833).
+LF_PPO_DEFAULTS = {"max_new_tokens": 1024, "ppo_buffer_size": 1, "ppo_epochs": 4}
+LF_PPO_SOURCE = ("LLaMA-Factory train/ppo/trainer.py (0.9.2, 0.9.5) ppo_train / get_inputs / batched_forward_pass, "
+                 "on trl<=0.9.6's PPOTrainer.step")
 LF_REFERENCE_FREE = frozenset({"orpo", "simpo"})
 LF_PREF_DEFAULTS = {"pref_beta": 0.1, "pref_ftx": 0.0, "pref_loss": "sigmoid", "reward_model_type": "lora"}
 LF_REF_SOURCE = ("LLaMA-Factory train/trainer_utils.py create_ref_model (0.9.2, 0.9.5): ")

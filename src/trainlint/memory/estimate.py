@@ -126,6 +126,9 @@ class GenerationPhase:
     # PPO / old RLOO (knowledge/trl_trainers.py rollout_loop): every row's generated-token logits kept in fp32 through
     # the scoring loop, generated `logps_rows` rows at a time
     kept_logits: bool = False
+    # LLaMA-Factory's PPO (run/components.py `_lf_ppo_rollout`): the no-grad scoring runs the value-head model over
+    # prompt + completion: logits upcast to fp32 and a full fp32 log_softmax (value_head_logps_bytes)
+    scores_prompt: bool = False
 
 
 @dataclass(frozen=True)
@@ -840,6 +843,17 @@ def logps_forward_bytes(p: Plan, rows: int, completion: int) -> int:
     return 2 * elements * p.act_bytes + temp
 
 
+def value_head_logps_bytes(p: Plan, rows: int, tokens: int) -> int:
+    """trl <= 0.9.6's value-head scoring forward under no_grad (LLaMA-Factory's PPO `batched_forward_pass`): the
+    [rows x tokens x vocab] logits in the activation dtype, their fp32 upcast (trl 0.9.6
+    models/modeling_value_head.py:189-190 `lm_logits.float()`; the 16-bit ones are freed only when the model's output
+    is, after the upcast) and `logprobs_from_logits`' full fp32 log_softmax before its gather (trl 0.9.6
+    core.py:131-140)."""
+    elements = rows * tokens * p.geometry.vocab
+    upcast = 0 if p.act_bytes >= 4 else 4 * elements
+    return elements * p.act_bytes + upcast + 4 * elements
+
+
 def generation_parts(p: Plan) -> tuple[tuple[str, int], ...]:
     """What the generation phase holds besides the resident weights, models and optimizer state (gradients were
     freed by zero_grad): HF `generate` (the KV cache for rows x (prompt + completion), one layer's working set for
@@ -853,7 +867,8 @@ def generation_parts(p: Plan) -> tuple[tuple[str, int], ...]:
     g = p.geometry
     tokens = gen.prompt + gen.completion
     layer = activation_bytes_per_layer(replace(p, lora_r=None), gen.logps_rows * tokens)
-    head = logps_forward_bytes(p, gen.logps_rows, gen.completion)
+    head = value_head_logps_bytes(p, gen.logps_rows, tokens) if gen.scores_prompt else \
+        logps_forward_bytes(p, gen.logps_rows, gen.completion)
     # the fused head runs after the last layer's tensors are freed (no logits-sized tensor outlives it)
     scoring = max(layer, head) if gen.fused_logps else head + layer
     if gen.vllm is not None:

@@ -251,6 +251,9 @@ class Generation:
     vllm_share: float
     span: Span | None = None
     kept_logits: bool = False  # PPO / old RLOO keep every generated token's fp32 logits (T.rollout_loop)
+    # LLaMA-Factory's PPO: the scoring and training forwards take the logits of prompt + completion, upcast to fp32 by
+    # the value head, and a full log_softmax (knowledge/frameworks.py "PPO's rollout")
+    scores_prompt: bool = False
 
     def phase(self, rows: int | None = None):
         """The estimate's GenerationPhase for this round; `rows`: the round at another batch (the eval step's
@@ -259,7 +262,8 @@ class Generation:
 
         n = self.rows if rows is None else rows
         return GenerationPhase(n, self.prompt, self.completion, self.logps_rows if rows is None else n,
-                               self.fused_logps, self.vllm, kept_logits=self.kept_logits)
+                               self.fused_logps, self.vllm, kept_logits=self.kept_logits,
+                               scores_prompt=self.scores_prompt)
 
 
 def _int(v, default: int) -> tuple[int, bool]:
@@ -272,12 +276,12 @@ def generation_phase(ctx: FileContext) -> Decided[Generation | None]:
     trainer = rl_trainer(ctx)
     if trainer is None or trl_name(trainer) not in T.GENERATING:
         return Decided(None, None, True, "no generating trainer")
+    get = lambda key: _args_value(ctx, trainer, key)  # noqa: E731
+    if trainer.library == "llamafactory" and trainer.class_name == "CustomPPOTrainer":
+        return _lf_ppo_rollout(trainer, get)
     if trainer.library != "trl":
-        # LLaMA-Factory's CustomPPOTrainer runs its own rollout (train/ppo/trainer.py ppo_train / get_inputs), not
-        # TRL's: its generation phase is not modelled
         return Decided(None, None, False, f"{trainer.class_name}'s own rollout loop is not modelled")
     name, trl = trainer.class_name, ctx.versions.trl
-    get = lambda key: _args_value(ctx, trainer, key)  # noqa: E731
     if T.rollout_loop(name, trl):
         return _rollout(trainer, get, trl)
     if name == "PPOTrainer":
@@ -354,3 +358,27 @@ def _rollout(trainer, get, trl) -> Decided[Generation | None]:
     gen = Generation(name, rows, prompt, completion, min(chunk, rows), False, None, 0.0, trainer.call.span,
                      kept_logits=True)
     return Decided(gen, trainer.call.span, not notes, "rollout", tuple(notes))
+
+
+def _lf_ppo_rollout(trainer, get) -> Decided[Generation | None]:
+    """LLaMA-Factory's PPO round (knowledge/frameworks.py "PPO's rollout", LF_PPO_SOURCE): HF `generate` with its KV
+    cache, `per_device_train_batch_size` prompts at a time (LF's PPOConfig mini_batch_size), `max_new_tokens` each;
+    the responses leave the GPU after each mini-batch, so `gradient_accumulation_steps x ppo_buffer_size` only repeat
+    the round. Its no-grad scoring (policy and reference through the value head) runs the same mini-batches over
+    prompt + completion in fp32 (`scores_prompt`)."""
+    from trainlint.knowledge import frameworks as K
+
+    notes: list[str] = []
+    batch, sure_b = _int(get("per_device_train_batch_size"), 8)
+    written = get("max_new_tokens")
+    completion, sure_c = _int(written, K.LF_PPO_DEFAULTS["max_new_tokens"])
+    sure_c = sure_c and written.origin is not None  # (a framework default is known but has no origin)
+    prompt, _ = _int(get("cutoff_len"), K.LF_DEFAULTS["cutoff_len"])
+    if not sure_b:
+        notes.append(f"per_device_train_batch_size {batch}: the default")
+    if not sure_c:
+        notes.append(f"max_new_tokens {completion}: LLaMA-Factory's default (GeneratingArguments)")
+    notes.append(f"prompts of up to cutoff_len = {prompt} tokens (each round generates {completion} more)")
+    where = trainer.stage_span or trainer.call.span
+    gen = Generation("PPOTrainer", batch, prompt, completion, batch, False, None, 0.0, where, scores_prompt=True)
+    return Decided(gen, where, sure_b and sure_c, f"{K.LF_PPO_SOURCE}", tuple(notes))
