@@ -32,6 +32,14 @@ QWEN05 = dict(vocab_size=151936, hidden_size=896, num_hidden_layers=24, num_atte
               intermediate_size=4864, tie_word_embeddings=True, max_position_embeddings=32768, rope_theta=1000000.0,
               rms_norm_eps=1e-6, use_sliding_window=False)
 DPO = dict(name="dpo_qwen2.5-0.5b_bf16_full_gc_b2x1024", pairs=2, seq=1024, prompt=512, beta=0.1, eval_pairs=8)
+# GKD (trl 1.16.0 trl.experimental.gkd): a Qwen2.5-0.5B student and a Qwen2.5-0.5B-shaped teacher (the same
+# vocabulary), 2 x 1,024 tokens with prompts of 512 (the rest is the completion the JSD reads), checkpointing on,
+# GKDConfig's beta 0.5 and temperature 0.9; the evaluation step at per_device_eval_batch_size 8.
+GKD = dict(name="gkd_qwen2.5-0.5b_teacher0.5b_bf16_full_gc_b2x1024", batch=2, seq=1024, prompt=512, beta=0.5,
+           temperature=0.9, eval_batch=8)
+# a held-out shape (JSD_TENSORS was read off the first): 4 x 512 tokens, prompts of 384 (128 new tokens)
+GKD_B4 = dict(name="gkd_qwen2.5-0.5b_teacher0.5b_bf16_full_gc_b4x512", batch=4, seq=512, prompt=384, beta=0.5,
+              temperature=0.9, eval_batch=None)
 GRPO = dict(name="grpo_qwen2.5-0.5b_bf16_full_gc_b4_spg2_p256_c512", batch=4, steps_per_generation=2, prompt=256,
             completion=512, beta=0.04)
 
@@ -43,9 +51,9 @@ def measure(which: str) -> dict:
 
     from trainlint.verify.measure_rl import measure as measure_phases
 
-    spec = DPO if which == "dpo" else GRPO
+    spec = {"dpo": DPO, "grpo": GRPO, "gkd": GKD, "gkd_b4": GKD_B4}[which]
     config = dict(QWEN05)
-    got = measure_phases(which, "qwen2", config, {k: v for k, v in spec.items() if k != "name"})
+    got = measure_phases(which.split("_")[0], "qwen2", config, {k: v for k, v in spec.items() if k != "name"})
     return {"name": spec["name"], "spec": spec, "model": {"config": "Qwen2.5-0.5B (config.json values)", **QWEN05,
                                                          "params": got["params"]},
             "trl": trl.__version__, "transformers": transformers.__version__, "torch": torch.__version__,
@@ -54,7 +62,7 @@ def measure(which: str) -> dict:
 
 
 def main(argv: list[str]) -> int:
-    which = [w for w in ("dpo", "grpo") if not argv or w in argv]
+    which = [w for w in ("dpo", "grpo", "gkd", "gkd_b4") if not argv or w in argv]
     records = []
     for w in which:
         rec = measure(w)

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from trainlint.config import for_path
 from trainlint.context import FileContext
 from trainlint.facts import ModelLoad
-from trainlint.memory.estimate import Plan
+from trainlint.memory.estimate import Plan, jsd_loss_tensors
 from trainlint.run import PlanError, resolve
 from trainlint.knowledge import trl_trainers as T
 from trainlint.run.model import training_model
@@ -79,6 +79,12 @@ def plan_for(ctx: FileContext, overrides: Overrides) -> tuple[Plan, ModelLoad, l
                          f"forward")
         if trl_shape.reference is not None:
             notes.append(f"{trl_shape.trainer} builds the {trl_shape.reference} model's logits in the same step")
+    jsd_positions = None
+    if trl_shape is not None and trl_shape.trainer == "GKDTrainer" and loss.path.value == "full":
+        # the generalized JSD's vocabulary-sized tensors (memory.estimate.jsd_loss_bytes) over every position from
+        # TRL 1.8, over the completion before (knowledge/trl_trainers.py "GKD"); resolved below, once the completion
+        # length (max_new_tokens) is known
+        jsd_positions = -1
     elif batch is not None and run.components.trainer is not None:
         # a fused / chunked loss still runs chosen and rejected as one batch (knowledge/trl_trainers.py LOSS rows)
         row = T.loss_row(run.components.trainer, run.versions.trl)
@@ -103,12 +109,20 @@ def plan_for(ctx: FileContext, overrides: Overrides) -> tuple[Plan, ModelLoad, l
             seq = g.prompt + g.completion
             unknown = [u for u in unknown if u != "sequence length"]
         # logits_to_keep: only the completion's logits (LLaMA-Factory's PPO: every position's, through the value head)
-        logits_seq = None if g.scores_prompt else min(g.completion, seq)
+        # (GKD: the student's logits of every position: its forward has no logits_to_keep)
+        logits_seq = None if g.scores_prompt or not g.completion_logits else min(g.completion, seq)
         # (GRPO 0.14 trains on prompts x num_generations; PPO's and old RLOO's micro-batch is the batch itself, the
         # rollout's rows are split into per_device_train_batch_size micro-batches: 0.19.1 ppo_trainer.py:542-549)
         if g.rows != (batch or g.rows) and not T.counts_completions(g.trainer, run.versions.trl) and batch \
                 and not g.kept_logits:
             batch = batch * (g.rows // batch) if g.rows % batch == 0 else batch
+    if jsd_positions is not None:
+        full_seq = T.gkd_jsd_full_sequence(run.versions.trl)
+        completion = gen.value.completion if gen.value is not None else None
+        jsd_positions = (seq or 1) if full_seq or completion is None else min(completion, seq or completion)
+        notes.append(f"GKDTrainer's generalized JSD over {'every position' if full_seq else 'the completion'} "
+                     f"({jsd_positions:,} per row): ~{jsd_loss_tensors(jsd_positions, seq or 1):.1f} "
+                     f"vocabulary-sized tensors per row-token")
     sharding = run.sharding
     notes += sharding.notes
     world = overrides.world_size
@@ -151,6 +165,7 @@ def plan_for(ctx: FileContext, overrides: Overrides) -> tuple[Plan, ModelLoad, l
         models=models,
         logits_seq=logits_seq,
         generation=generation,
+        jsd_positions=jsd_positions,
         vllm_share=gen.value.vllm_share if gen.value is not None and gen.value.vllm == "colocate" else 0.0,
         optimizer=optim.value,
         world_size=world,

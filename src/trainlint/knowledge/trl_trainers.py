@@ -355,3 +355,36 @@ def vllm_mode_default(trl: LibraryVersion) -> str | None:
 
 def vllm_share_default(trl: LibraryVersion) -> float:
     return 0.3 if _at(trl, (0, 18)) else 0.9
+
+
+# --- GKD (GKDTrainer: trl 0.11-0.29 top level, trl.experimental.gkd from 0.29; read in 0.13.0, 0.19.1, 0.22.2, 1.0.0,
+# 1.8.0, 1.13.0 and the installed 1.16.0) ---------------------------------------------------------------------------
+# | fact | versions | source |
+# |---|---|---|
+# | GKDConfig defaults: lmbda 0.5, beta 0.5, temperature 0.9, max_new_tokens 128, seq_kd False | all read | 0.13.0 gkd_config.py:50-57; 0.19.1 :57-99; 1.16.0 experimental/gkd/gkd_config.py:55-96 |
+# | with probability `lmbda` the student generates the batch's completions (HF `generate` on `inputs["prompts"]`, `max_new_tokens`) and trains on them | all read | 0.13.0 gkd_trainer.py:295-303; 1.16.0 :416-430 |
+# | `seq_kd=True`: the teacher generates first, and the student may regenerate after it (`if seq_kd` then `if random() <= lmbda`) | <= 1.0 | 0.13.0 gkd_trainer.py:287-303; 1.0.0 experimental/gkd/gkd_trainer.py:426-440 |
+# | `seq_kd=True` only when the student did not generate (`if random() <= lmbda: ... elif seq_kd:`) | >= 1.8 | 1.8.0 experimental/gkd/gkd_trainer.py:484-498; 1.16.0 :416-431 |
+# | generation runs with `use_cache=False` when gradient_checkpointing is on (every decoding step a forward over the whole prefix), else with the KV cache | all read | 0.13.0 gkd_trainer.py:147; 0.22.2 :158; 1.16.0 :221 |
+# | the JSD reads the completion's logits only (`logits[:, prompt_lengths - 1 : -1, :]`) | <= 1.0 | 0.13.0 gkd_trainer.py:235-238; 0.22.2 :317-320; 1.0.0 :375-376 |
+# | the JSD reads every position's logits (`logits[:, :-1, :]`, the prompt masked by labels only) | >= 1.8 | 1.8.0 :414-415; 1.16.0 :344-345 |
+# | the loss: student and teacher logits (the teacher's under no_grad) divided by the temperature, two log_softmax, the stacked mixture's logsumexp, two kl_div, their weighted sum, then `jsd[mask]`: all [rows x positions x vocab] in the logits' dtype (memory.estimate JSD_TENSORS) | all read | 0.13.0 gkd_trainer.py:161-216; 1.16.0 :238-322 |
+# | a teacher given by name is loaded with `teacher_model_init_kwargs` (`torch_dtype` <= 0.2x, `dtype` in 1.x; unset: from_pretrained's default, fp32 with transformers 4, the checkpoint's dtype with 5) | all read | 0.13.0 gkd_trainer.py:109-127; 1.16.0 :159-175 |
+# | the evaluation step: Trainer's / SFTTrainer's prediction_step calls compute_loss under no_grad: the student's and the teacher's logits and the JSD at per_device_eval_batch_size | all read | 0.13.0 (no prediction_step in gkd_trainer.py); 1.16.0 trainer/sft_trainer.py:1679 |
+GKD_DEFAULTS = {"lmbda": 0.5, "beta": 0.5, "temperature": 0.9, "max_new_tokens": 128, "seq_kd": False}
+
+
+def gkd_jsd_full_sequence(trl: LibraryVersion) -> bool:
+    """The JSD reads every position's logits (>= 1.8), not only the completion's (<= 1.0)."""
+    return _at(trl, (1, 8))
+
+
+def gkd_seq_kd_exclusive(trl: LibraryVersion) -> bool:
+    """seq_kd's teacher generation runs only when the student does not generate (>= 1.8; before, both can run)."""
+    return _at(trl, (1, 8))
+
+
+def teacher_dtype_key(trl: LibraryVersion) -> str:
+    """The dtype key of teacher_model_init_kwargs: `torch_dtype` before 1.0 (0.19.1 gkd_trainer.py:117), `dtype` in
+    1.x (1.16.0 experimental/gkd/gkd_trainer.py:167)."""
+    return "dtype" if _at(trl, (1, 0)) else "torch_dtype"

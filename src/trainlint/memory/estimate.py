@@ -129,6 +129,9 @@ class GenerationPhase:
     # LLaMA-Factory's PPO (run/components.py `_lf_ppo_rollout`): the no-grad scoring runs the value-head model over
     # prompt + completion: logits upcast to fp32 and a full fp32 log_softmax (value_head_logps_bytes)
     scores_prompt: bool = False
+    # GKD under gradient checkpointing generates with use_cache=False: no KV cache, each decoding step a no-grad
+    # forward over the whole prefix (the last one over prompt + completion)
+    cache: bool = True
 
 
 @dataclass(frozen=True)
@@ -158,6 +161,8 @@ class Plan:
     models: tuple[tuple[str, int], ...] = ()  # other resident models (role, bytes): reference, reward, value, teacher
     logits_seq: int | None = None  # tokens per row that get logits (GRPO's logits_to_keep: the completion); None: seq
     generation: GenerationPhase | None = None  # None: no generation phase
+    # GKD's generalized JSD (jsd_loss_bytes): the positions per row it reads (None: not a GKD loss)
+    jsd_positions: int | None = None
     vllm_share: float = 0.0  # colocated vLLM's vllm_gpu_memory_utilization (a fraction of the card, not of the peak)
     device: str = "cuda"  # whose kernels run the step: "cuda" (what estimate is for) | "cpu" (bench/'s CPU ground truth)
     vision: vision.VisionPlan | None = None  # a vision-language model's tower and the patches of one sample
@@ -552,6 +557,29 @@ def attention_bytes(p: Plan) -> int:
     return (per_layer if p.checkpointing else per_layer * g.layers) + mask
 
 
+# TRL GKDTrainer.generalized_jsd_loss (beta strictly between 0 and 1; trl 0.13.0 gkd_trainer.py:161-216, 1.16.0
+# experimental/gkd/gkd_trainer.py:238-322), every tensor in the logits' dtype over the positions it reads (the slice
+# of the logits is a view): the student's and the teacher's logits divided by the temperature, their two log_softmax,
+# the stacked pair (2), the mixture's logsumexp, each kl_div's exp(target), (target - input) and product (exp and
+# the difference are saved for backward), the two weighted products and their sum: 16 by that reading at the last
+# add, beside the two models' own [rows x seq x vocab] logits. JSD_TENSORS is the measured figure: 15 + the two
+# logits = 17.0 x [2 x 1,023 x 151,936] bf16 above weights, teacher, optimizer state and checkpoints at the forward's
+# peak (bench/rl_measurements.json, the GKD record), so one of the 16 is freed before the peak.
+JSD_TENSORS = 15
+
+
+def jsd_loss_tensors(positions: int, seq: int) -> float:
+    """Vocabulary-sized tensors per row-token of the sequence (for the estimate's note)."""
+    return (2 * seq + JSD_TENSORS * positions) / max(seq, 1)
+
+
+def jsd_loss_bytes(p: Plan) -> int:
+    """GKD's loss step (Plan.jsd_positions): the student's and the teacher's [batch x seq x vocab] logits and the
+    JSD_TENSORS vocabulary-sized tensors over the positions it reads, in the activation dtype."""
+    g = p.geometry
+    return p.batch * g.vocab * p.act_bytes * (2 * p.seq + JSD_TENSORS * (p.jsd_positions or p.seq))
+
+
 def logits_bytes(p: Plan) -> int:
     """L1 'The logits, again' / R 3.1: transformers' head + ForCausalLMLoss (loss_bytes_per_element);
     TRL's chunked loss is nearly constant; Liger's fused kernel keeps ~54 KB per token at h=4096."""
@@ -568,6 +596,8 @@ def logits_bytes(p: Plan) -> int:
         return int(tokens * g.hidden * LIGER_BYTES_PER_TOKEN_PER_HIDDEN)
     if p.loss == "chunked-upcast":
         return chunked_upcast_bytes(p)
+    if p.jsd_positions is not None:
+        return jsd_loss_bytes(p)
     if p.reference_logits:
         # knowledge/trl_trainers.py: the reference forward runs under no_grad while the policy's loss graph is
         # alive; its logits are at least one more [batch x seq x vocab] tensor in the activation dtype
@@ -868,7 +898,7 @@ def generation_parts(p: Plan) -> tuple[tuple[str, int], ...]:
     tokens = gen.prompt + gen.completion
     layer = activation_bytes_per_layer(replace(p, lora_r=None), gen.logps_rows * tokens)
     head = value_head_logps_bytes(p, gen.logps_rows, tokens) if gen.scores_prompt else \
-        logps_forward_bytes(p, gen.logps_rows, gen.completion)
+        logps_forward_bytes(p, gen.logps_rows, gen.completion) if gen.logps_rows else 0
     # the fused head runs after the last layer's tensors are freed (no logits-sized tensor outlives it)
     scoring = max(layer, head) if gen.fused_logps else head + layer
     if gen.vllm is not None:
@@ -884,6 +914,9 @@ def generation_parts(p: Plan) -> tuple[tuple[str, int], ...]:
                    (("generation_logits", kept), ("kv_cache", kv), ("generate_step", step)),
                    (("generation_logits", kept), ("logps", scoring)))
         return max(moments, key=lambda parts: sum(b for _, b in parts))
+    if not gen.cache:  # the last decoding step: one layer's no-grad working set over every row's whole prefix
+        step = activation_bytes_per_layer(replace(p, lora_r=None), gen.rows * tokens) + gen.rows * g.vocab * 4
+        return (("generate_step", step),) if step >= scoring else (("logps", scoring),)
     kv = kv_cache_bytes(g, gen.rows, tokens, p.act_bytes)
     step = activation_bytes_per_layer(replace(p, lora_r=None), gen.rows) + gen.rows * g.vocab * 4
     return (("kv_cache", kv), ("generate_step", step)) if kv + step >= scoring else (("logps", scoring),)

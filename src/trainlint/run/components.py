@@ -189,6 +189,27 @@ def _init_kwargs_dtype(ctx: FileContext, trainer: TrainerCall, policy_bytes: int
     return Decided(4, None, True, "model_init_kwargs without dtype: create_model_from_path loads float32")
 
 
+def _teacher_init_kwargs_dtype(ctx: FileContext, trainer: TrainerCall) -> Decided[int | None]:
+    """GKDTrainer loads a teacher given by name with `teacher_model_init_kwargs` (knowledge/trl_trainers.py "GKD":
+    0.13.0 gkd_trainer.py:109-127, 1.16.0 experimental/gkd/gkd_trainer.py:159-175): its `torch_dtype` (before 1.0) /
+    `dtype` (1.x); without one, from_pretrained's default: fp32 with transformers 4, the checkpoint's dtype with 5."""
+    trl = ctx.versions.trl
+    key = T.teacher_dtype_key(trl)
+    kw = _args_value(ctx, trainer, "teacher_model_init_kwargs")
+    if kw.known and isinstance(kw.value, dict) and kw.value.get(key) not in (None, "auto"):
+        d = str(kw.value.get(key)).split(".")[-1].strip("'\"")
+        width = {"bfloat16": 2, "float16": 2, "float32": 4}.get(d)
+        if width is not None:
+            return Decided(width, kw.origin, True, f"teacher_model_init_kwargs {key} {d}")
+    if kw.known and isinstance(kw.value, dict) and kw.value.get(key) == "auto" or \
+            ctx.versions.transformers.at_least(5):
+        return Decided(None, kw.origin, False, "the teacher in its checkpoint's dtype",
+                       ("the teacher model in its checkpoint's dtype (from_pretrained's dtype='auto')",))
+    return Decided(4, kw.origin, kw.known or kw.unset,
+                   f"teacher_model_init_kwargs without {key}: from_pretrained loads fp32 (transformers 4)",
+                   () if kw.known or kw.unset else ("the teacher model in fp32 (from_pretrained's default)",))
+
+
 def _others(ctx: FileContext, trainer: TrainerCall) -> list[Component]:
     out = []
     for key, role in T.MODEL_KEYWORDS:
@@ -203,9 +224,12 @@ def _others(ctx: FileContext, trainer: TrainerCall) -> list[Component]:
             if not (value.known and isinstance(value.value, str)):
                 continue
         dtype = byte_widths(ctx, load).value[0] if load is not None else None
+        width = Decided(dtype, None, load is not None)
+        if key == "teacher_model" and load is None and value.known and isinstance(value.value, str) \
+                and trainer.class_name == "GKDTrainer":
+            width = _teacher_init_kwargs_dtype(ctx, trainer)
         out.append(Component(role, "loaded", Decided(True, trainer.call.span, True, f"{key}= passed"),
-                             Decided(dtype, None, load is not None), same_model=load is None, load=load,
-                             span=trainer.call.span))
+                             width, same_model=load is None, load=load, span=trainer.call.span))
     if trainer.class_name == "OnlineDPOTrainer" and not trainer.call.kw("judge").unset:
         out.append(Component("reward", "judge", Decided(False, None, True, "a judge runs outside the GPU's models"),
                              Decided(None)))
@@ -254,6 +278,8 @@ class Generation:
     # LLaMA-Factory's PPO: the scoring and training forwards take the logits of prompt + completion, upcast to fp32 by
     # the value head, and a full log_softmax (knowledge/frameworks.py "PPO's rollout")
     scores_prompt: bool = False
+    cache: bool = True  # generate keeps a KV cache (GKD under gradient checkpointing: use_cache=False)
+    completion_logits: bool = True  # the training step keeps the completion's logits only (logits_to_keep)
 
     def phase(self, rows: int | None = None):
         """The estimate's GenerationPhase for this round; `rows`: the round at another batch (the eval step's
@@ -263,7 +289,7 @@ class Generation:
         n = self.rows if rows is None else rows
         return GenerationPhase(n, self.prompt, self.completion, self.logps_rows if rows is None else n,
                                self.fused_logps, self.vllm, kept_logits=self.kept_logits,
-                               scores_prompt=self.scores_prompt)
+                               scores_prompt=self.scores_prompt, cache=self.cache)
 
 
 def _int(v, default: int) -> tuple[int, bool]:
@@ -274,6 +300,8 @@ def _int(v, default: int) -> tuple[int, bool]:
 
 def generation_phase(ctx: FileContext) -> Decided[Generation | None]:
     trainer = rl_trainer(ctx)
+    if trainer is not None and trainer.library == "trl" and trainer.class_name == "GKDTrainer":
+        return _gkd_generation(ctx, trainer)
     if trainer is None or trl_name(trainer) not in T.GENERATING:
         return Decided(None, None, True, "no generating trainer")
     get = lambda key: _args_value(ctx, trainer, key)  # noqa: E731
@@ -382,3 +410,41 @@ def _lf_ppo_rollout(trainer, get) -> Decided[Generation | None]:
     where = trainer.stage_span or trainer.call.span
     gen = Generation("PPOTrainer", batch, prompt, completion, batch, False, None, 0.0, where, scores_prompt=True)
     return Decided(gen, where, sure_b and sure_c, f"{K.LF_PPO_SOURCE}", tuple(notes))
+
+
+def _gkd_generation(ctx: FileContext, trainer: TrainerCall) -> Decided[Generation | None]:
+    """GKD's on-policy round (knowledge/trl_trainers.py "GKD"): with probability `lmbda` (default 0.5) the student
+    generates `max_new_tokens` (default 128) for the batch's prompts, and with `seq_kd=True` the teacher does; without
+    a cache under gradient checkpointing (use_cache=False: each step a forward over the whole prefix). No scoring
+    forward of its own (the loss's two forwards are the training step). The prompts are assumed to fill the rest of
+    the run's sequence length."""
+    trl = ctx.versions.trl
+    get = lambda key: _args_value(ctx, trainer, key)  # noqa: E731
+    lmbda, seq_kd = get("lmbda"), get("seq_kd")
+    student = not (lmbda.known and isinstance(lmbda.value, (int, float)) and lmbda.value == 0)
+    teacher = seq_kd.is_(True)
+    if not (student or teacher):
+        return Decided(None, lmbda.origin, True, "lmbda=0.0 and seq_kd off: GKDTrainer never generates")
+    notes: list[str] = []
+    if student and lmbda.unset:
+        notes.append(f"lmbda {T.GKD_DEFAULTS['lmbda']}: GKDConfig's default (the student generates that share of "
+                     f"the steps)")
+    batch, sure_b = _int(get("per_device_train_batch_size"), 8)
+    completion, sure_c = _int(get("max_new_tokens"), T.GKD_DEFAULTS["max_new_tokens"])
+    length = get("max_length")
+    if length.unset or not length.known:
+        length = get("max_seq_length")
+    total, _ = _int(length, 1024)
+    prompt = max(total - completion, 1)
+    if not sure_b:
+        notes.append(f"per_device_train_batch_size {batch}: the default")
+    if not sure_c:
+        notes.append(f"max_new_tokens {completion}: GKDConfig's default in TRL {trl.version}")
+    notes.append(f"prompts of {prompt} tokens assumed (the sequence length less max_new_tokens)")
+    gc = get("gradient_checkpointing")
+    cache = not gc.is_(True)
+    who = "the student" + (" and the teacher (seq_kd)" if student and teacher else "") if student else \
+        "the teacher (seq_kd)"
+    gen = Generation("GKDTrainer", batch, prompt, completion, 0, False, None, 0.0, trainer.call.span,
+                     cache=cache, completion_logits=False)
+    return Decided(gen, lmbda.origin or trainer.call.span, sure_b and sure_c, f"{who} generates", tuple(notes))

@@ -197,9 +197,76 @@ def measure(which: str, model_type: str, config: dict, spec: dict) -> dict:
             train = max(int(mt.peaks[f"step{s}/{ph}"][0]) for s in (1, 2)
                         for ph in ("forward", "backward", "optimizer_step"))
             phases = {"generation": gen, "scoring": score, "train": train}
+        elif which == "gkd":
+            phases = _gkd(torch, cfg, spec, policy, ref, opt, mt, run)
         else:
             raise ValueError(which)
         params = sum(p.numel() for p in policy.parameters())
         del mt, opt, policy, ref
     gc.collect()
     return {"phases": phases, "params": params, "seconds": round(time.perf_counter() - t0, 1)}
+
+
+def _gkd(torch, cfg, spec: dict, student, teacher, opt, mt, run) -> dict:
+    """GKD (trl 1.16.0 experimental/gkd/gkd_trainer.py): the on-policy generation of `training_step` (:416-430,
+    `generate_on_policy_outputs` :364) with `use_cache=False` under gradient checkpointing (:221): each decoding step
+    is a no-grad forward over the whole prefix, the last one over rows x (prompt + completion), measured as that one
+    forward with `logits_to_keep=1`; then `compute_loss` (:324-362): the student's forward, the teacher's under
+    no_grad, both logits shifted by one position (`[:, :-1, :]`, every position) and TRL's own
+    `GKDTrainer.generalized_jsd_loss` with the prompt masked, backward, AdamW; then the evaluation step (Trainer's
+    prediction_step: compute_loss under no_grad) at `eval_batch` rows. `teacher` is the second model (`ref`)."""
+    from trl.experimental.gkd import GKDTrainer
+
+    batch, seq, prompt = spec["batch"], spec["seq"], spec["prompt"]
+    ids = torch.randint(0, cfg.vocab_size, (batch, seq))
+    labels = ids.clone()
+    labels[:, :prompt] = -100
+    mt.track_external(student, teacher, opt, ids, labels)
+
+    def loss_of(input_ids, lab, nograd: bool):
+        out = run(student, input_ids=input_ids, use_cache=False)
+        with torch.no_grad():
+            t_out = run(teacher, input_ids=input_ids, use_cache=False)
+        # TRL's own loss up to its masking; `jsd[labels != -100]` has a data-dependent shape FakeTensorMode cannot
+        # track, so the same selection is taken with a static shape: the prompt's positions are the masked ones, and
+        # the copy of the rest is the boolean index's result, element for element
+        jsd = GKDTrainer.generalized_jsd_loss(out.logits[:, :-1, :], t_out.logits[:, :-1, :], labels=None,
+                                              beta=spec.get("beta", 0.5), temperature=spec.get("temperature", 0.9),
+                                              reduction="none")
+        del out, t_out
+        kept = jsd[:, prompt - 1:, :].reshape(-1, jsd.shape[-1])
+        del jsd
+        return kept.sum() / (kept.shape[0])
+
+    with mt:
+        for step in (1, 2):
+            mt.set_phase(step, "generation")
+            with torch.no_grad():  # the last decoding step without a cache: the whole prefix, one token's logits
+                out = run(student, input_ids=ids, use_cache=False, logits_to_keep=1)
+                del out
+            mt.set_phase(step, "forward")
+            loss = loss_of(ids, labels, False)
+            mt.set_phase(step, "backward")
+            loss.backward()
+            del loss
+            mt.set_phase(step, "optimizer_step")
+            opt.step()
+            mt.set_phase(step, "zero_grad")
+            opt.zero_grad(set_to_none=True)
+        if spec.get("eval_batch"):
+            student.eval()
+            eids = torch.randint(0, cfg.vocab_size, (spec["eval_batch"], seq))
+            elabels = eids.clone()
+            elabels[:, :prompt] = -100
+            mt.set_phase(3, "eval")
+            with torch.no_grad():
+                loss = loss_of(eids, elabels, True)
+                del loss
+    phases = {"generation": max(int(mt.peaks[f"step{s}/generation"][0]) for s in (1, 2)),
+              "train": max(int(mt.peaks.get(f"step{s}/{ph}", (0,))[0]) for s in (1, 2)
+                           for ph in ("forward", "backward", "optimizer_step", "zero_grad"))}
+    if "step3/eval" in mt.peaks:
+        phases["eval"] = int(mt.peaks["step3/eval"][0])
+    if spec.get("detail"):  # every step's phase (for reading where the step peaks)
+        phases.update({k: int(v[0]) for k, v in mt.peaks.items()})
+    return phases
