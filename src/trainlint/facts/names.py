@@ -31,6 +31,7 @@ INTERESTING_SHORTS = {
     "CrossEntropyLoss", "nll_loss", "log_softmax", "LogSoftmax", "DataLoader", "Accelerator", "add_argument", "HfArgumentParser",
     "_apply_liger_kernel_to_instance", "LigerFusedLinearCrossEntropyLoss", "cce_patch", "linear_cross_entropy",
     "BitsAndBytesConfig", "backward", "step", "train", "inject_adapter_in_model", "register_forward_hook",
+    "DataCollatorWithFlattening",  # padding-free batches (TL104)
     "AdamW", "Adam", "SGD", "AdamW8bit", "Adam8bit", "PagedAdamW8bit", "PagedAdamW32bit", "PagedAdamW", "Adafactor",
     *ARGS_CLASSES, *TRAINER_CLASSES,
 }
