@@ -46,7 +46,8 @@ def test_trl_0_24_default_bfd_packing_with_eager_on_4_56_costs_batch_times_the_a
                         'per sequence and no attention_mask')
     assert 'with attn_implementation="eager", transformers 4.56.2 keeps the sequences apart with a dense ' \
            'same-sequence mask built from the position_ids' in m
-    assert "(with torch >= 2.6; older torch ignores them)" in m
+    assert "(masking_utils.find_packed_sequence_indices, with torch >= 2.6; trl 0.24.0's SFTTrainer.compute_loss " \
+           "passes use_cache=False)" in m
     # Qwen2.5-0.5B, 14 heads, bf16, checkpointing: one layer's scores + fp32 softmax + the float mask, as attention_bytes
     # prices them: 8 rows of 2,048 vs one row of 16,384
     assert "eager keeps ~21.5 GiB of scores and mask for that row, 8x the ~2.7 GiB of 8 padded rows of 2,048" in m
@@ -107,6 +108,9 @@ def test_trl_1_16_padding_free_with_eager_on_5_25_has_no_torch_condition(lint):
     assert "transformers 5.25.0 keeps the sequences apart with a dense same-sequence mask" in m
     assert "torch >= 2.6" not in m
     assert "8x the" in m
+    # one sequence per micro-batch: the row is as long as a padded one, and the mask keeps it apart
+    one = sft("eager", "padding_free=True").replace("per_device_train_batch_size=8", "per_device_train_batch_size=1")
+    assert not tl104(lint, one, "trl==1.16.0\ntransformers==5.25.0\n")
 
 
 def test_default_attention_is_said_to_be_an_assumption(lint):

@@ -61,6 +61,8 @@ def check(self: Rule, ctx: FileContext):
             kept = packing.boundaries_kept(tv.tuple, flattened.positions, cache_off is not None)
             if impl == "sdpa" and kept.startswith("mask") and kernel != "sdpa-math":
                 continue  # the fused kernel with the same-sequence mask: the boundaries hold, memory stays linear
+            if kept.startswith("mask") and ctx.batch.known and ctx.batch.value == 1:
+                continue  # one sequence per micro-batch: the row is no longer than a padded one, and kept apart
             message = _message(ctx, model, impl, kernel, attention.why, flattened, kept, tv.version, cache_off)
             diag = self.diagnostic(ctx, span, message, *deciding, model.attn_implementation)
             assumed = []
@@ -149,9 +151,9 @@ def _message(ctx: FileContext, model, impl: str, kernel: str, why: str, flattene
                 f"builds a DynamicCache and masks the row causally as one sequence: each sequence attends to the "
                 f"ones packed before it (cross-contamination)")
     else:
-        torch = " (with torch >= 2.6; older torch ignores them)" if kept != "mask" else ""
+        torch = ", with torch >= 2.6" if kept != "mask" else ""
         what = (f", transformers {tv} keeps the sequences apart with a dense same-sequence mask built from the "
-                f"position_ids (masking_utils.find_packed_sequence_indices){torch}")
+                f"position_ids (masking_utils.find_packed_sequence_indices{torch}; {cache_off})")
     cost = ""
     counted = "sdpa-math" if kernel == "sdpa-math" else impl
     if counted != "sdpa" and plan is not None and plan.batch > 1:
@@ -163,6 +165,8 @@ def _message(ctx: FileContext, model, impl: str, kernel: str, why: str, flattene
         cost = (f"; {kind} keeps ~{fmt_bytes(flat)} of scores and mask for that row, {plan.batch}x the "
                 f"~{fmt_bytes(padded)} of {plan.batch} padded rows of {plan.seq:,}: the padding the user removes is "
                 f"paid back {plan.batch}x in attention memory")
+    elif counted != "sdpa" and plan is not None:
+        cost = "; at one sequence per micro-batch the row is no longer than a padded one: no extra attention memory"
     elif counted != "sdpa":
         cost = "; its scores grow with (batch x seq)^2 per layer instead of batch x seq^2 (model or batch not known)"
     else:
