@@ -89,6 +89,24 @@ def validate(criterion, val_loader):
         running += criterion(x.float(), y)
     return running
 ''', "this loop runs no backward"),
+    # reset in an outer loop or only under an `if`: the inner iterations still carry the sum
+    ('''
+def evaluate(loaders):
+    for loader in loaders:
+        total = 0
+        for batch in loader:
+            total += model(**batch, labels=batch["input_ids"]).loss
+''', "this loop runs no backward"),
+    ('''
+def train(loader, opt, n):
+    for step, batch in enumerate(loader):
+        if step % n == 0:
+            acc = 0
+        acc = acc + model(**batch, labels=batch["input_ids"]).loss
+        if step % n == n - 1:
+            acc.backward()
+            opt.step()
+''', "acc.backward() runs on the sum"),
 ])
 def test_graph_keeping_shapes_are_flagged(lint, loop, shape):
     found = lint(HEAD + loop)
@@ -203,6 +221,43 @@ def forwards_then_backwards(loader, accelerator, n):
         losses.append(model(**batch, labels=batch["input_ids"]).loss)
     for step in range(n):
         accelerator.backward(losses[step])
+''',
+    # one step's loss built from two parts, then one backward (diffusion training with a prior-preservation loss):
+    # the target is rebound earlier in the same iteration, so nothing is carried to the next one
+    '''
+def train(loader, opt, accelerator, prior_weight):
+    for batch in loader:
+        pred, pred_prior = model(**batch).logits.chunk(2)
+        loss = torch.nn.functional.mse_loss(pred.float(), batch["target"].float())
+        prior = torch.nn.functional.mse_loss(pred_prior.float(), batch["prior"].float())
+        loss = loss + prior_weight * prior
+        accelerator.backward(loss)
+        opt.step()
+''',
+    '''
+def train(epochs, loader, opt, accelerator, with_prior, prior_weight):
+    for epoch in range(epochs):
+        for step, batch in enumerate(loader):
+            with accelerator.accumulate(model):
+                pred = model(**batch).logits
+                if with_prior:
+                    pred, pred_prior = pred.chunk(2)
+                    loss = torch.nn.functional.mse_loss(pred.float(), batch["target"].float())
+                    loss = loss + prior_weight * torch.nn.functional.mse_loss(pred_prior, batch["prior"])
+                else:
+                    loss = torch.nn.functional.mse_loss(pred.float(), batch["target"].float())
+                accelerator.backward(loss)
+                opt.step()
+''',
+    '''
+def train(loader, opt, extra):
+    for step in range(3):
+        out = model(**next(iter(loader)))
+        loss = out.logits.sum()
+        if extra:
+            loss += model.aux_loss()
+        loss.backward()
+        opt.step()
 ''',
 ])
 def test_loops_that_do_not_keep_the_graph_are_quiet(lint, loop):

@@ -10,6 +10,8 @@ every activation it saved, stays alive only when nothing frees it:
 - "retained": `loss.backward(retain_graph=True)` keeps the saved tensors, and the accumulator keeps them alive;
 - "deferred": the accumulator itself is backpropagated later (`total = total + loss` ... `total.backward()`),
   so every micro-batch's graph stays alive until then.
+A loss built from parts in one iteration (`loss = mse(a)`, then `loss = loss + w * mse(b)`, then backward) is not
+an accumulation: the target was bound unconditionally earlier in the same iteration, so nothing carries over.
 A loop with a backward on something else is left alone (the accumulated value may be part of that graph), and so
 is a list whose losses are taken out one by one later in a file that backpropagates (`losses[i]`, `for loss in
 losses`: several forwards, then their backwards, as accelerate's no_sync test does): the graphs are kept to be used.
@@ -138,6 +140,17 @@ class _Body:
         self.backwards: list[tuple[str, bool]] = []  # (core code of what is backpropagated, retain_graph)
         self.candidates: list[tuple[str, cst.CSTNode, cst.BaseExpression, bool]] = []  # target, stmt, value, no_grad
         self.loops: set[int] = set()
+        # names bound earlier in the same iteration of the innermost loop, on every path to the statement being
+        # read (before it in its block, or in a block around it): `loss = mse(...)` then `loss = loss + w * prior`
+        # adds two parts of one step's loss and carries nothing to the next iteration. A binding inside an `if`
+        # branch counts only within that branch; one in an outer loop does not reset the inner loop's iterations.
+        self._fresh: list[set[str]] = [set()]
+        self.fresh: set[int] = set()  # id() of candidate statements whose target was fresh
+
+    def _candidate(self, target: str, stmt: cst.CSTNode, value: cst.BaseExpression, no_grad: bool) -> None:
+        if target in self._fresh[-1]:
+            self.fresh.add(id(stmt))
+        self.candidates.append((target, stmt, value, no_grad))
 
     def read(self, block: cst.BaseSuite, no_grad: bool) -> None:
         for stmt in getattr(block, "body", ()):
@@ -148,26 +161,33 @@ class _Body:
                 self.read(stmt.body, no_grad or any(_is_no_grad_call(i.item) for i in stmt.items))
             elif isinstance(stmt, (cst.For, cst.While)):
                 self.loops.add(id(stmt))
+                self._fresh.append(set())
                 self.read(stmt.body, no_grad)
+                self._fresh.pop()
                 if stmt.orelse is not None:
-                    self.read(stmt.orelse.body, no_grad)
+                    self._branch(stmt.orelse.body, no_grad)
             elif isinstance(stmt, cst.If):
                 self._if(stmt, no_grad)
             elif isinstance(stmt, cst.Try):
-                self.read(stmt.body, no_grad)
+                self._branch(stmt.body, no_grad)  # an exception may skip any of its bindings
                 for handler in stmt.handlers:
-                    self.read(handler.body, no_grad)
+                    self._branch(handler.body, no_grad)
                 for extra in (stmt.orelse, stmt.finalbody):
                     if extra is not None:
-                        self.read(extra.body, no_grad)
+                        self._branch(extra.body, no_grad)
 
     def _if(self, stmt: cst.If, no_grad: bool) -> None:
-        self.read(stmt.body, no_grad)
+        self._branch(stmt.body, no_grad)
         other = stmt.orelse
         if isinstance(other, cst.If):
             self._if(other, no_grad)
         elif other is not None:
-            self.read(other.body, no_grad)
+            self._branch(other.body, no_grad)
+
+    def _branch(self, block: cst.BaseSuite, no_grad: bool) -> None:
+        self._fresh.append(set(self._fresh[-1]))
+        self.read(block, no_grad)
+        self._fresh.pop()
 
     def _small(self, small: cst.BaseSmallStatement, no_grad: bool) -> None:
         if isinstance(small, cst.Assign) and len(small.targets) == 1:
@@ -177,15 +197,16 @@ class _Body:
                 if isinstance(value, cst.BinaryOperation) and isinstance(value.operator, cst.Add):
                     for mine, other in ((value.left, value.right), (value.right, value.left)):
                         if isinstance(mine, cst.Name) and mine.value == target.value:
-                            self.candidates.append((target.value, small, other, no_grad))
+                            self._candidate(target.value, small, other, no_grad)
                 self.bound[target.value] = (value, no_grad)
+                self._fresh[-1].add(target.value)
         elif isinstance(small, cst.AugAssign) and isinstance(small.operator, cst.AddAssign):
-            self.candidates.append((_code(small.target), small, small.value, no_grad))
+            self._candidate(_code(small.target), small, small.value, no_grad)
         elif isinstance(small, cst.Expr) and isinstance(small.value, cst.Call):
             call = small.value
             name = _callee(call)
             if name == "append" and isinstance(call.func, cst.Attribute) and len(call.args) == 1:
-                self.candidates.append((_code(call.func.value), small, call.args[0].value, no_grad))
+                self._candidate(_code(call.func.value), small, call.args[0].value, no_grad)
             elif name == "backward" and isinstance(call.func, cst.Attribute):
                 retain = any(a.keyword is not None and a.keyword.value == "retain_graph" and
                              _code(a.value) != "False" for a in call.args)
@@ -250,6 +271,8 @@ class _Body:
             for alias in self._aliases(code):
                 backed[alias] = backed.get(alias, False) or retain
         for target, stmt, value, no_grad in self.candidates:
+            if id(stmt) in self.fresh:
+                continue  # the target was bound earlier in this iteration: parts of one step's value, not a carry
             core = self._core(value)
             # under no_grad an addition records no graph; an appended tensor computed before keeps its own
             if core is None or (no_grad and not (isinstance(stmt, cst.Expr) and isinstance(core, cst.Name))):
