@@ -148,3 +148,44 @@ model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentran
     assert codes(found) == ["TL201"]
     assert "main input is not input_ids" in found[0][2] and "silent" in found[0][2]
     assert lint(src.replace("True}", "False}")) == []
+
+
+BRANCHES = '''
+import argparse
+from peft import LoraConfig, get_peft_model
+from transformers import AutoModelForCausalLM
+
+
+def main(args):
+    model = AutoModelForCausalLM.from_pretrained("meta-llama/Llama-3.2-1B")
+    if args.use_lora:
+        model = get_peft_model(model, LoraConfig(r=8, target_modules=["q_proj", "v_proj"]))
+    if args.gradient_checkpointing:
+        if {condition}:
+            model.gradient_checkpointing_enable()
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--use_lora", action="store_true")
+    parser.add_argument("--use_oft", action="store_true")
+    parser.add_argument("--full_model", action="store_true")
+    parser.add_argument("--gradient_checkpointing", action="store_true")
+    main(parser.parse_args())
+'''
+
+
+@pytest.mark.parametrize("condition,fires", [
+    # the script enables checkpointing only when the model is not adapted (diffusion LoRA/OFT examples' shape)
+    ("not (args.use_lora or args.use_oft)", False),
+    ("args.full_model and not args.use_lora", False),
+    ("not args.use_lora", False),
+    # both can run: still the crash
+    ("args.use_lora", True),
+    ("args.full_model", True),
+    ("not args.use_oft", True),
+    ("not (args.use_lora and args.use_oft)", True),  # a false `and` says nothing about use_lora alone
+])
+def test_checkpointing_in_a_branch_that_excludes_the_adapter_is_silent(lint, condition, fires):
+    found = lint(BRANCHES.format(condition=condition), files=PINS)
+    assert codes(found) == (["TL201"] if fires else [])

@@ -12,7 +12,7 @@ from trainlint.diagnostics import Span
 from trainlint.facts.model import (PEFT_CONFIG, SYMBOLIC, Arg, ArgsObject, Call, ClassDef, Compare, Cond,
                                    Evidence, ModelLoad, Param, ParsedObject, ScriptFacts, registry_class)
 from trainlint.facts.names import ARGS_CLASSES, MODEL_CLASS_RE
-from trainlint.facts.values import UNKNOWN, UNSET, Value, map_fields
+from trainlint.facts.values import UNKNOWN, UNSET, Value, keep_guard_symbols, map_fields
 from trainlint.knowledge.versions import Versions
 from trainlint.launch.model import Launch, hydra_binding
 
@@ -203,6 +203,8 @@ class Resolver:
                 new = map_fields(obj, self.walk)
                 if isinstance(obj, Call) and obj.unpacked:
                     new = self._expanded(obj, new)
+                if isinstance(obj, Call) and obj.guards:
+                    new = keep_guard_symbols(obj, new)
                 if isinstance(obj, ModelLoad) and obj.registry and not obj.registry_key.known:
                     new = replace(new, class_name=registry_class(obj.registry, new.registry_key))
                 if isinstance(obj, ModelLoad) and obj.instantiated.state == "param":

@@ -148,6 +148,25 @@ def _collect(module: cst.Module, text: str, starts: list[tuple[int, int]] | None
     return collector
 
 
+
+def _literals(test: cst.BaseExpression, branch: bool, depth: int = 0):
+    """The conditions that hold in one branch of `if test:`, as (expression, truth) pairs: the test itself, and
+    each part of a conjunction that the branch implies (`if a and not (b or c):` runs with a true, b and c false;
+    its `else` implies no single part, so only the whole test is kept there)."""
+    yield test, branch
+    if depth > 4:
+        return
+    if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+        inner = test.expression
+        if isinstance(inner, cst.BooleanOperation):
+            yield from _literals(inner, not branch, depth + 1)
+        return
+    if isinstance(test, cst.BooleanOperation):
+        joins = cst.And if branch else cst.Or  # a true `and`, a false `or`: every operand has the branch's truth
+        if isinstance(test.operator, joins):
+            for part in (test.left, test.right):
+                yield from _literals(part, branch, depth + 1)
+
 def _build_call(raw: _RawCall, resolver: _Resolver, c: _Collector) -> Call:
     args: list[Value] = []
     arg_names: list[str | None] = []
@@ -196,10 +215,11 @@ def _build_call(raw: _RawCall, resolver: _Resolver, c: _Collector) -> Call:
     last_end, trailing_comma, close_paren = c.call_layout[id(raw.node)]
     guards = []
     for test, branch, scope in raw.guards:
-        negate = isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not)
-        condition = resolver.value(test.expression if negate else test, scope)
-        if condition.state == "param" or condition.known:
-            guards.append((condition, branch != negate))
+        for literal, holds in _literals(test, branch):
+            negate = isinstance(literal, cst.UnaryOperation) and isinstance(literal.operator, cst.Not)
+            condition = resolver.value(literal.expression if negate else literal, scope)
+            if condition.state == "param" or condition.known:
+                guards.append((condition, holds != negate))
     return Call(
         kw_splat=splat,
         guards=tuple(guards),

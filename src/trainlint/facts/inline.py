@@ -28,7 +28,7 @@ from trainlint.facts.model import (SYMBOLIC, Arg, Call, Compare, Cond, Evidence,
 from trainlint.facts.trainers import subclass_trainer
 from trainlint.facts.names import MODULE_SCOPE
 from trainlint.facts.relocate import Relocator as _Relocator
-from trainlint.facts.values import UNKNOWN, UNSET, Value, map_fields
+from trainlint.facts.values import UNKNOWN, UNSET, Value, keep_guard_symbols, map_fields
 
 MAX_HOPS = 3
 MAX_MODULES = 64  # files read per linted file, so a large monorepo cannot explode
@@ -233,6 +233,8 @@ class _Binder:
                 new = map_fields(obj, self.walk)
                 if isinstance(new, Call) and new.kw_splat is not None and new.kw_splat == self.fn.kwstar:
                     new = self._splat(new)
+                if isinstance(new, Call) and new.guards:
+                    new = keep_guard_symbols(obj, new)
                 if isinstance(new, Call) and new.target is not None and \
                         (new.target in self.fn.returns or new.target == "<return>") and self.hop.target:
                     new = replace(new, target=self.hop.target)

@@ -48,6 +48,16 @@ class Call:
     unpacked: tuple[Value, ...] = ()
     opaque_rest: bool = False
 
+    def excludes(self, other: "Call") -> bool:
+        """The two calls sit in branches that cannot both run: one needs a command-line value true that the other
+        needs false (`if args.use_lora:` ... `if not (args.use_lora or args.use_oft):`), read from their guards
+        (facts/extract.py `_literals`)."""
+        def literals(call: "Call"):  # a command-line option or a function parameter read whole or by attribute
+            return {(c.value, holds) for c, holds in call.guards
+                    if c.state == "param" and isinstance(c.value, (Param, Arg))}
+        mine = literals(self)
+        return any((value, not holds) in mine for value, holds in literals(other))
+
     @property
     def library(self) -> str | None:
         """The top-level package the callee comes from ("torch"), when its import is seen."""

@@ -70,3 +70,12 @@ def map_fields(obj, walk):
         if new is not old:
             changes[f.name] = new
     return replace(obj, **changes) if changes else obj
+
+
+def keep_guard_symbols(before, after):
+    """`after` (a Call whose values were bound at a call site or under a launch) with each guard condition that
+    became unknown given back its symbol (`args.use_lora`): two calls in branches that cannot both run are then
+    still seen as such (Call.excludes); a condition that became known stays known."""
+    from dataclasses import replace
+
+    return replace(after, guards=tuple(new if new[0].known else old for old, new in zip(before.guards, after.guards)))

@@ -117,11 +117,14 @@ def _manual_gc(ctx: FileContext, wraps: list[PeftWrap]):
         reentrant = reentrant_in_effect(_kwargs_of(call), v5, via_trainer=False)
         if reentrant is not True:
             continue
-        before = [w for w in wraps if w.call.index < call.index]
+        # a wrap in a branch that cannot run with this call (`if args.use_lora: get_peft_model(...)` and
+        # `if not args.use_lora: model.gradient_checkpointing_enable()`) does not adapt the model it checkpoints
+        wraps_here = [w for w in wraps if not w.call.excludes(call)]
+        before = [w for w in wraps_here if w.call.index < call.index]
         if not before:
             # Enabled before get_peft_model: PeftModel.__init__ -> _prepare_model_for_gradient_checkpointing
             # hooks it, except for quantized models (peft_model.py l.728).
-            wrap_after = [w for w in wraps if w.call.index > call.index]
+            wrap_after = [w for w in wraps_here if w.call.index > call.index]
             if wrap_after and _quantized(ctx, wrap_after[0].base_variable) is True:
                 yield call.span, ("checkpointing enabled on a quantized model before get_peft_model without "
                                   "prepare_model_for_kbit_training: PEFT does not hook quantized models"), ()
