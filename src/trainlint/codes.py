@@ -15,6 +15,17 @@ from pathlib import Path
 # What `--fix` can do for a rule's findings: nothing, always a safe edit, always an unsafe one (needs
 # `--unsafe-fixes`), or safe in some cases and unsafe in others (the page's "Fix safety" says which).
 FIX_KINDS = ("none", "safe", "unsafe", "safe or unsafe")
+# What `trainlint verify` checks of a rule's fixed run against the run as written (verify/run.py and
+# verify/simulate.py dispatch on it, never on a code); None: nothing (a rule without a fix).
+VERIFY_KINDS = {
+    "memory": "the fixed run's peak is lower, by about the saving the estimate predicts (memory.estimate.saving_of)",
+    "adapter-grads": "every LoRA B weight gets a gradient in the fixed run",
+    "samples-per-step": "the fixed run's samples per optimizer step are the effective batch the finding keeps "
+                        "(Diagnostic.data['effective_batch'])",
+}
+# What a code is about: a memory rule's finding; trainlint's reading of a launch input (a launcher, a config, a pin);
+# or a file trainlint could not check at all (nothing else was checked in it: verify has nothing to run).
+CATEGORIES = ("rule", "input", "unchecked")
 
 
 @dataclass(frozen=True)
@@ -32,10 +43,17 @@ class RuleInfo:
     # the fixed script runs wherever the original does. verify reads it: a fix whose kernel cannot run on the
     # device it measures on is "not measurable here" (and never simulated).
     fix_runs_on: str | None = None
+    verifies: str | None = None  # one of VERIFY_KINDS, or None
+    category: str = "rule"  # one of CATEGORIES
 
     def __post_init__(self) -> None:
         if self.fix not in FIX_KINDS:
             raise ValueError(f"{self.code}: fix must be one of {FIX_KINDS}, not {self.fix!r}")
+        if self.verifies is not None and self.verifies not in VERIFY_KINDS:
+            raise ValueError(f"{self.code}: verifies must be one of {tuple(VERIFY_KINDS)} or None, not "
+                             f"{self.verifies!r}")
+        if self.category not in CATEGORIES:
+            raise ValueError(f"{self.code}: category must be one of {CATEGORIES}, not {self.category!r}")
 
     @property
     def family(self) -> str:
@@ -43,35 +61,36 @@ class RuleInfo:
 
 
 _ITSELF = "trainlint itself"
-# TL0xx describe trainlint itself (files it could not read or check); the engine produces them (lint.py,
-# framework_lint.py), no rule module does.
+# TL0xx describe trainlint itself (files it could not read or check: category "unchecked"; launch inputs it could not
+# read or that contradict themselves: "input"); the engine produces them (lint.py, framework_lint.py), no rule module
+# does.
 META_RULES: dict[str, RuleInfo] = {r.code: r for r in (
     RuleInfo("TL001", "syntax-error", _ITSELF, "the file could not be parsed as Python",
-             "fix the syntax error the message points at; nothing else was checked in the file"),
+             "fix the syntax error the message points at; nothing else was checked in the file", category="unchecked"),
     RuleInfo("TL002", "unreadable-file", _ITSELF,
              "binary, undecodable, unreadable or oversized file, or an unreadable notebook",
-             "save the file as UTF-8 (or declare its encoding, PEP 263), or exclude it"),
+             "save the file as UTF-8 (or declare its encoding, PEP 263), or exclude it", category="unchecked"),
     RuleInfo("TL003", "file-timeout", _ITSELF, "the file took longer than `per-file-timeout` to lint",
-             "raise `per-file-timeout` (default 10 s), or exclude the file"),
+             "raise `per-file-timeout` (default 10 s), or exclude the file", category="unchecked"),
     RuleInfo("TL004", "internal-error", _ITSELF,
              "trainlint itself failed on this file; the other files were still linted",
-             "a bug in trainlint: please report it with the message"),
+             "a bug in trainlint: please report it with the message", category="unchecked"),
     RuleInfo("TL005", "unreadable-launch", _ITSELF,
              "a launcher, args file or config that could not be read (shell that does not lex, YAML/JSON that does "
              "not load, a circular `source`)",
-             "fix the file or the path the launcher passes; what could be read still counts"),
+             "fix the file or the path the launcher passes; what could be read still counts", category="input"),
     RuleInfo("TL006", "launched-script-missing", _ITSELF, "a launcher runs a Python script that does not exist",
-             "fix the script's path in the launcher (after its `cd`), or add the script"),
+             "fix the script's path in the launcher (after its `cd`), or add the script", category="input"),
     RuleInfo("TL007", "framework-config-key", _ITSELF,
              "an axolotl / LLaMA-Factory config key the framework refuses, ignores, or that has no effect (unknown, "
              "removed, or a plugin's key without the plugin)",
-             "rename or remove the key, or add the plugin it belongs to"),
+             "rename or remove the key, or add the plugin it belongs to", category="input"),
     RuleInfo("TL008", "model-path-missing", _ITSELF, "a framework config's model is a local path that does not exist",
-             "fix the path, or name the model by its Hub id"),
+             "fix the path, or name the model by its Hub id", category="input"),
     RuleInfo("TL009", "version-conflict", _ITSELF,
              "a pinned or installed library version that the file's own calls cannot run on (a keyword or import "
              "that release does not have)",
-             "fix the pin or the call; the rules still assume the pin"),
+             "fix the pin or the call; the rules still assume the pin", category="input"),
 )}
 
 _RULE_MODULE = re.compile(r"tl(\d{3})_\w+")

@@ -106,6 +106,9 @@ class Diagnostic:
     # The setting the finding's advice asks for: a front end whose files spell settings otherwise (a framework
     # config) builds its own edit from it.
     setting: Setting | None = field(default=None, compare=False)
+    # Figures the finding rests on that a later layer checks, by name: verify reads "effective_batch" (the samples
+    # per optimizer step a "samples-per-step" rule's fix keeps, codes.VERIFY_KINDS) here, not from the message.
+    data: dict = field(default_factory=dict, compare=False)
 
     def with_fix(self, fix: Fix | None) -> "Diagnostic":
         return replace(self, fix=fix)

@@ -727,6 +727,12 @@ def fix_saving(p: Plan, code: str) -> int:
     return max(0, _core(p).peak - _core(replace(p, **{field_name: after})).peak)
 
 
+def saving_of(p: Plan, code: str) -> int | None:
+    """fix_saving for a finding whose fix the estimate prices (FIXES); None for one it does not: verify then has
+    the runs' difference only."""
+    return fix_saving(p, code) if code in FIXES else None
+
+
 def estimate(p: Plan) -> Estimate:
     est = _core(p)
     return replace(est, levers=tuple(levers(p, est)))

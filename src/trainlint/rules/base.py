@@ -79,15 +79,18 @@ REGISTRY: dict[str, Rule] = {}
 
 
 def rule(code: str, name: str, *, consumer: str, summary: str, fix_hint: str, fix: str = "none",
-         fix_runs_on: str | None = None):
+         fix_runs_on: str | None = None, verifies: str | None = None):
     """Declare a check function as a rule, once: its code, name, the memory consumer it is about, one sentence of
-    what it flags, one line of what to do, what `--fix` can do (codes.FIX_KINDS) and what the fix's code needs to
-    run (`fix_runs_on`, e.g. "CUDA"; None: wherever the original runs). The function receives
-    (rule, ctx). The rules package discovers the module (rules/__init__.py); nothing else lists it."""
+    what it flags, one line of what to do, what `--fix` can do (codes.FIX_KINDS), what the fix's code needs to
+    run (`fix_runs_on`, e.g. "CUDA"; None: wherever the original runs) and what `trainlint verify` checks of the
+    fixed run (`verifies`, codes.VERIFY_KINDS: "memory", "adapter-grads", "samples-per-step"; None: nothing). The
+    function receives (rule, ctx). The rules package discovers the module (rules/__init__.py); nothing else lists
+    it."""
 
     def wrap(fn: Callable[[Rule, FileContext], Iterable[Diagnostic]]) -> Rule:
         holder: list[Rule] = []
-        r = Rule(code, name, consumer, summary, fix_hint, fix, fix_runs_on, check=lambda ctx: fn(holder[0], ctx))
+        r = Rule(code, name, consumer, summary, fix_hint, fix, fix_runs_on, verifies,
+                 check=lambda ctx: fn(holder[0], ctx))
         holder.append(r)
         if code in REGISTRY:
             raise RuntimeError(f"duplicate rule code {code}")

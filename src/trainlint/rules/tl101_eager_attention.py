@@ -29,7 +29,7 @@ def _is_eager(impl: str) -> bool:
       summary="A model trains with eager attention at a long sequence length: it materialises the full "
               "[batch x heads x seq x seq] score matrix.",
       fix_hint='`attn_implementation="sdpa"` (or `flash_attention_2`; `flex_attention` for soft-capped Gemma 2)',
-      fix="safe or unsafe")
+      fix="safe or unsafe", verifies="memory")
 def check(self: Rule, ctx: FileContext):
     run = resolve(ctx)
     # a vision-language sample with no max length is as long as its image tokens (run/vision.py), an assumption

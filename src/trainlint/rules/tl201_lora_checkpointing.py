@@ -221,7 +221,7 @@ def _hand_rolled(ctx: FileContext):
       summary="LoRA with reentrant gradient checkpointing and nothing making the inputs require grad: the adapters "
               "inside the checkpointed blocks never receive a gradient.",
       fix_hint='`model.enable_input_require_grads()`, or `gradient_checkpointing_kwargs={"use_reentrant": False}`',
-      fix="safe")
+      fix="safe", verifies="adapter-grads")
 def check(self: Rule, ctx: FileContext):
     wraps = peft_wraps(ctx)
     if not ctx.uses_peft:

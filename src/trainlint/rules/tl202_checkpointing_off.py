@@ -46,7 +46,7 @@ def ignored_flag(ctx: FileContext) -> str | None:
               "or is the largest single saving.",
       fix_hint="`gradient_checkpointing=True` (non-reentrant with LoRA); needs a GPU (`--gpu`, `gpu`, `gpus`, or the "
                "one a Slurm launch requests)",
-      fix="safe")
+      fix="safe", verifies="memory")
 def check(self: Rule, ctx: FileContext):
     fit = run_fit(ctx)
     lever = checkpointing_lever(ctx, fit)

@@ -31,7 +31,7 @@ def per_iteration(ctx: FileContext) -> str:
       summary="A loop accumulates a loss tensor while nothing frees its autograd graph, so every iteration's "
               "activations stay alive.",
       fix_hint="accumulate `loss.detach()` / `.item()`; evaluate under `torch.no_grad()`; backward per micro-batch",
-      fix="safe")
+      fix="safe", verifies="memory")
 def check(self: Rule, ctx: FileContext):
     size = None
     for acc in ctx.facts.loss_accumulations:

@@ -303,7 +303,7 @@ def _one_vocabulary(ctx: FileContext) -> ModelLoad | None:
       summary="A training loss materialises the full [batch x seq x vocab] logits (and their fp32 copy) on a "
               "large vocabulary.",
       fix_hint="`use_liger_kernel=True`, TRL's chunked SFT loss (TRL ≥ 1.15), or cut-cross-entropy",
-      fix="unsafe", fix_runs_on="CUDA")  # Liger's and cut-cross-entropy's kernels are Triton: a CUDA GPU only
+      fix="unsafe", fix_runs_on="CUDA", verifies="memory")  # Liger's and cut-cross-entropy's kernels are Triton: a CUDA GPU only
 def check(self: Rule, ctx: FileContext):
     if resolve(ctx).fused_loss_applied:
         return

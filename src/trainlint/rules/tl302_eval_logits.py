@@ -45,7 +45,7 @@ def _logit_bytes(ctx: FileContext, args: ArgsObject | None, model) -> int:
       summary="A Trainer evaluates with compute_metrics on a vocabulary head and nothing reduces the logits first: "
               "every eval batch's full logits are kept.",
       fix_hint="`preprocess_logits_for_metrics` (argmax), or `batch_eval_metrics=True` (transformers ≥ 4.41)",
-      fix="unsafe")
+      fix="unsafe", verifies="memory")
 def check(self: Rule, ctx: FileContext):
     for trainer in ctx.facts.trainers:
         if trainer.class_name not in TRAINERS:

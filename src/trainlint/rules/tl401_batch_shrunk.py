@@ -52,7 +52,7 @@ def _keep_message(ctx: FileContext, old: Shape, new: Shape) -> str:
               "gradient accumulation, so the effective batch changed.",
       fix_hint="raise `gradient_accumulation_steps` so batch x accumulation stays the same; avoid "
                "`auto_find_batch_size`",
-      fix="safe")
+      fix="safe", verifies="samples-per-step")
 def check(self: Rule, ctx: FileContext):
     for args in ctx.facts.args_objects:
         if args.get("auto_find_batch_size").is_(True):
@@ -83,7 +83,7 @@ def check(self: Rule, ctx: FileContext):
             f"{before} -> {after}; {_keep_message(ctx, old, new)}")
         target = old.batch * old.accum
         setting = Setting(new.accum_name, target // new.batch) if target % new.batch == 0 else None
-        yield replace_fields(diag, setting=setting).with_fix(_fix(ctx, old, new))
+        yield replace_fields(diag, setting=setting, data={"effective_batch": target}).with_fix(_fix(ctx, old, new))
 
 
 def _fix(ctx: FileContext, old: Shape, new: Shape) -> Fix | None:

@@ -50,7 +50,7 @@ def _frozen_role(ctx: FileContext, model: ModelLoad) -> str | None:
       summary="Weights that do not train (LoRA base, reference model, teacher) are loaded in fp32 while the run "
               "computes in 16 bit.",
       fix_hint="load frozen weights (LoRA base, reference model, teacher) with `dtype=torch.bfloat16`",
-      fix="unsafe")
+      fix="unsafe", verifies="memory")
 def check(self: Rule, ctx: FileContext):
     args = ctx.main_args
     precision = computes_in_16_bit(ctx, args)

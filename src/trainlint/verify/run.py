@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shutil
 import signal
 import subprocess
@@ -14,20 +13,18 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
 from trainlint.config import Settings
 from trainlint.diagnostics import Diagnostic
 from trainlint.fix import plan_fixes
 from trainlint.lint import enabled_codes, lint_text
 from trainlint.memory import fmt_bytes
-from trainlint.memory.estimate import fix_saving
+from trainlint.memory.estimate import saving_of
 from trainlint.source import Source, read_source
 from trainlint.verify import fragmentation
 from trainlint.verify.launch_fixes import LaunchFixes, launch_fixes
 from trainlint.verify.target import Target, VerifyError  # noqa: F401  (VerifyError re-exported)
-
-MEMORY_CODES = ("TL101", "TL301")
-
 
 @dataclass
 class RunResult:
@@ -143,7 +140,7 @@ def _predict(path: Path, text: str, settings: Settings):
     from trainlint.memory.estimate import estimate
     from trainlint.planning import Overrides, PlanError, plan_for
 
-    result = lint_text(path, text, settings, enabled_codes(settings, select=("TL101",)))
+    result = context_of(path, text, settings)
     if result.context is None:
         return None
     try:
@@ -243,12 +240,118 @@ def phase_lines(phases: dict[str, list[dict]], skip: tuple[str, ...] = ()) -> li
     return lines
 
 
+def declaration(code: str):
+    """The code's declaration (codes.RuleInfo): a rule's `@rule(...)`, or a TL0xx of codes.META_RULES; None for a
+    code nothing declares. verify decides from it, never from the code itself."""
+    from trainlint.rules import META_RULES, REGISTRY
+
+    return REGISTRY.get(code) or META_RULES.get(code)
+
+
 def fix_runs_on(code: str) -> str | None:
     """What the rule's fix needs to run (its declaration's `fix_runs_on`, codes.RuleInfo); None for a code without."""
-    from trainlint.rules import REGISTRY
-
-    found = REGISTRY.get(code)
+    found = declaration(code)
     return found.fix_runs_on if found is not None else None
+
+
+def verifies(code: str) -> str | None:
+    """What verify checks of the rule's fixed run (its declaration's `verifies`, codes.VERIFY_KINDS); None: nothing."""
+    found = declaration(code)
+    return found.verifies if found is not None else None
+
+
+def verified_codes(settings: Settings) -> set[str]:
+    """The enabled codes whose findings verify reports: all but those saying a file could not be checked at all
+    (category "unchecked", codes.CATEGORIES): nothing of such a file runs differently once fixed."""
+    return {code for code in enabled_codes(settings)
+            if (found := declaration(code)) is None or found.category != "unchecked"}
+
+
+def context_of(path: Path, text: str, settings: Settings):
+    """`text` read as `path` under `settings` with no rule run: its FileResult, whose `context` (None when the file
+    says nothing trainlint reads) planning makes the estimate from."""
+    return lint_text(path, text, settings, set())
+
+
+@dataclass(frozen=True)
+class Case:
+    """One finding whose fix was applied, with both runs: what a VERIFY_CHECKS entry judges."""
+
+    diagnostic: Diagnostic
+    original: RunResult
+    fixed: RunResult
+    predicted: int | None  # the saving the estimate predicts for the fixed script (memory rules), else None
+    predicted_peak: int | None  # the estimate's peak of the script as written
+    device: str
+    together: str = ""  # said first when the fixed script's prediction is not the finding's own figure
+
+
+def _memory(case: Case) -> dict:
+    original, fixed, pred, device = case.original, case.fixed, case.predicted, case.device
+    measured = (original.peak or 0) - (fixed.peak or 0)
+    row: dict = {"measured_saving": measured}
+    if measured <= 0:
+        row.update(note="the fixed run did not use less memory")
+    elif pred is None:
+        row.update(verdict="confirmed", note="memory went down; no static prediction to compare with")
+    elif pred <= 0:
+        row.update(note=f"another consumer sets the peak in this configuration, so the fix was not "
+                        f"predicted to lower it; measured {fmt_bytes(measured)} lower")
+    elif device.startswith("cuda"):
+        row.update(**_cuda_verdict(pred, measured, case.predicted_peak, original.peak))
+    elif 0.5 * pred <= measured <= 2 * pred:
+        # off CUDA the run is a small model on a CPU: the estimate is calibrated for CUDA, so only the
+        # direction and the order of magnitude can be confirmed here
+        row.update(verdict="confirmed", note=f"measured {measured / pred:.0%} of the predicted saving "
+                                             f"(off CUDA: within a factor 2)")
+    else:
+        row.update(note=f"measured saving is {measured / max(pred, 1):.0%} of the predicted one")
+    row["note"] = case.together + row["note"]
+    return row
+
+
+def _adapter_grads(case: Case) -> dict:
+    before, after = case.original.data.get("adapter_grad_ok"), case.fixed.data.get("adapter_grad_ok")
+    if before is False and after is True:
+        return {"verdict": "confirmed", "note": "adapters received no gradient before the fix, and did after"}
+    return {"note": f"adapter_grad_ok before {before}, after {after}"}
+
+
+def _adapters_rescued(case: Case) -> dict | None:
+    """The original run failed because the adapters got no gradient, and the fixed one ran with every B weight
+    getting one: the fix is confirmed."""
+    if case.original.data.get("adapter_grad_ok") is False and case.fixed.ok \
+            and case.fixed.data.get("adapter_grad_ok") is True:
+        return {"verdict": "confirmed", "note": "the original run failed (adapters get no gradient); "
+                                                "with the fix every LoRA B weight got a gradient"}
+    return None
+
+
+def _samples_per_step(case: Case) -> dict:
+    expected = case.diagnostic.data.get("effective_batch")
+    samples = case.fixed.data.get("samples_per_step") or []
+    if expected is not None and samples and all(s == expected for s in samples):
+        return {"verdict": "confirmed", "note": f"effective batch per optimizer step {samples[0]} after the fix "
+                                                f"({(case.original.data.get('samples_per_step') or ['?'])[0]} before)"}
+    return {"note": f"samples per step before {case.original.data.get('samples_per_step')}, after {samples}"}
+
+
+@dataclass(frozen=True)
+class Check:
+    """How verify judges a rule's fix, by what the rule declares (`verifies`): `compare` when both runs completed;
+    `failed` when one did not (a verdict, or None: "the ... run did not complete")."""
+
+    compare: Callable[[Case], dict]
+    failed: Callable[[Case], dict | None] = lambda case: None
+    priced: bool = False  # the finding's own saving (memory.estimate.saving_of) is predicted and compared
+
+
+# One entry per codes.VERIFY_KINDS (tests/test_verify_declared.py checks both lists are the same).
+VERIFY_CHECKS: dict[str, Check] = {
+    "memory": Check(_memory, priced=True),
+    "adapter-grads": Check(_adapter_grads, _adapters_rescued),
+    "samples-per-step": Check(_samples_per_step),
+}
 
 
 def verdicts(found: list[Diagnostic], applied: list[Diagnostic], original: RunResult, fixed: RunResult,
@@ -260,11 +363,15 @@ def verdicts(found: list[Diagnostic], applied: list[Diagnostic], original: RunRe
         row = {"code": d.code, "file": d.filename, "line": d.span.line, "predicted_saving": None,
                "measured_saving": None,
                "verdict": "not confirmed", "note": ""}
+        kind = verifies(d.code)
+        check = VERIFY_CHECKS.get(kind) if kind is not None else None
         compare, together = None, ""
-        if d.code in MEMORY_CODES and est_orig is not None and est_fixed is not None:
+        own = saving_of(est_orig.plan, d.code) if check is not None and check.priced and est_orig is not None and \
+            est_fixed is not None else None
+        if own is not None:
             # the finding's own figure (memory.estimate.fix_saving: its message's and estimate's lever's); the runs
             # are compared with the estimate of the fixed script, which differs when several fixes were applied
-            row["predicted_saving"] = compare = fix_saving(est_orig.plan, d.code)
+            row["predicted_saving"] = compare = own
             if est_orig.peak - est_fixed.peak != compare:
                 compare = est_orig.peak - est_fixed.peak
                 together = f"the fixed script (every applied fix) was predicted {fmt_bytes(max(compare, 0))} lower: "
@@ -279,50 +386,16 @@ def verdicts(found: list[Diagnostic], applied: list[Diagnostic], original: RunRe
             row.update(verdict="not measurable here",
                        note=f"the fixed run needs a package that is not installed here: "
                             f"{(fixed.data.get('error') or {}).get('message', '')}")
-        elif not original.ok or not fixed.ok:
-            failed = [r.label for r in (original, fixed) if not r.ok]
-            if d.code == "TL201" and original.data.get("adapter_grad_ok") is False and fixed.ok \
-                    and fixed.data.get("adapter_grad_ok") is True:
-                row.update(verdict="confirmed", note="the original run failed (adapters get no gradient); "
-                                                     "with the fix every LoRA B weight got a gradient")
-            else:
-                row.update(note=f"the {' and '.join(failed)} run did not complete")
-        elif d.code == "TL201":
-            before, after = original.data.get("adapter_grad_ok"), fixed.data.get("adapter_grad_ok")
-            if before is False and after is True:
-                row.update(verdict="confirmed", note="adapters received no gradient before the fix, and did after")
-            else:
-                row.update(note=f"adapter_grad_ok before {before}, after {after}")
-        elif d.code == "TL401":
-            expected = re.search(r"to keep (\d+)", d.message)
-            samples = fixed.data.get("samples_per_step") or []
-            if expected and samples and all(s == int(expected.group(1)) for s in samples):
-                row.update(verdict="confirmed", note=f"effective batch per optimizer step {samples[0]} after the "
-                                                     f"fix ({(original.data.get('samples_per_step') or ['?'])[0]} "
-                                                     f"before)")
-            else:
-                row.update(note=f"samples per step before {original.data.get('samples_per_step')}, after {samples}")
+        elif check is None:
+            row.update(verdict="not measurable here", note="the rule declares nothing for verify to check")
         else:
-            measured = (original.peak or 0) - (fixed.peak or 0)
-            row["measured_saving"] = measured
-            pred = compare
-            if measured <= 0:
-                row.update(note="the fixed run did not use less memory")
-            elif pred is None:
-                row.update(verdict="confirmed", note="memory went down; no static prediction to compare with")
-            elif pred <= 0:
-                row.update(note=f"another consumer sets the peak in this configuration, so the fix was not "
-                                f"predicted to lower it; measured {fmt_bytes(measured)} lower")
-            elif device.startswith("cuda"):
-                row.update(**_cuda_verdict(pred, measured, est_orig.peak, original.peak))
-            elif 0.5 * pred <= measured <= 2 * pred:
-                # off CUDA the run is a small model on a CPU: the estimate is calibrated for CUDA, so only the
-                # direction and the order of magnitude can be confirmed here
-                row.update(verdict="confirmed", note=f"measured {measured / pred:.0%} of the predicted saving "
-                                                     f"(off CUDA: within a factor 2)")
+            case = Case(d, original, fixed, compare, est_orig.peak if est_orig is not None else None, device,
+                        together)
+            if not original.ok or not fixed.ok:
+                failed = [r.label for r in (original, fixed) if not r.ok]
+                row.update(check.failed(case) or {"note": f"the {' and '.join(failed)} run did not complete"})
             else:
-                row.update(note=f"measured saving is {measured / max(pred, 1):.0%} of the predicted one")
-            row["note"] = together + row["note"]
+                row.update(check.compare(case))
         out.append(row)
     return out
 
@@ -333,7 +406,7 @@ def verify(target: Target, *, steps: int = 3, device: str = "auto", codes: tuple
     of the launcher / recipe / args file), and compare. Nothing of the user's is written."""
     require_verify_extra()
     script, settings = target.script, target.settings
-    selected = set(codes) if codes else enabled_codes(settings) - {"TL001", "TL002", "TL003", "TL004"}
+    selected = set(codes) if codes else verified_codes(settings)
     source, fixed_text, found, applied = fixed_source(script, settings, selected)
     workdir = Path(tempfile.mkdtemp(prefix="trainlint-verify-"))
     try:

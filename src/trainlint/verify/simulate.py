@@ -22,6 +22,11 @@ CATEGORY_TO_CONSUMER = {"PARAM": "weights", "GRAD": "gradients", "OPT": "optimiz
                         "TEMP": "loss and backward temporaries", "BUFFER": "buffers", "OTH": "inputs"}
 
 
+# What a simulation can check of a rule's fix (its declaration's `verifies`, codes.VERIFY_KINDS): fake tensors carry
+# shapes, so a peak; whether adapters get gradients or how many samples make an optimizer step needs the real runs.
+SIMULATED_KINDS = ("memory",)
+
+
 class SimulationUnsupported(Exception):
     pass
 
@@ -109,18 +114,17 @@ def simulate_rl(script: Path, settings: Settings) -> tuple[dict, Plan] | None:
     """`verify --simulate` of a DPOTrainer or GRPOTrainer script: each phase (training step, generation, evaluation
     step) simulated at full size (verify/measure_rl.py) beside memory.estimate.phase_peaks of the same plan on CPU
     kernels (verify.run.predicted_phases). None when the script's trainer is not one of them."""
-    from trainlint.lint import enabled_codes, lint_text
     from trainlint.planning import Overrides, PlanError, plan_for
     from trainlint.run import resolve
     from trainlint.source import read_source
     from trainlint.verify import measure_rl
-    from trainlint.verify.run import VerifyError, phase_rows, predicted_phases
+    from trainlint.verify.run import VerifyError, context_of, phase_rows, predicted_phases
 
     source = read_source(script)
     text = getattr(source, "text", None)
     if text is None:
         raise VerifyError(f"{script}: {getattr(source, 'reason', 'cannot be read')}")
-    result = lint_text(script, text, settings, enabled_codes(settings, select=("TL101",)))
+    result = context_of(script, text, settings)
     if result.context is None:
         return None
     run = resolve(result.context)
@@ -155,30 +159,29 @@ def simulate_rl(script: Path, settings: Settings) -> tuple[dict, Plan] | None:
 
 def simulate_script(script: Path, settings: Settings, codes: tuple[str, ...] | None) -> dict:
     """Simulate the script as written and with trainlint's fixes; static estimate beside each."""
-    from trainlint.lint import enabled_codes, lint_text
     from trainlint.memory import fmt_bytes
-    from trainlint.memory.estimate import FIXES, estimate, fix_saving
+    from trainlint.memory.estimate import estimate, saving_of
     from trainlint.planning import Overrides, PlanError, plan_for
-    from trainlint.verify.run import VerifyError, fix_runs_on, fixed_source
+    from trainlint.verify.run import VerifyError, context_of, fix_runs_on, fixed_source, verified_codes, verifies
 
     script = script.resolve()
     if not script.is_file():
         raise VerifyError(f"{script}: no such file")
-    selected = set(codes) if codes else enabled_codes(settings) - {"TL001", "TL002", "TL003", "TL004"}
+    selected = set(codes) if codes else verified_codes(settings)
     source, fixed_text, found, applied = fixed_source(script, settings, selected)
     rl = simulate_rl(script, settings)
     if rl is not None:  # a DPO / GRPO script: its phases as written; each finding keeps its one figure
         report, plan = rl
         report["diagnostics"] = [
             {"code": d.code, "line": d.span.line,
-             "predicted_saving": fix_saving(plan, d.code) if d.code in FIXES else None, "measured_saving": None,
+             "predicted_saving": saving_of(plan, d.code), "measured_saving": None,
              "verdict": "not measurable here",
              "note": f"--simulate runs a {report['trainer']} script as written only; run `trainlint verify` for the "
                      f"fixed run"} for d in found]
         return report
     runs, plans = {}, {}
     for label, text in (("original", source.text), ("fixed", fixed_text)):
-        result = lint_text(script, text, settings, enabled_codes(settings, select=("TL101",)))
+        result = context_of(script, text, settings)
         if result.context is None:
             raise VerifyError(f"{script}: nothing to simulate ({result.skipped})")
         try:
@@ -203,17 +206,21 @@ def simulate_script(script: Path, settings: Settings, codes: tuple[str, ...] | N
     for d in found:
         # the finding's own figure (memory.estimate.fix_saving: its message's and estimate's lever's), for the script
         # as written; other codes have no figure of their own, only the simulated runs' difference
-        pred = fix_saving(plans["original"], d.code) if d.code in FIXES else expected
+        own = saving_of(plans["original"], d.code)
+        pred = expected if own is None else own
+        kind = verifies(d.code)
         like = "the prediction" if expected == pred else (
             f"the {fmt_bytes(max(expected, 0))} predicted for the runs simulated (transformers' default loss, "
             f"unquantized, every applied fix)")
         if fix_runs_on(d.code) is not None:
             verdict, note = "not measurable here", (f"the fix's kernel needs {fix_runs_on(d.code)}; the simulation "
                                                     f"runs transformers' default loss on the CPU")
-        elif d.code in ("TL201", "TL401"):
+        elif kind is not None and kind not in SIMULATED_KINDS:
             verdict, note = "not measurable here", "a correctness finding: run `trainlint verify` without --simulate"
         elif d not in applied:
             verdict, note = "not measurable here", "no fix to apply"
+        elif kind is None:
+            verdict, note = "not measurable here", "the rule declares nothing for verify to check"
         elif measured > 0 and (expected <= 0 or 0.5 * expected <= measured <= 2 * expected):
             verdict, note = "confirmed", f"simulated saving within a factor 2 of {like}"
         else:
