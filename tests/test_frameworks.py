@@ -578,3 +578,40 @@ def test_axolotl_removed_key_is_refused_only_when_set(tmp_path, value, refused):
     text = AX_EAGER.replace("attn_implementation: eager", f"attn_implementation: sdpa\n    s2_attention: {value}")
     diags = _lint(_write(tmp_path, "ax.yml", text))
     assert [(d.code, d.span.line) for d in diags] == ([("TL007", 10)] if refused else [])
+
+
+def test_a_config_fix_is_chosen_by_what_the_setting_is_about_not_by_the_code(tmp_path):
+    """frameworks/fixes.adapt maps each Setting.target to the config's own key, whichever rule asks for it; a finding
+    without a target (or without a setting) gets no YAML edit."""
+    from trainlint.diagnostics import ACCUMULATION, ATTENTION, FUSED_LOSS, SETTING_TARGETS, Diagnostic, Setting, Span
+    from trainlint.framework_lint import map_config
+    from trainlint.frameworks import fixes
+    from trainlint.launch.configs import read_config
+    from trainlint.launch.framework_config import framework_of
+
+    assert set(fixes._FIXES) == set(SETTING_TARGETS)
+    path = _write(tmp_path, "ax.yml", AX_EAGER.replace("micro_batch_size: 2\n", "micro_batch_size: 2\n"
+                                                                               "    gradient_accumulation_steps: 1\n"))
+    text = path.read_text()
+    reading = read_config(path, text)
+    mapped, _ = map_config(path, reading, framework_of(reading), Settings(root=tmp_path))
+
+    def fixed(setting):
+        diag = Diagnostic("TL990", "some-new-rule", "m", "ax.yml", Span.point(1), setting=setting)
+        return fixes.adapt(diag, mapped, text, "sdpa", "llama").fix
+
+    assert fixed(Setting("attn_implementation", "sdpa", target=ATTENTION)).message == "Set attn_implementation: sdpa"
+    assert fixed(Setting("gradient_accumulation_steps", 4, target=ACCUMULATION)).message == \
+        "Set gradient_accumulation_steps: 4"
+    assert "CutCrossEntropyPlugin to plugins:" in fixed(Setting("use_liger_kernel", True, target=FUSED_LOSS)).message
+    no_plugin = text.replace("plugins:\n  - axolotl.integrations.cut_cross_entropy.CutCrossEntropyPlugin\n", "")
+    assert "plugins" not in no_plugin
+    assert fixed(Setting("attn_implementation", "sdpa")) is None and fixed(None) is None
+    reading = read_config(path, no_plugin)
+    mapped, _ = map_config(path, reading, framework_of(reading), Settings(root=tmp_path))
+    fix = fixes.adapt(Diagnostic("TL990", "n", "m", "ax.yml", Span.point(1),
+                                 setting=Setting("use_liger_kernel", True, target=FUSED_LOSS)),
+                      mapped, no_plugin, "sdpa", "llama").fix
+    assert "plugins:\n  - axolotl.integrations.cut_cross_entropy.CutCrossEntropyPlugin" in fix.edits[0].content
+    with pytest.raises(ValueError, match="Setting.target"):
+        Setting("x", 1, target="speed")

@@ -76,15 +76,29 @@ class Fix:
                    data.get("file"))
 
 
+# What a finding's setting is about, whatever a front end calls it (Setting.target): a framework config maps each to
+# its own keys and levers (frameworks/fixes.py), the way spelling.Spelling words the advice.
+ATTENTION = "attention"  # the attention implementation (transformers' attn_implementation)
+FUSED_LOSS = "fused_loss"  # the loss path: a fused (Liger, cut-cross-entropy) or chunked cross-entropy
+ACCUMULATION = "accumulation"  # gradient accumulation steps
+SETTING_TARGETS = (ATTENTION, FUSED_LOSS, ACCUMULATION)
+
+
 @dataclass(frozen=True)
 class Setting:
     """What a finding asks the user to set, in the library's terms: `argument` = `value`, e.g.
     ("gradient_accumulation_steps", 8). `known_valid` False: whether the value loads for this architecture and
-    version is not known (its fix is then unsafe)."""
+    version is not known (its fix is then unsafe). `target`: what the setting is about (SETTING_TARGETS), from which
+    a front end that spells settings otherwise builds its own edit; None: no front end edit."""
 
     argument: str
     value: object
     known_valid: bool = True
+    target: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.target is not None and self.target not in SETTING_TARGETS:
+            raise ValueError(f"Setting.target must be one of {SETTING_TARGETS} or None, not {self.target!r}")
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from dataclasses import replace as dc_replace
 
-from trainlint.diagnostics import Diagnostic, Edit, Fix, Span
+from trainlint.diagnostics import ACCUMULATION, ATTENTION, FUSED_LOSS, Diagnostic, Edit, Fix, Span
 from trainlint.edits import edit, make_fix, newline_of, replace, source_lines
 from trainlint.frameworks.axolotl import dpo_liger_key
 from trainlint.frameworks.synth import Keys, Mapped
@@ -19,7 +19,7 @@ from trainlint.knowledge import frameworks as K
 from trainlint.knowledge.libraries import SOFTCAPPED
 from trainlint.spelling import Spelling
 
-# What TL101's fix sets (settings `fix-attention`), in each framework's spelling; None: the framework has no such key.
+# The attention a fix sets (settings `fix-attention`), in each framework's spelling; None: the framework has no such key.
 _LF_ATTENTION = {"sdpa": "sdpa", "flash_attention_2": "fa2", "flash_attention_3": "fa3", "flex_attention": None}
 # LLaMA-Factory's `flash_attn` values for transformers' attn_implementation (its model_args.py AttentionFunction)
 _LF_ATTENTION_VALUES = {"eager": "disabled", "sdpa": "sdpa", "flash_attention_2": "fa2", "flash_attention_3": "fa3"}
@@ -113,21 +113,18 @@ def _legacy_eager(mapped: Mapped) -> str | None:
 
 
 def adapt(diag: Diagnostic, mapped: Mapped, text: str, fix_attention: str, model_type: str | None) -> Diagnostic:
-    """The rule's finding (already said in the config's spelling: spelling_for) with a YAML fix, or none."""
-    if diag.code == "TL101":
-        return diag.with_fix(_tl101(diag, mapped, text, fix_attention, model_type))
-    if diag.code == "TL301":
-        return diag.with_fix(_tl301(diag, mapped, text, model_type))
-    if diag.code == "TL401":
-        return diag.with_fix(_tl401(diag, mapped, text))
-    return diag.with_fix(None)
+    """The rule's finding (already said in the config's spelling: spelling_for) with a YAML fix for what its setting
+    is about (Setting.target), or none: the rule's own fix edits Python, not this config."""
+    target = diag.setting.target if diag.setting is not None else None
+    if target is None:
+        # no setting, or none a config key expresses (e.g. TL101 with no attention valid for the targeted
+        # transformers and architecture, tl101 plan_fix: the framework's key would load the same attention, so no key
+        # is written either, issue 19)
+        return diag.with_fix(None)
+    return diag.with_fix(_FIXES[target](diag, mapped, text, fix_attention, model_type))
 
 
-def _tl101(diag: Diagnostic, mapped: Mapped, text: str, fix_attention: str, model_type: str | None) -> Fix | None:
-    if diag.setting is None:
-        # the rule found no edit valid for the targeted transformers and architecture (tl101 plan_fix): the
-        # framework's key would load the same attention, so no key is written either (issue 19)
-        return diag.fix
+def _attention(diag: Diagnostic, mapped: Mapped, text: str, fix_attention: str, model_type: str | None) -> Fix | None:
     softcapped = model_type in SOFTCAPPED
     keys = mapped.keys
     target = "flex_attention" if softcapped and fix_attention == "sdpa" else fix_attention
@@ -165,7 +162,8 @@ def _tl101(diag: Diagnostic, mapped: Mapped, text: str, fix_attention: str, mode
     return None
 
 
-def _tl301(diag: Diagnostic, mapped: Mapped, text: str, model_type: str | None) -> Fix | None:
+def _fused_loss(diag: Diagnostic, mapped: Mapped, text: str, fix_attention: str, model_type: str | None
+                ) -> Fix | None:
     keys = mapped.keys
     if mapped.framework == K.LLAMAFACTORY:
         if keys.raw("stage", K.LF_DEFAULTS["stage"]) not in ("pt", "sft") or model_type not in K.LF_LIGER_TYPES:
@@ -216,8 +214,9 @@ def _without_chunked(mapped: Mapped) -> Mapped:
     return dc_replace(mapped, keys=keys)
 
 
-def _tl401(diag: Diagnostic, mapped: Mapped, text: str) -> Fix | None:
-    if diag.setting is None or diag.setting.argument != "gradient_accumulation_steps":
+def _accumulation(diag: Diagnostic, mapped: Mapped, text: str, fix_attention: str, model_type: str | None
+                  ) -> Fix | None:
+    if diag.setting.argument != "gradient_accumulation_steps":
         return None
     steps = str(diag.setting.value)
     keys = mapped.keys
@@ -230,3 +229,8 @@ def _tl401(diag: Diagnostic, mapped: Mapped, text: str) -> Fix | None:
         return make_fix("safe", f"Add gradient_accumulation_steps: {steps}",
                         _add_key(mapped, text, batch_key, f"gradient_accumulation_steps: {steps}"))
     return None
+
+
+# Each Setting.target, set in the config's own keys (diagnostics.SETTING_TARGETS; tests/test_frameworks.py checks
+# every target has one).
+_FIXES = {ATTENTION: _attention, FUSED_LOSS: _fused_loss, ACCUMULATION: _accumulation}

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from dataclasses import replace as replace_fields
 
 from trainlint.context import FileContext
-from trainlint.diagnostics import Setting, Fix
+from trainlint.diagnostics import ATTENTION, Setting, Fix
 from trainlint.edits import literal_in, launch_value_fix, make_fix, quote_of, replace, set_keyword
 from trainlint.facts import ModelLoad
 from trainlint.knowledge import libraries
@@ -76,7 +76,7 @@ def check(self: Rule, ctx: FileContext):
             f"{advice}",
             model.attn_implementation, seq,
         )
-        diag = replace_fields(diag, setting=Setting("attn_implementation", plan.target, not plan.support_unknown)
+        diag = replace_fields(diag, setting=Setting("attn_implementation", plan.target, not plan.support_unknown, ATTENTION)
                               if plan.target else None)
         if seq.assumed:
             diag = replace_fields(diag, message=f"{diag.message} (assuming {'; '.join(seq.assumed)})",

@@ -7,10 +7,11 @@ trainlint/knowledge/libraries.py sft_loss_is_chunked, knowledge/trl_trainers.py)
 from __future__ import annotations
 
 from dataclasses import dataclass
+from dataclasses import replace as replace_fields
 
 from trainlint.context import FileContext
 from trainlint.edits import make_fix, set_keyword
-from trainlint.diagnostics import Span
+from trainlint.diagnostics import FUSED_LOSS, Setting, Span
 from trainlint.facts import ModelLoad, TrainerCall, Value
 from trainlint.facts.names import TORCH_CROSS_ENTROPY, TORCH_LOG_SOFTMAX
 from trainlint.facts.values import UNKNOWN, UNSET, library_default
@@ -310,6 +311,9 @@ def check(self: Rule, ctx: FileContext):
     for trainer in ctx.facts.trainers:
         diag = _trainer_diagnostic(self, ctx, trainer)
         if diag is not None:
+            # what a trainer's finding asks for is a fused loss: a framework config sets it its own way
+            # (frameworks/fixes.py: axolotl's CutCrossEntropyPlugin, LLaMA-Factory's enable_liger_kernel)
+            diag = replace_fields(diag, setting=Setting("use_liger_kernel", True, target=FUSED_LOSS))
             yield with_fit_note(ctx, diag, loss="liger")
     if ctx.facts.trainers:
         return

@@ -11,7 +11,7 @@ import math
 from dataclasses import replace as replace_fields
 
 from trainlint.context import FileContext
-from trainlint.diagnostics import Setting, Fix
+from trainlint.diagnostics import ACCUMULATION, Setting, Fix
 from trainlint.edits import launch_value_fix, make_fix, replace, set_keyword
 from trainlint.facts import ScriptFacts
 from trainlint.facts.names import DATALOADER
@@ -82,7 +82,7 @@ def check(self: Rule, ctx: FileContext):
             f"{batch_name} {old.batch} -> {new.batch} but {accum_change}: effective batch per device "
             f"{before} -> {after}; {_keep_message(ctx, old, new)}")
         target = old.batch * old.accum
-        setting = Setting(new.accum_name, target // new.batch) if target % new.batch == 0 else None
+        setting = Setting(new.accum_name, target // new.batch, target=ACCUMULATION) if target % new.batch == 0 else None
         yield replace_fields(diag, setting=setting, data={"effective_batch": target}).with_fix(_fix(ctx, old, new))
 
 
