@@ -175,15 +175,7 @@ def measure(name, images, hw, text, targets, gc_on, text_cfg=TEXT_7B, vision_cfg
         with mt:
             for step in (1, 2):
                 mt.reset_mod_stats()
-                mt.set_phase(step, "forward")
-                loss = fwd()
-                mt.set_phase(step, "backward")
-                loss.backward()
-                del loss
-                mt.set_phase(step, "optimizer_step")
-                opt.step()
-                mt.set_phase(step, "zero_grad")
-                opt.zero_grad(set_to_none=True)
+                M.measured_step(mt, step, fwd, opt)
         top, cats = mt.peaks["all"]
         phases = {k.split("/", 1)[1]: int(v[0]) for k, v in mt.peaks.items() if k.startswith("step2/")}
         rec = {"name": name, "images": images, "patch_grid": list(hw), "image_tokens_per_image": tokens,

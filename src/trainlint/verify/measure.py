@@ -441,6 +441,26 @@ def _model_record(spec, model, layers_built):
     return rec
 
 
+# The phases of one measured training step, in order (StepMemTracker records "step<N>/<phase>").
+STEP_PHASES = ("forward", "backward", "optimizer_step", "zero_grad")
+
+
+def measured_step(mt, step: int, forward, opt) -> None:
+    """One training step under `mt` (a StepMemTracker), each part its own phase (STEP_PHASES): `forward()` returns
+    the loss (what else it makes dies with its frame, as in Trainer.compute_loss), then backward, the optimizer step
+    and zero_grad(set_to_none=True), the Trainer's."""
+    forward_, backward, optimizer_step, zero_grad = STEP_PHASES
+    mt.set_phase(step, forward_)
+    loss = forward()
+    mt.set_phase(step, backward)
+    loss.backward()
+    del loss
+    mt.set_phase(step, optimizer_step)
+    opt.step()
+    mt.set_phase(step, zero_grad)
+    opt.zero_grad(set_to_none=True)
+
+
 def _make_optimizer(name, params):
     if name == "adamw":
         return torch.optim.AdamW(params, lr=2e-5, betas=(0.9, 0.999), eps=1e-8,
@@ -517,15 +537,7 @@ def measure(spec, fake=None):
             for step in (1, 2):
                 if step == 2:
                     mt.reset_mod_stats()
-                mt.set_phase(step, "forward")
-                loss = fwd()
-                mt.set_phase(step, "backward")
-                loss.backward()
-                del loss
-                mt.set_phase(step, "optimizer_step")
-                opt.step()
-                mt.set_phase(step, "zero_grad")
-                opt.zero_grad(set_to_none=True)
+                measured_step(mt, step, fwd, opt)
             # Extra (not part of the 2-step peak): the optimizer step as CUDA's default
             # (foreach=True for optim="adamw_torch") would run it, on the same params and state,
             # with grads present and activations gone (the state at the start of a real step).

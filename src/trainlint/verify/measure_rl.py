@@ -61,7 +61,7 @@ def measure(which: str, model_type: str, config: dict, spec: dict) -> dict:
     from torch.fx.experimental.symbolic_shapes import ShapeEnv
     from transformers import AutoConfig
 
-    from trainlint.verify.measure import StepMemTracker, _make_optimizer
+    from trainlint.verify.measure import STEP_PHASES, StepMemTracker, _make_optimizer, measured_step
 
     t0 = time.perf_counter()
     cfg = AutoConfig.for_model(model_type, **config)
@@ -94,22 +94,17 @@ def measure(which: str, model_type: str, config: dict, spec: dict) -> dict:
             labels = ids.clone()
             labels[:, :spec["prompt"]] = -100
             mt.track_external(*[m for m in (policy, ref) if m is not None], opt, ids, labels)
+
+            def dpo_loss():  # the log-probabilities and their differences die with this frame, before backward
+                logps = run(policy, input_ids=ids, labels=labels, fused_lm_head=True, use_cache=False).log_probs
+                logps = logps.sum(dim=1)
+                reference = ref_logps(ids, labels).sum(dim=1) if ref is not None else torch.zeros_like(logps)
+                chosen, rejected = (logps - reference).chunk(2, dim=0)
+                return -F.logsigmoid(spec["beta"] * (chosen - rejected)).mean()
+
             with mt:
                 for step in (1, 2):
-                    mt.set_phase(step, "forward")
-                    logps = run(policy, input_ids=ids, labels=labels, fused_lm_head=True, use_cache=False).log_probs
-                    logps = logps.sum(dim=1)
-                    reference = ref_logps(ids, labels).sum(dim=1) if ref is not None else torch.zeros_like(logps)
-                    chosen, rejected = (logps - reference).chunk(2, dim=0)
-                    loss = -F.logsigmoid(spec["beta"] * (chosen - rejected)).mean()
-                    del logps, reference, chosen, rejected
-                    mt.set_phase(step, "backward")
-                    loss.backward()
-                    del loss
-                    mt.set_phase(step, "optimizer_step")
-                    opt.step()
-                    mt.set_phase(step, "zero_grad")
-                    opt.zero_grad(set_to_none=True)
+                    measured_step(mt, step, dpo_loss, opt)
                 if spec.get("eval_pairs"):
                     policy.eval()
                     pairs = spec["eval_pairs"]
@@ -126,7 +121,7 @@ def measure(which: str, model_type: str, config: dict, spec: dict) -> dict:
                         loss = -F.logsigmoid(spec["beta"] * (chosen - rejected)).mean()
                         del logps, reference, chosen, rejected, loss
             train = max(int(mt.peaks.get(f"step{s}/{ph}", (0,))[0]) for s in (1, 2)
-                        for ph in ("forward", "backward", "optimizer_step", "zero_grad"))
+                        for ph in STEP_PHASES)
             phases = {"train": train}
             if "step3/eval" in mt.peaks:
                 phases["eval"] = int(mt.peaks["step3/eval"][0])
