@@ -34,6 +34,18 @@ class _Unknown:
 _UNKNOWN = _Unknown()
 
 
+# An operator's expression as Python text: its template, and which of its operands are expressions to show (the others
+# are literal names, written with repr); None: one operand, an expression.
+_FORMS = {
+    "is_none": ("{} is None", None),
+    "eq": ("{} == {}", (True, True)),
+    "in": ("{} in {}", (True, True)),
+    "index": ("{}[{!r}]", (True, False)),
+    "len": ("len({})", None),
+    "hasattr": ("hasattr({}, {!r})", (True, False)),
+}
+
+
 def _show(e: dict) -> str:
     if "self" in e:
         return e["self"]
@@ -50,18 +62,11 @@ def _show(e: dict) -> str:
     if "ifelse" in e:
         c, a, b = e["ifelse"]
         return f"{_show(a)} if {_show(c)} else {_show(b)}"
-    if "is_none" in e:
-        return f"{_show(e['is_none'])} is None"
-    if "eq" in e:
-        return f"{_show(e['eq'][0])} == {_show(e['eq'][1])}"
-    if "in" in e:
-        return f"{_show(e['in'][0])} in {_show(e['in'][1])}"
-    if "index" in e:
-        return f"{_show(e['index'][0])}[{e['index'][1]!r}]"
-    if "len" in e:
-        return f"len({_show(e['len'])})"
-    if "hasattr" in e:
-        return f"hasattr({_show(e['hasattr'][0])}, {e['hasattr'][1]!r})"
+    for key, (template, shown) in _FORMS.items():
+        if key in e:
+            if shown is None:
+                return template.format(_show(e[key]))
+            return template.format(*(_show(x) if s else x for x, s in zip(e[key], shown)))
     if "isinstance" in e:
         return f"isinstance({_show(e['isinstance'][0])}, {'/'.join(e['isinstance'][1])})"
     if "version" in e:
