@@ -51,12 +51,7 @@ class Keys:
         return Value("known", entry.value, entry.span, ORIGIN)
 
     def nested_line(self, dotted: str) -> Span | None:
-        entry = self.reading.get(dotted)
-        if entry is None:
-            return None
-        if entry.span.line == entry.key_span.line:
-            return Span(entry.key_span.line, entry.key_span.col, entry.span.end_line, entry.span.end_col)
-        return entry.key_span
+        return _key_line(self.reading.get(dotted))
 
     def key_span(self, name: str) -> Span | None:
         entry = self.top.get(name)
@@ -64,12 +59,17 @@ class Keys:
 
     def line_span(self, name: str) -> Span | None:
         """From the key to the end of its value (where a diagnostic about the setting points)."""
-        entry = self.top.get(name)
-        if entry is None:
-            return None
-        if entry.span.line == entry.key_span.line:
-            return Span(entry.key_span.line, entry.key_span.col, entry.span.end_line, entry.span.end_col)
-        return entry.key_span
+        return _key_line(self.top.get(name))
+
+
+def _key_line(entry) -> Span | None:
+    """From an entry's key to the end of its value when the value starts on the key's line, else the key; None
+    without an entry."""
+    if entry is None:
+        return None
+    if entry.span.line == entry.key_span.line:
+        return Span(entry.key_span.line, entry.key_span.col, entry.span.end_line, entry.span.end_col)
+    return entry.key_span
 
 
 def local_file(value: Value, config: Path) -> Value:
