@@ -110,11 +110,25 @@ def rl_spec(plan: Plan, run) -> tuple[str, dict, list[str]] | None:
     return which, spec, notes
 
 
+def _plan(context) -> tuple[Plan, str | None]:
+    """The estimate's Plan of `context` (planning.plan_for, no overrides) and its model's type; VerifyError when the
+    plan cannot be made or leaves a value the simulation needs unknown."""
+    from trainlint.planning import Overrides, PlanError, plan_for
+    from trainlint.verify.run import VerifyError
+
+    try:
+        plan, model, _, unknown = plan_for(context, Overrides())
+    except PlanError as exc:
+        raise VerifyError(str(exc)) from None
+    if unknown:
+        raise VerifyError(f"{', '.join(unknown)} not known statically; simulation needs them")
+    return plan, context.spec(model).model_type
+
+
 def simulate_rl(script: Path, settings: Settings) -> tuple[dict, Plan] | None:
     """`verify --simulate` of a DPOTrainer or GRPOTrainer script: each phase (training step, generation, evaluation
     step) simulated at full size (verify/measure_rl.py) beside memory.estimate.phase_peaks of the same plan on CPU
     kernels (verify.run.predicted_phases). None when the script's trainer is not one of them."""
-    from trainlint.planning import Overrides, PlanError, plan_for
     from trainlint.run import resolve
     from trainlint.source import read_source
     from trainlint.verify import measure_rl
@@ -130,13 +144,7 @@ def simulate_rl(script: Path, settings: Settings) -> tuple[dict, Plan] | None:
     run = resolve(result.context)
     if RL_TRAINERS.get(run.components.trainer or "") is None:
         return None
-    try:
-        plan, model, _, unknown = plan_for(result.context, Overrides())
-    except PlanError as exc:
-        raise VerifyError(str(exc)) from None
-    if unknown:
-        raise VerifyError(f"{', '.join(unknown)} not known statically; simulation needs them")
-    model_type = result.context.spec(model).model_type
+    plan, model_type = _plan(result.context)
     try:
         config = model_config(plan, model_type)
         found = rl_spec(plan, run)
@@ -161,7 +169,6 @@ def simulate_script(script: Path, settings: Settings, codes: tuple[str, ...] | N
     """Simulate the script as written and with trainlint's fixes; static estimate beside each."""
     from trainlint.memory import fmt_bytes
     from trainlint.memory.estimate import estimate, saving_of
-    from trainlint.planning import Overrides, PlanError, plan_for
     from trainlint.verify.run import VerifyError, context_of, fix_runs_on, fixed_source, verified_codes, verifies
 
     script = script.resolve()
@@ -184,13 +191,7 @@ def simulate_script(script: Path, settings: Settings, codes: tuple[str, ...] | N
         result = context_of(script, text, settings)
         if result.context is None:
             raise VerifyError(f"{script}: nothing to simulate ({result.skipped})")
-        try:
-            plan, model, notes, unknown = plan_for(result.context, Overrides())
-        except PlanError as exc:
-            raise VerifyError(str(exc)) from None
-        if unknown:
-            raise VerifyError(f"{', '.join(unknown)} not known statically; simulation needs them")
-        model_type = result.context.spec(model).model_type
+        plan, model_type = _plan(result.context)
         plans[label] = plan
         sim = simulate(plan, model_type, label)
         # compare like with like: the estimate of exactly what is simulated (default loss, unquantized, CPU kernels)
