@@ -98,3 +98,29 @@ def test_verify_leaves_out_the_codes_of_files_it_could_not_check(tmp_path):
     assert {"TL005", "TL009", "TL101", "TL401"} <= codes  # launch inputs and rules stay
     assert {info.category for info in META_RULES.values()} <= set(CATEGORIES)
     assert {r.category for r in REGISTRY.values()} == {"rule"}
+
+
+def test_simulating_an_architecture_the_simulation_cannot_build_is_a_one_line_error(tmp_path):
+    """The supervised `verify --simulate` path: a model type outside simulate.SIMULATED_TYPES (GPT-NeoX here, read
+    from its local config.json) is refused with exit 2 and one line, not a traceback."""
+    import json
+    import subprocess
+    import sys
+
+    pytest.importorskip("torch")
+    (tmp_path / "neox").mkdir()
+    (tmp_path / "neox" / "config.json").write_text(json.dumps({
+        "model_type": "gpt_neox", "vocab_size": 50304, "hidden_size": 512, "num_hidden_layers": 4,
+        "num_attention_heads": 8, "intermediate_size": 2048, "dtype": "bfloat16"}))
+    (tmp_path / "sim.py").write_text(
+        "from torch.utils.data import DataLoader\n"
+        "from transformers import AutoModelForCausalLM\n"
+        "model = AutoModelForCausalLM.from_pretrained('./neox', attn_implementation='eager')\n"
+        "MAX_LEN = 2048\n"
+        "loader = DataLoader(dataset, batch_size=2)\n")
+    r = subprocess.run([sys.executable, "-m", "trainlint", "verify", "--simulate", "sim.py"], cwd=tmp_path,
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 2, r.stderr
+    assert "Traceback" not in r.stderr and r.stdout == ""
+    assert r.stderr.startswith("trainlint: error: cannot simulate sim.py: simulation supports llama")
+    assert "this model is gpt_neox" in r.stderr and len(r.stderr.strip().splitlines()) == 1

@@ -438,6 +438,7 @@ def verify(script, script_args, steps, device, codes, launcher, timeout, fmt, on
     in one process; fixes to values the launch writes are applied to temporary copies for the fixed run."""
     from trainlint.verify.run import VerifyError, require_verify_extra, text_report
     from trainlint.verify.run import verify as run_verify
+    from trainlint.verify.simulate import SimulationUnsupported
     from trainlint.verify.target import resolve
 
     try:
@@ -453,6 +454,9 @@ def verify(script, script_args, steps, device, codes, launcher, timeout, fmt, on
                                 timeout=timeout, online=online)
     except VerifyError as exc:
         click.echo(f"trainlint: error: {exc}", err=True)
+        sys.exit(2)
+    except SimulationUnsupported as exc:  # what the simulation cannot build (an architecture, LoRA under RL)
+        click.echo(f"trainlint: error: cannot simulate {script}: {exc}", err=True)
         sys.exit(2)
     except KeyboardInterrupt:
         click.echo("trainlint: interrupted; the runs were stopped", err=True)
