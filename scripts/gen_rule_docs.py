@@ -1,5 +1,6 @@
-"""Write the README's rules table and each rule page's header (title, summary, consumer, family, fix) from the
-rules' declarations (`@rule(...)` in rules/tlNNN_*.py, the TL0xx in codes.py).
+"""Write the README's rules table and each rule page's header (title, summary, consumer, family, fix, what
+`trainlint verify` checks of the fix) from the rules' declarations (`@rule(...)` in rules/tlNNN_*.py, the TL0xx in
+codes.py).
 
     python scripts/gen_rule_docs.py          # rewrite README.md and rules/TL*.md in place
     python scripts/gen_rule_docs.py --check  # exit 1, naming the files, when they differ from the declarations
@@ -25,6 +26,12 @@ _FIX = {
 _TABLE_FIX = {"none": "-", "safe": "safe", "unsafe": "unsafe", "safe or unsafe": "safe or unsafe"}
 
 
+def _verify_kinds() -> dict:
+    from trainlint.codes import VERIFY_KINDS
+
+    return VERIFY_KINDS
+
+
 def declared() -> dict:
     from trainlint.rules import META_RULES, REGISTRY
 
@@ -42,6 +49,8 @@ def header(info) -> str:
                  "in SARIF). Fix: none.")
     else:
         where = f"Consumer: **{info.consumer}**. Family {info.family}. Fix: {_FIX[info.fix]}."
+        if info.verifies is not None and info.fix != "none":
+            where += f" `trainlint verify` checks that {_verify_kinds()[info.verifies]}."
     return f"# {info.code} {info.name}\n\n{_sentence(info.summary)}\n\n{where}\n\n"
 
 

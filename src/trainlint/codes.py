@@ -17,11 +17,13 @@ from pathlib import Path
 FIX_KINDS = ("none", "safe", "unsafe", "safe or unsafe")
 # What `trainlint verify` checks of a rule's fixed run against the run as written (verify/run.py and
 # verify/simulate.py dispatch on it, never on a code); None: nothing (a rule without a fix).
+# Each kind's sentence is the rule page's "Verified" line (scripts/gen_rule_docs.py).
 VERIFY_KINDS = {
-    "memory": "the fixed run's peak is lower, by about the saving the estimate predicts (memory.estimate.saving_of)",
+    # the predicted saving: memory.estimate.saving_of, where the estimate prices the fix
+    "memory": "the fixed run's peak is lower, by about the saving the estimate predicts where it prices the fix",
     "adapter-grads": "every LoRA B weight gets a gradient in the fixed run",
-    "samples-per-step": "the fixed run's samples per optimizer step are the effective batch the finding keeps "
-                        "(Diagnostic.data['effective_batch'])",
+    # the effective batch: the finding's Diagnostic.data["effective_batch"]
+    "samples-per-step": "the fixed run takes as many samples per optimizer step as the finding keeps",
 }
 # What a code is about: a memory rule's finding; trainlint's reading of a launch input (a launcher, a config, a pin);
 # or a file trainlint could not check at all (nothing else was checked in it: verify has nothing to run).

@@ -20,8 +20,7 @@ from trainlint.run import resolve
       summary="SDPA at a long sequence length will run its math kernel (fp32 inputs with grouped-query heads), "
               "which materialises the score matrix like eager attention.",
       fix_hint="`bf16=True` (autocast) or `dtype=torch.bfloat16`: no fused SDPA kernel takes fp32 with grouped-query "
-               "heads",
-      verifies="memory")  # no fix yet; its saving is priced (memory.estimate.FIXES) and verify reports it
+               "heads")
 def check(self: Rule, ctx: FileContext):
     seq = ctx.seq_len
     if not (seq.known and seq.value >= ctx.settings.long_context):
