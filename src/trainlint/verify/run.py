@@ -26,6 +26,7 @@ from trainlint.verify import fragmentation
 from trainlint.verify.launch_fixes import LaunchFixes, launch_fixes
 from trainlint.verify.target import Target, VerifyError  # noqa: F401  (VerifyError re-exported)
 
+
 @dataclass
 class RunResult:
     label: str
