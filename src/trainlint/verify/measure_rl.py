@@ -212,6 +212,8 @@ def _gkd(torch, cfg, spec: dict, student, teacher, opt, mt, run) -> dict:
     prediction_step: compute_loss under no_grad) at `eval_batch` rows. `teacher` is the second model (`ref`)."""
     from trl.experimental.gkd import GKDTrainer
 
+    from trainlint.verify.measure import STEP_PHASES, measured_step
+
     batch, seq, prompt = spec["batch"], spec["seq"], spec["prompt"]
     ids = torch.randint(0, cfg.vocab_size, (batch, seq))
     labels = ids.clone()
@@ -239,15 +241,7 @@ def _gkd(torch, cfg, spec: dict, student, teacher, opt, mt, run) -> dict:
             with torch.no_grad():  # the last decoding step without a cache: the whole prefix, one token's logits
                 out = run(student, input_ids=ids, use_cache=False, logits_to_keep=1)
                 del out
-            mt.set_phase(step, "forward")
-            loss = loss_of(ids, labels, False)
-            mt.set_phase(step, "backward")
-            loss.backward()
-            del loss
-            mt.set_phase(step, "optimizer_step")
-            opt.step()
-            mt.set_phase(step, "zero_grad")
-            opt.zero_grad(set_to_none=True)
+            measured_step(mt, step, lambda: loss_of(ids, labels, False), opt)
         if spec.get("eval_batch"):
             student.eval()
             eids = torch.randint(0, cfg.vocab_size, (spec["eval_batch"], seq))
@@ -258,8 +252,7 @@ def _gkd(torch, cfg, spec: dict, student, teacher, opt, mt, run) -> dict:
                 loss = loss_of(eids, elabels, True)
                 del loss
     phases = {"generation": max(int(mt.peaks[f"step{s}/generation"][0]) for s in (1, 2)),
-              "train": max(int(mt.peaks.get(f"step{s}/{ph}", (0,))[0]) for s in (1, 2)
-                           for ph in ("forward", "backward", "optimizer_step", "zero_grad"))}
+              "train": max(int(mt.peaks.get(f"step{s}/{ph}", (0,))[0]) for s in (1, 2) for ph in STEP_PHASES)}
     if "step3/eval" in mt.peaks:
         phases["eval"] = int(mt.peaks["step3/eval"][0])
     if spec.get("detail"):  # every step's phase (for reading where the step peaks)
