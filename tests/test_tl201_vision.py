@@ -11,6 +11,7 @@ tests/fixtures/tl201_vision/OBSERVED.md) lose their vision adapters' gradient: t
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
@@ -62,6 +63,12 @@ def test_the_ground_truth_separates_the_vision_adapters_from_the_text_ones(obser
     # transformers 5.x hooks Qwen2-VL's and Qwen2.5-VL's patch embedding (their `_input_embed_layer`)
     assert observed["qwen2_5_vl_vision_lora_input_grads_gc_reentrant.py"]["vision"] == [8, 8]
     assert observed["qwen2_vl_vision_lora_input_grads_gc_reentrant.py"]["vision"] == [12, 12]
+    # ... and every other family's tower (CLIP, SigLIP, Idefics3's, Mllama's): q_proj / v_proj name the vision
+    # attention too, so these LoRA configs adapt the tower; 5.25.0 gives every vision adapter its gradient
+    for family, blocks in (("llava", 8), ("paligemma", 8), ("gemma3", 8), ("idefics3", 8), ("smolvlm", 8),
+                           ("mllama", 12)):
+        result = observed[f"{family}_vision_lora_input_grads_gc_reentrant.py"]
+        assert result["error"] is None and result["vision"] == [blocks, blocks], (family, result)
 
 
 @pytest.mark.parametrize("script", SCRIPTS, ids=[p.stem for p in SCRIPTS])
@@ -91,6 +98,62 @@ def test_qwen2_vl_vision_adapters_are_hooked_from_transformers_5(lint, name, pin
     assert bool(codes(found)) is fires
     if fires:
         assert f"transformers {pin}'s enable_input_require_grads() hooks only get_input_embeddings()" in found[0][2]
+
+
+# The other families, per transformers release (OBSERVED.md: the same fixtures measured with 4.54.1 and 4.57.1):
+# their vision adapters lose the gradient on 4.x where the tower is checkpointed and only the text embeddings are
+# hooked; Idefics3 / SmolVLM hook their vision embeddings themselves; Mllama's tower is not checkpointed from 4.55.
+FAMILY_PINS = {
+    "llava": {"4.45.0": True, "4.54.1": True, "4.57.1": True, "5.0.0": False, "5.25.0": False},
+    "paligemma": {"4.45.0": True, "4.54.1": True, "4.57.1": True, "5.0.0": False, "5.25.0": False},
+    "gemma3": {"4.50.3": True, "4.54.1": True, "4.57.1": True, "5.0.0": False, "5.25.0": False},
+    "idefics3": {"4.46.3": False, "4.54.1": False, "4.57.1": False, "5.25.0": False},
+    "smolvlm": {"4.50.3": False, "4.57.1": False, "5.25.0": False},
+    "mllama": {"4.45.0": True, "4.54.1": True, "4.55.0": False, "4.57.1": False, "5.25.0": False},
+}
+
+
+@pytest.mark.parametrize("family, pin, fires", [(f, pin, fires) for f, pins in FAMILY_PINS.items()
+                                                 for pin, fires in pins.items()])
+def test_each_familys_vision_adapters_per_transformers_release(lint, family, pin, fires):
+    src = (VISION_DIR / f"{family}_vision_lora_input_grads_gc_reentrant.py").read_text()
+    found = lint(src, files={"requirements.txt": f"transformers=={pin}\npeft==0.17.1\ntorch\n"})
+    assert bool(codes(found)) is fires, [m for _, _, m in found]
+    if fires:
+        assert f"transformers {pin}'s enable_input_require_grads() hooks only get_input_embeddings()" in found[0][2]
+        assert "self_attn.q_proj" in found[0][2] and "self_attn.v_proj" in found[0][2]
+
+
+def test_a_llava_message_names_its_tower_and_the_hook_that_fixes_it(lint):
+    src = (VISION_DIR / "llava_vision_lora_input_grads_gc_reentrant.py").read_text()
+    found = lint(src, files=PIN_4)
+    assert codes(found) == ["TL201"]
+    assert ("LoRA adapters inside the LLaVA vision tower (vision_tower.*.encoder.layers.*.self_attn.q_proj, "
+            "vision_tower.*.encoder.layers.*.self_attn.v_proj) get no gradient") in found[0][2]
+    assert "model.vision_tower.vision_model.embeddings.register_forward_hook(" in found[0][2]
+    hooked = src.replace("model.enable_input_require_grads()\n", "model.enable_input_require_grads()\n"
+                         "model.vision_tower.vision_model.embeddings.register_forward_hook("
+                         "lambda m, i, o: o.requires_grad_(True))\n")
+    assert codes(lint(hooked, files=PIN_4)) == []
+    non_reentrant = src.replace('{"use_reentrant": True}', '{"use_reentrant": False}')
+    assert codes(lint(non_reentrant, files=PIN_4)) == []
+    text_only = src.replace('["q_proj", "v_proj"]', r'r".*language_model.*\.(q_proj|v_proj)"')
+    assert codes(lint(text_only, files=PIN_4)) == []
+
+
+@pytest.mark.parametrize("cls, model_id, fires", [
+    ("AutoModelForCausalLM", "google/gemma-3-4b-it", True),  # the auto class loads Gemma3ForConditionalGeneration
+    ("Gemma3ForCausalLM", "google/gemma-3-4b-it", False),  # the text model alone
+    ("AutoModelForImageTextToText", "meta-llama/Llama-3.2-11B-Vision-Instruct", True),
+    ("AutoModelForCausalLM", "meta-llama/Llama-3.2-11B-Vision-Instruct", False),  # MllamaForCausalLM: no tower
+    ("AutoModelForImageTextToText", "llava-hf/llava-1.5-7b-hf", True),
+    ("AutoModelForImageTextToText", "mistral-community/pixtral-12b", False),  # model_type llava, tower not read
+    ("AutoModelForImageTextToText", "HuggingFaceTB/SmolVLM-256M-Instruct", False),  # hooks its own tower
+])
+def test_the_family_and_whether_the_class_loads_a_tower(lint, cls, model_id, fires):
+    src = trainer_script(targets='["q_proj", "v_proj"]').replace("Qwen2_5_VLForConditionalGeneration", cls).replace(
+        "Qwen/Qwen2.5-VL-7B-Instruct", model_id)
+    assert bool(codes(lint(src, files={"requirements.txt": "transformers==4.54.1\npeft==0.17.1\n"}))) is fires
 
 
 def test_qwen3_vl_is_not_hooked_by_any_checked_release(lint):
@@ -210,6 +273,16 @@ def test_peft_target_matching_follows_peft():
     assert vision_towers.adapted_blocks(fam, None) is None
     assert vision_towers.family_of(None, "Qwen/Qwen3-VL-30B-A3B-Instruct").name == "Qwen3-VL"
     assert vision_towers.family_of(None, "Qwen/Qwen2.5-7B-Instruct") is None
+    llava = vision_towers.family_of(None, None, "llava")
+    # CLIP's attention Linears share the text decoder's q_proj / v_proj names; a regex sees each release's path
+    assert vision_towers.adapted_blocks(llava, ["q_proj", "v_proj"]) == ["self_attn.q_proj", "self_attn.v_proj"]
+    assert vision_towers.adapted_blocks(llava, ["o_proj", "gate_proj"]) == []  # the text's names only
+    for path in ("vision_tower.vision_model.encoder", "model.vision_tower.vision_model.encoder",
+                 "model.vision_tower.encoder"):
+        assert vision_towers.adapted_blocks(llava, rf"{re.escape(path)}\.layers\.\d+\.mlp\.fc1") == ["mlp.fc1"]
+    mllama = vision_towers.family_of("MllamaForConditionalGeneration", None)
+    assert vision_towers.adapted_blocks(mllama, ["o_proj"]) == ["self_attn.o_proj"]
+    assert vision_towers.family_of("MllamaForCausalLM", "meta-llama/Llama-3.2-11B-Vision") is None
 
 
 @pytest.mark.parametrize("kwargs, fires", [

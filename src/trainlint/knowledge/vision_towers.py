@@ -38,53 +38,132 @@ class VisionFamily:
     classes: tuple[str, ...]  # model classes that carry this tower
     id_pattern: str  # a hub id of the family (case-insensitive search)
     blocks: tuple[str, ...]  # module paths inside one checkpointed vision block (PEFT matches their suffixes)
-    patch_embed: str  # the module whose output a hook must mark as requiring grad
-    hooked_in_5: bool  # transformers 5.x's enable_input_require_grads reaches the vision input
+    patch_embed: str  # the module whose output a hook must mark as requiring grad (as the advice names it)
+    # the first release whose enable_input_require_grads reaches the vision input; None: no release read does
+    hooked_since: tuple[int, ...] | None = HOOKS_EVERY_SUBMODEL_SINCE
+    model_types: tuple[str, ...] = ()
+    # the ModuleLists of checkpointed blocks, as named_modules() spells them in the releases read (the tower at the top
+    # through 4.51, under `model.` from 4.52: PEFT's regex targets see either)
+    block_paths: tuple[str, ...] = ("visual.blocks", "model.visual.blocks")
+    shown: str = "visual.blocks"  # how a message names the blocks
+    # the first release whose tower blocks are no longer checkpointed by gradient_checkpointing_enable; None: all are
+    unchecked_since: tuple[int, ...] | None = None
+    # classes that load a checkpoint of this family without its tower (the text model alone)
+    text_classes: tuple[str, ...] = ()
 
+    @property
+    def hooked_in_5(self) -> bool:
+        return self.hooked_since is not None
+
+
+# CLIP (LLaVA, LLaVA-NeXT) and SigLIP (PaliGemma, Gemma 3, Idefics3 / SmolVLM's own copy) encoder layers: the same
+# Linears in every release read (4.45.0, 4.54.1, 4.57.1, 5.25.0 models built from configs, tests/fixtures/tl201_vision/)
+CLIP_BLOCK = ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.out_proj", "mlp.fc1", "mlp.fc2")
+# the tower's encoder layers under a LLaVA-style model: 4.45-4.51 at the top (`vision_tower.vision_model.encoder`),
+# 4.52-4.57 under `model.`, 5.x without the inner `vision_model` (5.25.0: `model.vision_tower.encoder.layers.N`)
+LLAVA_PATHS = ("vision_tower.vision_model.encoder.layers", "model.vision_tower.vision_model.encoder.layers",
+               "model.vision_tower.encoder.layers")
 
 FAMILIES: tuple[VisionFamily, ...] = (
     # module names from the 5.25.0 models built from configs (tests/test_tl201_vision.py prints the same set)
     VisionFamily("Qwen3-VL", ("Qwen3VLForConditionalGeneration", "Qwen3VLModel", "Qwen3VLMoeForConditionalGeneration",
                               "Qwen3VLMoeModel"), r"qwen3-vl",
-                 ("attn.qkv", "attn.proj", "mlp.linear_fc1", "mlp.linear_fc2"), "visual.patch_embed", False),
+                 ("attn.qkv", "attn.proj", "mlp.linear_fc1", "mlp.linear_fc2"), "visual.patch_embed", None,
+                 ("qwen3_vl", "qwen3_vl_moe")),
     VisionFamily("Qwen2.5-VL", ("Qwen2_5_VLForConditionalGeneration", "Qwen2_5_VLModel"), r"qwen2\.5-vl",
                  ("attn.qkv", "attn.proj", "mlp.gate_proj", "mlp.up_proj", "mlp.down_proj"), "visual.patch_embed",
-                 True),
+                 model_types=("qwen2_5_vl",)),
     VisionFamily("Qwen2-VL", ("Qwen2VLForConditionalGeneration", "Qwen2VLModel"), r"qwen2-vl",
-                 ("attn.qkv", "attn.proj", "mlp.fc1", "mlp.fc2"), "visual.patch_embed", True),
+                 ("attn.qkv", "attn.proj", "mlp.fc1", "mlp.fc2"), "visual.patch_embed", model_types=("qwen2_vl",)),
+    # issue 28 item 1, the other families. In 4.45.0 .. 4.57.1 their towers' encoder layers are checkpointed
+    # (CLIPEncoder / SiglipEncoder / Idefics3Encoder carry `gradient_checkpointing`, which _set_gradient_checkpointing
+    # sets on every submodule; measured on CPU with 4.54.1 and 4.57.1, OBSERVED.md), and enable_input_require_grads
+    # hooks only the text embeddings, except where the model class overrides it: Idefics3 / SmolVLM's
+    # `enable_input_require_grads` also hooks `model.vision_model.get_input_embeddings()` (4.57.1
+    # idefics3/modeling_idefics3.py l.777-789, smolvlm/modeling_smolvlm.py l.779; the same override in 4.46.3 through
+    # 4.56.2, from each family's first release). In 5.x the loop over submodels reaches every one of these towers:
+    # CLIPVisionModel / SiglipVisionModel `_input_embed_layer = "patch_embedding"` (5.25.0 clip/modeling_clip.py l.588,
+    # siglip/modeling_siglip.py l.557), Idefics3 / SmolVLM vision `get_input_embeddings` -> `embeddings` (5.25.0
+    # idefics3/modeling_idefics3.py l.423), MllamaVisionModel -> `patch_embedding` (mllama/modeling_mllama.py l.862).
+    VisionFamily("LLaVA", ("LlavaForConditionalGeneration", "LlavaModel"), r"llava-1\.5|llava-v1\.5|bakllava",
+                 CLIP_BLOCK, "vision_tower.vision_model.embeddings", model_types=("llava",), block_paths=LLAVA_PATHS,
+                 shown="vision_tower.*.encoder.layers"),
+    VisionFamily("LLaVA-NeXT", ("LlavaNextForConditionalGeneration", "LlavaNextModel"), r"llava-v1\.6|llava-next",
+                 CLIP_BLOCK, "vision_tower.vision_model.embeddings", model_types=("llava_next",),
+                 block_paths=LLAVA_PATHS, shown="vision_tower.*.encoder.layers"),
+    VisionFamily("PaliGemma", ("PaliGemmaForConditionalGeneration", "PaliGemmaModel"), r"paligemma",
+                 CLIP_BLOCK, "vision_tower.vision_model.embeddings", model_types=("paligemma",),
+                 block_paths=LLAVA_PATHS, shown="vision_tower.*.encoder.layers"),
+    # AutoModelForCausalLM loads a gemma3 checkpoint as Gemma3ForConditionalGeneration, the tower included
+    # (MODEL_FOR_CAUSAL_LM_MAPPING_NAMES "gemma3" in 4.50.3, 4.52.4, 4.57.1, 5.25.0 models/auto/modeling_auto.py);
+    # Gemma3ForCausalLM loads the text model alone
+    VisionFamily("Gemma 3", ("Gemma3ForConditionalGeneration", "Gemma3Model"), r"gemma-3-(4|12|27)b",
+                 CLIP_BLOCK, "vision_tower.vision_model.embeddings", model_types=("gemma3",),
+                 block_paths=LLAVA_PATHS, shown="vision_tower.*.encoder.layers", text_classes=("Gemma3ForCausalLM",)),
+    VisionFamily("Idefics3", ("Idefics3ForConditionalGeneration", "Idefics3Model"), r"idefics3",
+                 CLIP_BLOCK, "model.vision_model.embeddings", (4, 46, 0), ("idefics3",),
+                 ("model.vision_model.encoder.layers",), "vision_model.encoder.layers"),
+    VisionFamily("SmolVLM", ("SmolVLMForConditionalGeneration", "SmolVLMModel"), r"smolvlm",
+                 CLIP_BLOCK, "model.vision_model.embeddings", (4, 50, 0), ("smolvlm",),
+                 ("model.vision_model.encoder.layers",), "vision_model.encoder.layers"),
+    # Mllama's vision encoders (`transformer`, 32 layers, and `global_transformer`, 8 gated ones) are checkpointed
+    # through 4.54.1 (MllamaVisionEncoder.forward calls _gradient_checkpointing_func: 4.45.0 l.436, 4.54.1 l.391) and
+    # not from 4.55.0 (4.55.0, 4.56.2, 4.57.1, 5.25.0: its layers are plain nn.Modules called directly, 5.25.0
+    # mllama/modeling_mllama.py l.368-373); AutoModelForCausalLM loads MllamaForCausalLM, the text model alone
+    # (4.57.1, 5.25.0 MODEL_FOR_CAUSAL_LM_MAPPING_NAMES)
+    VisionFamily("Llama 3.2 Vision", ("MllamaForConditionalGeneration", "MllamaModel"), r"llama-3\.2-\d+b-vision",
+                 ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj", "mlp.fc1",
+                  "mlp.fc2"), "vision_model.patch_embedding", model_types=("mllama",),
+                 block_paths=("vision_model.transformer.layers", "vision_model.global_transformer.layers",
+                              "model.vision_model.transformer.layers", "model.vision_model.global_transformer.layers"),
+                 shown="vision_model.*transformer.layers", unchecked_since=(4, 55, 0),
+                 text_classes=("MllamaForCausalLM", "AutoModelForCausalLM")),
 )
 # what any of these towers' modules are called in a module path (a script's own hook on one of them)
 TOWER_WORDS = ("visual", "vision", "patch_embed")
+# hub ids whose model_type is one of the above but whose tower was not read (Pixtral checkpoints are model_type llava)
+UNREAD_IDS = r"pixtral"
 
 
 def family_of(class_name: str | None, model_id: str | None, model_type: str | None = None) -> VisionFamily | None:
     for fam in FAMILIES:
         if class_name in fam.classes:
             return fam
-    by_type = {"qwen3_vl": "Qwen3-VL", "qwen3_vl_moe": "Qwen3-VL", "qwen2_5_vl": "Qwen2.5-VL", "qwen2_vl": "Qwen2-VL"}
-    if model_type in by_type:
-        return next(f for f in FAMILIES if f.name == by_type[model_type])
-    if isinstance(model_id, str):
-        for fam in FAMILIES:
-            if re.search(fam.id_pattern, model_id, re.IGNORECASE):
-                return fam
-    return None
+    found = None
+    if isinstance(model_id, str) and re.search(UNREAD_IDS, model_id, re.IGNORECASE):
+        return None
+    if model_type:
+        found = next((f for f in FAMILIES if model_type in f.model_types), None)
+    if found is None and isinstance(model_id, str):
+        found = next((f for f in FAMILIES if re.search(f.id_pattern, model_id, re.IGNORECASE)), None)
+    if found is not None and class_name in found.text_classes:
+        return None
+    return found
 
 
 def vision_input_hooked(fam: VisionFamily, transformers: LibraryVersion) -> bool | None:
     """Whether `enable_input_require_grads()` in this transformers hooks the vision tower's input; None for a
     5.0.0 pre-release, whose loop was not read."""
+    if fam.hooked_since is not None and fam.hooked_since < HOOKS_EVERY_SUBMODEL_SINCE:
+        # the model class's own override (Idefics3, SmolVLM), there from the class's first release: an earlier
+        # transformers has no such class, so it is not judged
+        return True if transformers.at_least(*fam.hooked_since) else None
     if not transformers.at_least(*HOOKS_EVERY_SUBMODEL_SINCE):
         return False
     if transformers.tuple[:3] in ((5,), (5, 0), (5, 0, 0)) and transformers.pre is not None:
         return None
-    return fam.hooked_in_5
+    return fam.hooked_since is not None
+
+
+def tower_checkpointed(fam: VisionFamily, transformers: LibraryVersion) -> bool:
+    """Whether gradient_checkpointing_enable checkpoints the tower's blocks in this transformers."""
+    return fam.unchecked_since is None or not transformers.at_least(*fam.unchecked_since)
 
 
 def _block_names(fam: VisionFamily, leaf: str) -> list[str]:
-    """The names PEFT matches a block module by: the base model's `named_modules()` keys, `visual.blocks.N...`
-    (the tower at the top, transformers <= 4.51) or `model.visual.blocks.N...` (4.52+ and 5.x)."""
-    return [f"{prefix}visual.blocks.{i}.{leaf}" for prefix in ("", "model.") for i in (0, 1)]
+    """The names PEFT matches a block module by: the base model's `named_modules()` keys in the releases read, e.g.
+    `visual.blocks.N...` (the tower at the top, transformers <= 4.51) or `model.visual.blocks.N...` (4.52+ and 5.x)."""
+    return [f"{path}.{i}.{leaf}" for path in fam.block_paths for i in (0, 1)]
 
 
 def _peft_matches(target: str | list[str], key: str) -> bool:

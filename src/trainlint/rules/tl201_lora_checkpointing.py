@@ -277,7 +277,7 @@ def _vision_tower(ctx: FileContext, wraps: list[PeftWrap]) -> tuple[Span, str, t
     if ck.on.value is not True or ck.reentrant.value is not True:
         return None
     tv = ctx.versions.transformers
-    if vision_towers.vision_input_hooked(fam, tv) is not False:
+    if vision_towers.vision_input_hooked(fam, tv) is not False or not vision_towers.tower_checkpointed(fam, tv):
         return None
     if _tower_hooked_by_script(ctx):
         return None
@@ -287,7 +287,7 @@ def _vision_tower(ctx: FileContext, wraps: list[PeftWrap]) -> tuple[Span, str, t
            f"embeddings" if not tv.at_least(*vision_towers.HOOKS_EVERY_SUBMODEL_SINCE) else
            f"transformers {tv.version}'s enable_input_require_grads() hooks each sub-model's get_input_embeddings(), "
            f"but {fam.name}'s vision model exposes none")
-    names = ", ".join(f"visual.blocks.*.{leaf}" for leaf in adapted)
+    names = ", ".join(f"{fam.shown}.*.{leaf}" for leaf in adapted)
     message = (f"LoRA adapters inside the {fam.name} vision tower ({names}) get no gradient: the vision blocks run "
                f"under reentrant checkpointing ({ck.reentrant.why}) on the patch embedding of pixel_values, which "
                f"does not require grad, and {how}; the text adapters train while the vision adapters stay at their "

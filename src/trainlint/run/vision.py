@@ -77,7 +77,7 @@ def image_tokens(ctx: FileContext) -> Decided[ImageTokens | None]:
     """The image tokens one sample adds (None for a model that is not a known vision-language family, or when
     the processor's max_pixels is not readable)."""
     fam = vision_family(ctx)
-    if fam is None:
+    if fam is None or fam.name not in vision_towers.CHECKPOINT_PROCESSORS:
         return _tiled_tokens(ctx)
     base = vision_towers.CHECKPOINT_PROCESSORS[fam.name]
     notes: list[str] = []
