@@ -7,6 +7,7 @@ or not: run/vision.py adapt), checkpointing on or off. As the measurement ran th
 model's own ForCausalLMLoss, no TRL chunking), for-loop AdamW (no foreach temporary), CPU kernels.
 
     python bench/vlm_accuracy.py
+    python bench/vlm_accuracy.py --llava   # LLaVA-1.5-7B (bench/measure_vlm_llava.py, bench/vlm/llava15_lora.py)
 """
 
 from __future__ import annotations
@@ -19,14 +20,17 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "bench" / "vlm" / "qwen25vl_lora.py"
 MEASUREMENTS = ROOT / "bench" / "vlm_measurements.json"
+LLAVA_SCRIPT = ROOT / "bench" / "vlm" / "llava15_lora.py"
+LLAVA_MEASUREMENTS = ROOT / "bench" / "vlm_measurements_llava.json"
+TEXT_ATTN = ("q_proj", "k_proj", "v_proj", "o_proj")
 
 
-def base_plan():
+def base_plan(script: Path = SCRIPT):
     from trainlint.config import Settings
     from trainlint.lint import lint_file
     from trainlint.planning import Overrides, plan_for
 
-    ctx = lint_file(SCRIPT, Settings(root=SCRIPT.parent), set()).context
+    ctx = lint_file(script, Settings(root=script.parent), set()).context
     return plan_for(ctx, Overrides())[0]
 
 
@@ -45,23 +49,40 @@ def plan_for_record(base, rec: dict):
                    loss="full", optimizer="adamw_torch_fused", device="cpu")
 
 
-def compare(without_tower: bool = False) -> list[tuple[str, int, int, float]]:
+def llava_plan_for_record(base, rec: dict):
+    """The LLaVA base plan with the measured row's shape: its sequence, its targets (a list that reaches the CLIP
+    tower, or a regex over the text decoder alone: the text adapters are q/k/v/o_proj either way), checkpointing."""
+    from trainlint.knowledge import vision_towers
+    from trainlint.run.vision import adapt
+
+    fam = next(f for f in vision_towers.FAMILIES if f.name == "LLaVA")
+    targets = rec["lora"]["target_modules"]
+    tower = adapt(replace(base.vision, patches=rec["tower_positions_per_image"] * rec["images"], hooked=False), fam,
+                  targets)
+    tower = replace(tower, hooked=rec["gradient_checkpointing"] and tower.trained == "frozen")
+    return replace(base, seq=rec["seq"], checkpointing=rec["gradient_checkpointing"], lora_r=rec["lora"]["r"],
+                   lora_targets=TEXT_ATTN, vision=tower, loss="full", optimizer="adamw_torch_fused", device="cpu")
+
+
+def compare(without_tower: bool = False, llava: bool = False) -> list[tuple[str, int, int, float]]:
     """(name, estimate, measured, error in %) per measured row; `without_tower`: the estimate before the tower was
     modelled (no tower weights, adapters or activations)."""
     from trainlint.memory.estimate import estimate
 
-    base = base_plan()
+    base = base_plan(LLAVA_SCRIPT if llava else SCRIPT)
     out = []
-    for rec in json.loads(MEASUREMENTS.read_text())["configs"]:
-        plan = plan_for_record(base, rec)
+    for rec in json.loads((LLAVA_MEASUREMENTS if llava else MEASUREMENTS).read_text())["configs"]:
+        plan = llava_plan_for_record(base, rec) if llava else plan_for_record(base, rec)
         est = estimate(replace(plan, vision=None) if without_tower else plan).peak
         out.append((rec["name"], est, rec["peak"], 100 * (est - rec["peak"]) / rec["peak"]))
     return out
 
 
-def main() -> int:
+def main(argv: list[str]) -> int:
+    llava = "--llava" in argv
     print(f"{'configuration':<48} {'estimate':>10} {'measured':>10} {'error':>7} {'without the tower':>18}")
-    for (name, est, measured, err), (_, before, _, berr) in zip(compare(), compare(without_tower=True)):
+    for (name, est, measured, err), (_, before, _, berr) in zip(compare(llava=llava),
+                                                                compare(without_tower=True, llava=llava)):
         print(f"{name:<48} {est / 2**30:8.2f} G {measured / 2**30:8.2f} G {err:+6.1f}% "
               f"{before / 2**30:8.2f} G {berr:+6.1f}%")
     return 0
@@ -69,4 +90,4 @@ def main() -> int:
 
 if __name__ == "__main__":
     sys.path.insert(0, str(ROOT / "src"))
-    raise SystemExit(main())
+    raise SystemExit(main(sys.argv[1:]))

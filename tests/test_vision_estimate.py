@@ -388,3 +388,111 @@ def test_llamafactory_with_the_tower_unfrozen_adapts_its_blocks_but_not_the_merg
     plan = _lf_plan(tmp_path, "freeze_vision_tower: false\n")
     assert plan.vision.trained == "lora" and plan.vision.adapted == vision_towers.FAMILIES[1].blocks
     assert not plan.vision.merger_adapted and plan.vision.checkpointed
+
+
+# -- LLaVA-1.5's CLIP tower (issue 28 item 2) ------------------------------------------------------------------
+
+LLAVA_SCRIPT = ROOT / "bench" / "vlm" / "llava15_lora.py"
+
+
+def _clip(depth=2, h=64, f=256, heads=4, out=32, image=28, unused=0) -> vision.Tower:
+    return vision.Tower(depth, h, f, heads, out, 14, 1, 1, False, False, kind="clip", image_size=image,
+                        unused_layers=unused)
+
+
+def test_the_clip_tower_and_projector_count_as_transformers_builds_them():
+    torch = pytest.importorskip("torch")
+    from transformers import LlavaConfig, LlavaForConditionalGeneration
+
+    with torch.device("meta"):
+        model = LlavaForConditionalGeneration(LlavaConfig(
+            vision_config=dict(model_type="clip_vision_model", hidden_size=64, intermediate_size=256,
+                               num_hidden_layers=3, num_attention_heads=4, image_size=56, patch_size=14),
+            text_config=dict(model_type="llama", vocab_size=512, hidden_size=32, intermediate_size=64,
+                             num_hidden_layers=1, num_attention_heads=4)))
+    built = sum(p.numel() for p in model.model.vision_tower.parameters()) + sum(
+        p.numel() for p in model.model.multi_modal_projector.parameters())
+    assert vision.tower_params(_clip(depth=3, image=56)) == built
+    # and the catalog's LLaVA-1.5-7B entry: the tower and projector transformers 5.25.0 built at full size
+    spec = _from_catalog("llava-hf/llava-1.5-7b-hf", "x", None)
+    g = spec.vision
+    assert (g.kind, g.depth, g.hidden, g.intermediate, g.heads, g.out_hidden, g.image_size, g.unused_layers) == (
+        "clip", 24, 1024, 4096, 16, 4096, 336, 1)
+    assert g.params == vision.tower_params(vision.Tower(24, 1024, 4096, 16, 4096, 14, 1, 1, False, False,
+                                                        kind="clip", image_size=336)) == 303_507_456 + 20_979_712
+
+
+def test_a_llava_config_json_gives_the_catalogs_tower_and_other_towers_under_llava_are_not_read():
+    config = {"model_type": "llava", "vision_feature_layer": -2,
+              "text_config": {"model_type": "llama", "vocab_size": 32064},
+              "vision_config": {"model_type": "clip_vision_model", "hidden_size": 1024, "image_size": 336,
+                                "intermediate_size": 4096, "num_attention_heads": 16, "num_hidden_layers": 24,
+                                "patch_size": 14}}
+    g = spec_from_config(config, "x", "config.json").vision
+    assert (g.kind, g.out_hidden, g.unused_layers, g.params) == ("clip", 4096, 1, None)  # LlamaConfig's 4096
+    pixtral = dict(config, vision_config={**config["vision_config"], "model_type": "pixtral"})
+    assert spec_from_config(pixtral, "x", "config.json").vision is None
+    assert spec_from_config(dict(config, vision_feature_layer="x"), "x", "config.json").vision is None
+
+
+@pytest.mark.parametrize("training", ["frozen", ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj"),
+                                      vision_towers.CLIP_BLOCK, "full"])
+def test_a_clip_layer_keeps_what_the_formula_counts(training):
+    torch = pytest.importorskip("torch")
+    from peft import LoraConfig, get_peft_model
+    from transformers import CLIPVisionConfig, CLIPVisionModel
+
+    h, f, heads, r, n = 64, 256, 4, 4, 50
+    previous = torch.get_default_dtype()
+    torch.set_default_dtype(torch.bfloat16)
+    try:
+        model = CLIPVisionModel(CLIPVisionConfig(hidden_size=h, intermediate_size=f, num_hidden_layers=1,
+                                                 num_attention_heads=heads, image_size=28, patch_size=14,
+                                                 attn_implementation="sdpa"))
+        if isinstance(training, tuple):
+            model = get_peft_model(model, LoraConfig(r=r, lora_dropout=0.05,
+                                                     target_modules=[t.split(".")[-1] for t in training]))
+        else:
+            model.requires_grad_(training == "full")
+        model.train()
+        layer = next(m for name, m in model.named_modules() if name.endswith("layers.0"))
+        params = {p.untyped_storage().data_ptr() for p in model.parameters()}
+        x = torch.randn(1, n, h, requires_grad=True)
+        storages = {}
+
+        def pack(t):
+            storages[t.untyped_storage().data_ptr()] = t.untyped_storage().nbytes()
+            return t
+
+        with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+            layer(x, None)
+    finally:
+        torch.set_default_dtype(previous)
+    kept = sum(b for ptr, b in storages.items() if ptr not in params and ptr != x.untyped_storage().data_ptr())
+    adapted = training if isinstance(training, tuple) else ()
+    plan = vision.VisionPlan(_clip(1, h, f, heads), n, "lora" if adapted else training, adapted)
+    # the layer's input is the previous layer's output (counted per layer by the formula, excluded here); CPU keeps
+    # LayerNorm's mean and rstd in bf16 (2 + 2 bytes, CUDA fp32: 8) and an adapter's dropout mask in fp32 (3 bytes
+    # per input element more than CUDA's bool mask)
+    cpu = 2 * (vision.LAYER_NORM_STATS - 4) - 3 * sum(plan.tower.block_linears[a][0] for a in adapted)
+    if training == "frozen":
+        plan = replace(plan, hooked=True)  # what a frozen tower keeps once its input requires grad
+    assert kept == n * (vision.vision_layer_bytes_per_patch(plan, 2, r) - 2 * h - cpu)
+
+
+def test_llava_with_q_k_v_o_targets_adapts_clip_attention_and_keeps_23_of_24_layers(tmp_path):
+    plan = _plan(tmp_path, LLAVA_SCRIPT.read_text())
+    v = plan.vision
+    assert v.trained == "lora" and v.adapted == ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj")
+    assert v.patches == 577 and plan.seq == 576  # max_length=None: the image tokens of one sample
+    # non-reentrant checkpointing: each of the 23 read layers keeps its input; the projector its GELU's input
+    assert vision.checkpoint_bytes(v, 1, 2, 16) == 577 * (23 * 1024 * 2 + 2 * 4096)
+
+
+def test_the_committed_llava_measurements_stay_within_ten_percent():
+    rows = _accuracy().compare(llava=True)
+    assert len(rows) == 4
+    for name, est, measured, err in rows:
+        assert abs(err) <= 10, (name, est, measured, err)
+    before = {name: err for name, _, _, err in _accuracy().compare(without_tower=True, llava=True)}
+    assert before["llava-1.5-7b_lora-attn_1img-576_nogc"] < -5  # the tower's weights and activations

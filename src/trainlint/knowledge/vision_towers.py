@@ -292,6 +292,9 @@ class TowerConfig:
     gated_mlp: bool
     rms_norm: bool
     params: int | None  # stated by the catalog (the tower transformers builds on the meta device); None: computed
+    kind: str = "qwen"  # "clip": LLaVA-1.5's CLIP ViT and projector (memory/vision.py Tower.kind)
+    image_size: int = 0
+    unused_layers: int = 0
 
 
 def _int(d: dict, key: str) -> int | None:
@@ -304,8 +307,10 @@ def tower_config(config: dict, model_type: str | None) -> TowerConfig | None:
     hidden_size is the tower's width); None for another model type or a config that does not state the geometry."""
     # Qwen3-VL's tower is not modelled: its deepstack mergers and learned position embedding are not in
     # memory/vision.py's count (its image tokens still are: ImageProcessor)
-    kind = {"qwen2_vl": "2", "qwen2_5_vl": "2.5"}.get(model_type or "")
     d = config.get("vision") if isinstance(config.get("vision"), dict) else config.get("vision_config")
+    if model_type == "llava" and isinstance(d, dict):
+        return _clip_tower(config, d)
+    kind = {"qwen2_vl": "2", "qwen2_5_vl": "2.5"}.get(model_type or "")
     if kind is None or not isinstance(d, dict):
         return None
     if "embed_dim" in d:  # Qwen2-VL's own config.json: hidden_size is the text model's width there
@@ -320,6 +325,29 @@ def tower_config(config: dict, model_type: str | None) -> TowerConfig | None:
     return TowerConfig(depth, hidden, inter, heads, out, _int(d, "patch_size") or (16 if kind == "3" else 14),
                        _int(d, "temporal_patch_size") or 2, _int(d, "spatial_merge_size") or 2,
                        gated_mlp=kind == "2.5", rms_norm=kind == "2.5", params=_int(d, "num_parameters"))
+
+
+def _clip_tower(config: dict, d: dict) -> TowerConfig | None:
+    """LLaVA-1.5's tower from its config.json (`vision_config`: a CLIPVisionConfig, whose unstated fields are the
+    class defaults, transformers 5.25.0 clip/configuration_clip.py: hidden_act quick_gelu) or the catalog's `vision`
+    (out_hidden_size: the text width the projector maps to). Only a CLIP tower is read: a Pixtral or SigLIP one under
+    model_type llava is not modelled (None)."""
+    if d.get("model_type", "clip_vision_model") != "clip_vision_model" or \
+            d.get("hidden_act", "quick_gelu") != "quick_gelu":
+        return None
+    text = config.get("text_config") if isinstance(config.get("text_config"), dict) else {}
+    out = _int(d, "out_hidden_size") or _int(text, "hidden_size") or (4096 if text else None)  # LlamaConfig default
+    layer = config.get("vision_feature_layer", -2)
+    depth, hidden, inter, heads = (_int(d, "num_hidden_layers"), _int(d, "hidden_size"), _int(d, "intermediate_size"),
+                                   _int(d, "num_attention_heads"))
+    patch, size = _int(d, "patch_size"), _int(d, "image_size")
+    if None in (depth, hidden, inter, heads, out, patch, size) or not isinstance(layer, int) or \
+            isinstance(layer, bool) or not -depth <= layer < 0:
+        return None
+    # vision_feature_layer -2 reads the hidden state before the last layer: that layer runs, its output is unused
+    # (5.25.0 llava/modeling_llava.py get_image_features: output_hidden_states=True, hidden_states[layer])
+    return TowerConfig(depth, hidden, inter, heads, out, patch, 1, 1, gated_mlp=False, rms_norm=False,
+                       params=_int(d, "num_parameters"), kind="clip", image_size=size, unused_layers=-layer - 1)
 
 
 # -- image tokens of the other vision-language families (issue 28 item 1, "processor settings per family") ---------

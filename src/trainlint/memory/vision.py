@@ -2,7 +2,7 @@
 of the image patches it keeps for backward (issue 28 item 1). Pure arithmetic over a VisionPlan; estimate.py adds
 these terms to its consumers.
 
-Modelled: the Qwen2-VL / Qwen2.5-VL towers (transformers 5.25.0 models/qwen2_vl, qwen2_5_vl modeling files; each
+Modelled: LLaVA-1.5's CLIP tower and projector (`kind="clip"`, below), and the Qwen2-VL / Qwen2.5-VL towers (transformers 5.25.0 models/qwen2_vl, qwen2_5_vl modeling files; each
 block's saved tensors counted to the byte against the blocks transformers builds; Qwen3-VL's tower is not modelled): `depth` blocks over the image patches (norm, attention with a fused qkv Linear and `proj`, an MLP),
 then the patch merger (each merge x merge group of patches becomes one text token: a norm and two Linears
 `merger.mlp.0` (4h -> 4h) and `merger.mlp.2` (4h -> text hidden)). One sample's patches are merge^2 times its image
@@ -54,21 +54,46 @@ class Tower:
     rms_norm: bool = True  # False: LayerNorm with a bias (Qwen2-VL)
     mlp_bias: bool = True
     params: int | None = None  # stated (the catalog's count from the tower transformers builds); None: tower_params
+    # "qwen": the Qwen-VL towers above; "clip": a CLIP ViT under a LLaVA-style projector (LLaVA-1.5: one position per
+    # patch plus the CLS, separate q/k/v/out_proj, LayerNorm, quick_gelu, then Linear-GELU-Linear to the text width)
+    kind: str = "qwen"
+    image_size: int = 0  # "clip": the square image the tower sees
+    unused_layers: int = 0  # "clip": the last blocks whose output the model does not read (vision_feature_layer -2: 1)
 
     @property
     def parameters(self) -> int:
         return self.params if self.params is not None else tower_params(self)
 
     @property
+    def vit(self) -> bool:
+        return self.kind == "clip"
+
+    @property
+    def positions_per_image(self) -> int:
+        """"clip": the tower's sequence for one image, its patches and the CLS."""
+        return (self.image_size // self.patch_size) ** 2 + 1
+
+    @property
+    def kept_depth(self) -> int:
+        """Blocks whose saved tensors live until backward (a block whose output is not read is freed after the
+        forward)."""
+        return self.depth - self.unused_layers
+
+    @property
     def block_linears(self) -> dict[str, tuple[int, int]]:
         """(d_in, d_out) of each Linear in one block, by the name PEFT sees (knowledge/vision_towers.py blocks)."""
         h, f = self.hidden, self.intermediate
+        if self.vit:
+            return {"self_attn.q_proj": (h, h), "self_attn.k_proj": (h, h), "self_attn.v_proj": (h, h),
+                    "self_attn.out_proj": (h, h), "mlp.fc1": (h, f), "mlp.fc2": (f, h)}
         mlp = {"mlp.gate_proj": (h, f), "mlp.up_proj": (h, f), "mlp.down_proj": (f, h)} if self.gated_mlp else \
             {"mlp.fc1": (h, f), "mlp.fc2": (f, h)}
         return {"attn.qkv": (h, 3 * h), "attn.proj": (h, h), **mlp}
 
     @property
     def merger_linears(self) -> tuple[tuple[int, int], ...]:
+        if self.vit:  # LLaVA's multi_modal_projector: linear_1 (tower -> text width), GELU, linear_2
+            return (self.hidden, self.out_hidden), (self.out_hidden, self.out_hidden)
         wide = self.hidden * self.merge ** 2
         return (wide, wide), (wide, self.out_hidden)
 
@@ -78,6 +103,14 @@ def tower_params(t: Tower) -> int:
     blocks (two norms, the Linears with their biases) and the merger (a norm and two Linears with biases). Equal to the
     towers transformers 5.25.0 builds from the catalog's vision configs (tests/test_vision_estimate.py)."""
     h = t.hidden
+    if t.vit:
+        # transformers 5.25.0 clip/modeling_clip.py: CLIPVisionEmbeddings (a Conv2d without bias, the CLS
+        # embedding, a position per patch and the CLS), pre_layrnorm, the encoder layers (two LayerNorms, q/k/v/out
+        # and fc1/fc2 with biases), post_layernorm; llava/modeling_llava.py LlavaMultiModalProjector (two Linears
+        # with biases)
+        blocks = t.depth * (2 * 2 * h + sum(i * o + o for i, o in t.block_linears.values()))
+        embed = 3 * t.patch_size ** 2 * h + h + t.positions_per_image * h
+        return embed + 2 * 2 * h + blocks + sum(i * o + o for i, o in t.merger_linears)
     norm = h if t.rms_norm else 2 * h
     linears = sum(i * o + o for i, o in t.block_linears.values())
     if not t.mlp_bias:
@@ -153,6 +186,8 @@ def vision_layer_bytes_per_patch(v: VisionPlan, act_bytes: int, r: int | None) -
     t = v.tower
     h, f = t.hidden, t.intermediate
     full = v.trained == "full"
+    if t.vit:
+        return _vit_layer_bytes_per_position(v, act_bytes, r)
     bits16 = 6 * 2 * h + (3 if t.gated_mlp else 2) * 2 * f  # SDPA's tensors; the MLP's activations
     if full:
         bits16 += 2 * 2 * h + 2 * h + 2 * f  # qkv/proj inputs, the MLP's and its down projection's inputs
@@ -169,12 +204,42 @@ def vision_layer_bytes_per_patch(v: VisionPlan, act_bytes: int, r: int | None) -
     return int(bits16 * act_bytes / 2) + fp32 + lora
 
 
+def _vit_layer_bytes_per_position(v: VisionPlan, act_bytes: int, r: int | None) -> int:
+    """A CLIP encoder layer (transformers 5.25.0 clip/modeling_clip.py `CLIPEncoderLayer`, `CLIPAttention` on SDPA,
+    `CLIPMLP` with quick_gelu, the vision_config default): per position, each LayerNorm's 16-bit input and its mean
+    and rstd (8 bytes, fp32 on CUDA; bf16 on CPU), SDPA's q, k, v and output (4 x 2 h) and fp32 logsumexp (4 per
+    head), quick_gelu's input and its sigmoid (2 x 2 f); trained weights also read the LayerNorms' outputs (2 x 2 h)
+    and fc2's input (2 f) (out_proj's input is SDPA's output, already kept); each LoRA-adapted Linear 5 bytes per input
+    element and 4 per rank. Counted tensor by tensor with saved_tensors_hooks on a layer transformers builds
+    (tests/test_vision_estimate.py); on CPU the dropout mask of an adapter is fp32, 3 more bytes per input element."""
+    t = v.tower
+    h, f = t.hidden, t.intermediate
+    bits16 = 2 * 2 * h + 4 * 2 * h + 2 * 2 * f
+    if v.trained == "full":
+        bits16 += 2 * 2 * h + 2 * f
+    lora = 0
+    if r and v.trained == "lora":
+        lora = sum(LORA_BYTES_PER_INPUT * t.block_linears[name][0] + LORA_BYTES_PER_RANK * r
+                   for name in v.adapted if name in t.block_linears)
+    return int(bits16 * act_bytes / 2) + 2 * LAYER_NORM_STATS + 4 * t.heads + lora
+
+
 def merger_bytes_per_patch(v: VisionPlan, act_bytes: int, r: int | None) -> int:
     """What the merger keeps per patch when it is adapted or trained (it is outside the checkpointed blocks): its
     norm's input (fp32 for RMSNorm), the GELU's input (2 bytes per element of the 4h-wide merged row, i.e. 2 h per patch) and, per
     adapted Linear, 5 bytes per input element (h per patch each) and 4 per rank per merged token."""
     if not v.keeps_activations:
         return 0
+    if v.tower.vit:
+        # LLaVA's projector per position (the image tokens are the positions less the CLS): the GELU's input
+        # (2 x text width) and, trained or adapted, linear_1's and linear_2's inputs
+        h, out = v.tower.hidden, v.tower.out_hidden
+        kept = int(2 * out * act_bytes / 2)
+        if v.trained == "full":
+            kept += int(2 * (h + out) * act_bytes / 2)
+        if v.merger_adapted and r:
+            kept += LORA_BYTES_PER_INPUT * (h + out) + 2 * LORA_BYTES_PER_RANK * r
+        return kept
     h, m2 = v.tower.hidden, v.tower.merge ** 2
     norm = NORM_FP32_INPUT * h if v.tower.rms_norm else int(2 * h * act_bytes / 2)
     kept = norm + int(2 * h * act_bytes / 2)
@@ -191,7 +256,7 @@ def activation_bytes(v: VisionPlan | None, batch: int, act_bytes: int, r: int | 
     if v is None or not v.keeps_activations:
         return 0
     patches = batch * v.patches
-    return patches * (v.tower.depth * vision_layer_bytes_per_patch(v, act_bytes, r) + merger_bytes_per_patch(
+    return patches * (v.tower.kept_depth * vision_layer_bytes_per_patch(v, act_bytes, r) + merger_bytes_per_patch(
         v, act_bytes, r))
 
 
@@ -203,7 +268,7 @@ def checkpoint_bytes(v: VisionPlan | None, batch: int, act_bytes: int, r: int | 
     if not v.checkpointed:
         return activation_bytes(v, batch, act_bytes, r)
     patches = batch * v.patches
-    return patches * (v.tower.depth * v.tower.hidden * act_bytes + merger_bytes_per_patch(v, act_bytes, r))
+    return patches * (v.tower.kept_depth * v.tower.hidden * act_bytes + merger_bytes_per_patch(v, act_bytes, r))
 
 
 def recomputed_bytes(v: VisionPlan | None, batch: int, act_bytes: int, r: int | None) -> int:

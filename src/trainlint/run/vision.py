@@ -144,10 +144,14 @@ def tower_plan(ctx: FileContext, spec, images: Decided[ImageTokens | None], adap
     fam = vision_family(ctx)
     if geo is None or fam is None or images.value is None:
         return Decided(None, None, True, "no vision tower modelled")
-    tokens = (images.value.per_image - IMAGE_WRAP_TOKENS) * images.value.images
     tower = Tower(geo.depth, geo.hidden, geo.intermediate, geo.heads, geo.out_hidden, geo.patch_size,
-                  geo.temporal_patch_size, geo.merge, geo.gated_mlp, geo.rms_norm, params=geo.params)
-    patches = tokens * geo.merge ** 2
+                  geo.temporal_patch_size, geo.merge, geo.gated_mlp, geo.rms_norm, params=geo.params, kind=geo.kind,
+                  image_size=geo.image_size, unused_layers=geo.unused_layers)
+    if tower.vit:  # every image is scaled to the tower's size: its patches and the CLS
+        patches = tower.positions_per_image * images.value.images
+    else:
+        tokens = (images.value.per_image - IMAGE_WRAP_TOKENS) * images.value.images
+        patches = tokens * geo.merge ** 2
     notes: list[str] = []
     if adapters is None:
         plan = VisionPlan(tower, patches, "full")
