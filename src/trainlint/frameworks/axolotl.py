@@ -95,6 +95,18 @@ def model_path_problem(keys: Keys, key: str, path: Path, framework: str) -> Prob
                    keys.key_span(key))
 
 
+def _image_pixels(keys: Keys) -> dict:
+    """`image_size` as the processor's max_pixels: axolotl resizes every image before the processor, an int to a
+    padded square of that side, a pair to (width, height) (processing_strategies.py l.283-300, 067b021; one image per
+    sample from the `images` column, l.271-279). Unset: the processor's own size (loaders/processor.py l.68-90)."""
+    size = keys.raw("image_size")
+    if isinstance(size, bool) or not (isinstance(size, int) and size > 0 or isinstance(size, list) and len(size) == 2
+                                      and all(isinstance(x, int) and not isinstance(x, bool) and x > 0 for x in size)):
+        return {}
+    pixels = size * size if isinstance(size, int) else size[0] * size[1]
+    return {"max_pixels": (Value("known", pixels, keys.top["image_size"].span, ORIGIN), keys.line_span("image_size"))}
+
+
 def map_axolotl(keys: Keys, path: Path, display: str, release: str, note: str) -> Mapped:
     problems: list[Problem] = []
     n = Counter()
@@ -116,8 +128,14 @@ def map_axolotl(keys: Keys, path: Path, display: str, release: str, note: str) -
 
     reward = _truthy(keys.raw("reward_model"))
     model_type = keys.raw("model_type")
+    # a vision-language config: axolotl decides it from the model config's type (utils/config/__init__.py l.275-286,
+    # 067b021), loads the model with AutoModelForImageTextToText (loaders/model.py `_set_auto_model_loader` l.559-573)
+    # and a processor (loaders/processor.py); the config alone says it by naming `processor_type`, as every VLM example
+    # under examples/ does (llava/lora-7b.yaml, qwen2_5-vl/lora-7b.yaml, llama-3-vision/lora-11b.yaml, ...)
+    multimodal = isinstance(keys.raw("processor_type"), str) and bool(keys.raw("processor_type"))
     class_name = model_type if isinstance(model_type, str) and model_type else (
-        "AutoModelForSequenceClassification" if reward else "AutoModelForCausalLM")
+        "AutoModelForSequenceClassification" if reward else
+        "AutoModelForImageTextToText" if multimodal else "AutoModelForCausalLM")
     quant = "4bit" if _truthy(keys.raw("load_in_4bit")) else "8bit" if _truthy(keys.raw("load_in_8bit")) else None
     bf16, fp16 = keys.raw("bf16"), keys.raw("fp16")
     dtype = Value("known", "bfloat16", keys.top["bf16"].span, ORIGIN) if bf16 in (True, "auto") else \
@@ -133,6 +151,9 @@ def map_axolotl(keys: Keys, path: Path, display: str, release: str, note: str) -
                       attention, UNSET, UNSET, dtype,
                       Value("known", quant, None, ORIGIN), (), None, "model", anchor)
     calls = [load]
+    if multimodal:
+        calls.append(call("transformers.AutoProcessor.from_pretrained", _image_pixels(keys),
+                          keys.line_span("processor_type") or here, n, target="processor", receiver="AutoProcessor"))
     if keys.raw("llama4_linearized_experts") is True:  # knowledge/moe.py LLAMA4_LINEARIZED
         calls.append(call(LLAMA4_LINEARIZED, {}, keys.line_span("llama4_linearized_experts") or here, n))
 
@@ -144,6 +165,9 @@ def map_axolotl(keys: Keys, path: Path, display: str, release: str, note: str) -
             if _truthy(keys.raw("lora_target_linear")):
                 targets = Value("known", "all-linear", keys.top["lora_target_linear"].span, ORIGIN)
             lora_kwargs = {"r": (keys.value("lora_r"), keys.line_span("lora_r")), "target_modules": (targets, None)}
+            if keys.raw("freeze_mm_modules") is True:
+                lora_kwargs["exclude_modules"] = (Value("known", K.AXOLOTL_MM_EXCLUDE, keys.top["freeze_mm_modules"].span,
+                                                        ORIGIN), keys.line_span("freeze_mm_modules"))
             if keys.has("lora_target_parameters"):  # the fused MoE experts: axolotl 067b021 schemas/peft.py:57, passed
                 # as LoraConfig(target_parameters=...) in loaders/adapter.py:172-191
                 lora_kwargs["target_parameters"] = (keys.value("lora_target_parameters"), None)

@@ -100,6 +100,11 @@ LF_DEFAULTS = {"cutoff_len": 2048, "stage": "sft", "finetuning_type": "lora", "f
 # the Qwen-VL towers' module path (`visual.`)
 LF_QWEN_VL_TYPES = frozenset({"qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe"})
 LF_VISION_EXCLUDE = r".*\bvisual\..*"
+# axolotl 067b021 utils/freeze.py `_MM_MODULE_PREFIXES` and `freeze_mm_modules` (called from train.py l.118-119 after
+# the model and its adapters are built): every parameter with one of these path components is frozen, the adapters
+# PEFT put in the tower included; as exclude_modules (PEFT's full-match regex) it leaves the same modules untrained
+AXOLOTL_MM_EXCLUDE = (r"(.*\.)?(vision_tower|vision_model|vision_encoder|embed_vision|multi_modal_projector|visual"
+                      r"|audio_tower|audio_model|embed_audio)\..*")
 LF_MERGER_EXCLUDE = r".*\bvisual\.merger\..*"
 # 0.9.5 model/model_utils/liger_kernel.py `apply_liger_kernel`: the model types it patches; any other logs
 # "Current model does not support liger kernel." and nothing is applied. require_logits (stage not pt/sft,
