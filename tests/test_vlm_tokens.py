@@ -203,3 +203,45 @@ def test_a_small_max_pixels_keeps_tl101_quiet(lint):
     # 256 tokens per image: under the long-context threshold
     found = lint(EAGER_VLM.format(processor=", max_pixels=256 * 28 * 28"), settings={"select": ["TL101"]})
     assert found == []
+
+
+# -- images per sample from the script's own message template (issue 28 item 3) -------------------------------
+
+COLLATE = '''
+
+def collate_fn(examples):
+    messages = [
+        {{"role": "user", "content": [{parts}{{"type": "text", "text": ex["question"]}}]}}
+        for ex in examples
+    ]
+    return processor.apply_chat_template(messages, tokenize=True, return_dict=True, return_tensors="pt")
+'''
+
+
+@pytest.mark.parametrize("parts, images", [
+    ('{"type": "image"}, ', 1),
+    ('{"type": "image", "image": ex["before"]}, {"type": "image", "image": ex["after"]}, ', 2),
+    ("{'type': 'image'}, {'type': 'image'}, {'type': 'image'}, ", 3),
+])
+def test_the_message_template_says_how_many_images_a_sample_carries(tmp_path, parts, images):
+    run = run_of(tmp_path, script(processor=", max_pixels=1280 * 28 * 28") + COLLATE.format(parts=parts))
+    assert run.images.value.images == images and run.images.value.per_sample == images * 1282
+    plan, _, notes, _ = plan_for(run.ctx, Overrides())
+    assert plan.seq == images * 1282 and plan.vision.patches == images * 4 * 1280
+    line = next(i for i, text in enumerate(run.ctx.text.splitlines(), 1) if '"role": "user"' in text)
+    assert any(f"per sample: the message content at line {line} lists {images}" in n for n in notes)
+
+
+def test_a_list_of_other_dicts_is_not_an_image_count(tmp_path):
+    parts = '{"type": "video"}, {"kind": "image"}, {"type": IMAGE}, '
+    run = run_of(tmp_path, script() + COLLATE.format(parts=parts))
+    assert run.images.value.images == 1
+    assert any("1 image per sample assumed" in n for n in run.images.notes)
+
+
+def test_a_tiled_family_multiplies_its_per_image_tokens_too(tmp_path):
+    src = script(cls="LlavaForConditionalGeneration", model_id="llava-hf/llava-1.5-7b-hf") + COLLATE.format(
+        parts='{"type": "image"}, {"type": "image"}, ')
+    run = run_of(tmp_path, src)
+    assert (run.images.value.family, run.images.value.images, run.images.value.per_sample) == ("LLaVA-1.5", 2, 1152)
+    assert plan_for(run.ctx, Overrides())[0].vision.patches == 2 * 577

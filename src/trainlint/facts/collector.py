@@ -67,6 +67,7 @@ class _Collector(cst.CSTVisitor):
         self._branches: dict[int, tuple[cst.BaseExpression, bool, str]] = {}  # id(body or else) -> condition
         self.slice_evidence: list[tuple[cst.BaseExpression, str, Span]] = []
         self.logits_accessed = False
+        self.image_slots: list[tuple[int, Span]] = []
         # `model(**batch).loss`, `out = model(**batch); out.loss` / `out["loss"]`: (callee, span of the forward call)
         self.forward_losses: list[tuple[str, Span]] = []
         self._class_names: set[str] = set()  # classes defined so far (an alias of one is followed)
@@ -399,6 +400,12 @@ class _Collector(cst.CSTVisitor):
             self.logits_accessed = True
             self.marks.setdefault(self.scope, set()).add("logits")
 
+    def visit_List(self, node: cst.List) -> None:
+        # a chat message's content as processors' chat templates read it: [{"type": "image"}, {"type": "text", ...}]
+        images = sum(1 for el in node.elements if isinstance(el.value, cst.Dict) and _is_image_part(el.value))
+        if images:
+            self.image_slots.append((images, self._span(node)))
+
     def visit_SimpleString(self, node: cst.SimpleString) -> None:
         if node.value.strip("'\"") == "logits":  # outputs["logits"]
             self.logits_accessed = True
@@ -542,3 +549,12 @@ def _target_names(target: cst.BaseExpression) -> list[str]:
     if isinstance(target, (cst.Tuple, cst.List)):
         return [n for e in target.elements for n in _target_names(e.value)]
     return []
+
+
+def _is_image_part(node: cst.Dict) -> bool:
+    """`{"type": "image", ...}`: a literal "type" key whose literal value is "image"."""
+    for el in node.elements:
+        if isinstance(el, cst.DictElement) and isinstance(el.key, cst.SimpleString) and \
+                isinstance(el.value, cst.SimpleString) and el.key.evaluated_value == "type":
+            return el.value.evaluated_value == "image"
+    return False

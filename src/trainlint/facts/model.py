@@ -437,6 +437,9 @@ class ScriptFacts:
         return next((f for f in self.functions if f.scope == scope), None)
     loss_accumulations: tuple[LossAccumulation, ...] = field(default=())  # facts/loops.py (TL203)
     eval_sets: tuple[EvalSet, ...] = field(default=())  # facts/evalsets.py (TL302)
+    # chat-message content lists written in the script with N `{"type": "image", ...}` entries: (N, the list's span)
+    # (run/vision.py: the images one sample carries)
+    image_slots: tuple[tuple[int, Span], ...] = field(default=())
     hydra: tuple[HydraSource, ...] = field(default=())  # Hydra / OmegaConf configs the script reads
 
     @property

@@ -98,9 +98,21 @@ def image_tokens(ctx: FileContext) -> Decided[ImageTokens | None]:
         notes.append(f"{fam.name} image tokens: up to {processor.max_tokens():,} per image ({processor.source}; "
                      f"patch {processor.patch_size}, merge {processor.merge_size}), assumed: no max_pixels set for the "
                      f"processor and images that reach it")
-    notes.append(f"1 image per sample assumed ({per_image:,} tokens with <|vision_start|>/<|vision_end|>)")
-    return Decided(ImageTokens(fam.name, per_image, 1, processor), span, False,
+    images, images_note = images_per_sample(ctx)
+    notes.append(f"{images_note} ({per_image:,} tokens each with <|vision_start|>/<|vision_end|>)")
+    return Decided(ImageTokens(fam.name, per_image, images, processor), span, False,
                    f"{fam.name} processor ({processor.source})", tuple(notes))
+
+
+def images_per_sample(ctx: FileContext) -> tuple[int, str]:
+    """The images one sample carries: the most `{"type": "image"}` entries one message-content list written in the
+    script holds (a collate or formatting function's template), else one, assumed. A dataset's own image column is
+    not read."""
+    if not ctx.facts.image_slots:
+        return 1, "1 image per sample assumed"
+    count, span = max(ctx.facts.image_slots, key=lambda slot: slot[0])
+    return count, (f"{count} image{'s' if count > 1 else ''} per sample: the message content at line {span.line} "
+                   f"lists {count}")
 
 
 def _tiled_tokens(ctx: FileContext) -> Decided[ImageTokens | None]:
@@ -117,9 +129,11 @@ def _tiled_tokens(ctx: FileContext) -> Decided[ImageTokens | None]:
                                          model.model_id.value if model.model_id.known else None)
         if fam is None:
             continue
+        images, images_note = images_per_sample(ctx)
         notes = (f"{fam.name} image tokens: up to {fam.max_tokens:,} per image ({fam.source}), assumed: images that "
-                 f"reach the most tiles, the processor's defaults", "1 image per sample assumed")
-        return Decided(ImageTokens(fam.name, fam.max_tokens, 1, None), None, False, f"{fam.name} processor", notes)
+                 f"reach the most tiles, the processor's defaults", images_note)
+        return Decided(ImageTokens(fam.name, fam.max_tokens, images, None), None, False, f"{fam.name} processor",
+                       notes)
     return Decided(None, None, True, "not a vision-language model trainlint knows")
 
 
@@ -178,7 +192,9 @@ def tower_plan(ctx: FileContext, spec, images: Decided[ImageTokens | None], adap
         # enable_input_require_grads (peft 0.21.2 peft_model.py l.184-185, l.728-735); and LLaMA-Factory's checkpoint
         # function runs a block with no trainable parameter without checkpointing (model_utils/checkpointing.py
         # l.84-100): every block's tensors are kept
-        lf = any(True for _ in ctx.facts.calls_to(LF_CHECKPOINTING))
+        # by the synthesized call's full name: `calls_to` matches an unqualified `model.enable_input_require_grads()`
+        # (a script's, or axolotl's synthesized one) by its short name
+        lf = any(c.qualname == LF_CHECKPOINTING for c in ctx.facts.calls)
         plan = replace(plan, hooked=True, checkpointed=not lf)
         kept = "every block keeps its tensors (LLaMA-Factory checkpoints no frozen block)" if lf else \
             f"its {tower.depth} checkpointed blocks keep their inputs"
