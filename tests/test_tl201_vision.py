@@ -311,3 +311,60 @@ def test_a_llamafactory_qwen3_vl_config_with_the_tower_unfrozen_is_not_flagged(t
     s = Settings(root=tmp_path)
     found = lint_file(config, s, enabled_codes(s, select=("TL201",))).diagnostics
     assert [d.code for d in found if d.code == "TL201"] == []
+
+
+# -- axolotl configs (issue 28: "a Qwen3-VL-MoE LoRA config is missed") -------------------------------------------
+
+AXOLOTL = """base_model: {model}
+processor_type: AutoProcessor
+skip_prepare_dataset: true
+remove_unused_columns: false
+datasets:
+  - path: some/vision-dataset
+    type: chat_template
+output_dir: ./outputs/out
+adapter: lora
+sequence_len: 4096
+lora_r: 16
+lora_alpha: 32
+{targets}
+micro_batch_size: 1
+bf16: true
+gradient_checkpointing: true
+{extra}"""
+
+
+def _axolotl(tmp_path, model="Qwen/Qwen3-VL-30B-A3B-Instruct", targets="lora_target_linear: true", extra="",
+             pin=None):
+    if pin:
+        (tmp_path / "requirements.txt").write_text(f"transformers=={pin}\n")
+    config = tmp_path / "vl.yaml"
+    config.write_text(AXOLOTL.format(model=model, targets=targets, extra=extra))
+    s = Settings(root=tmp_path)
+    return [d for d in lint_file(config, s, enabled_codes(s, select=("TL201",))).diagnostics if d.code == "TL201"]
+
+
+def test_an_axolotl_qwen3_vl_moe_config_with_the_tower_targeted_is_flagged_at_its_checkpointing_key(tmp_path):
+    found = _axolotl(tmp_path)
+    assert len(found) == 1 and found[0].span.line == 16  # gradient_checkpointing: true (axolotl's reentrant default)
+    message = found[0].message
+    assert "LoRA adapters inside the Qwen3-VL vision tower (visual.blocks.*.attn.qkv" in message
+    assert "set gradient_checkpointing_kwargs: {use_reentrant: false}" in message
+    assert "set freeze_mm_modules: true" in message and "register_forward_hook" not in message
+    assert found[0].fix is None  # no YAML edit is offered for this finding
+
+
+@pytest.mark.parametrize("targets, extra", [
+    ("lora_target_linear: true", "freeze_mm_modules: true\n"),  # the tower's adapters frozen
+    ("lora_target_linear: true", "gradient_checkpointing_kwargs:\n  use_reentrant: false\n"),
+    (r"lora_target_modules: 'model.language_model.layers.[\d]+.(mlp|self_attn).(up|down|gate|q|k|v|o)_proj'", ""),
+])
+def test_axolotl_near_misses_stay_silent(tmp_path, targets, extra):
+    assert _axolotl(tmp_path, targets=targets, extra=extra) == []
+
+
+def test_an_axolotl_llava_config_follows_the_transformers_release(tmp_path):
+    targets = "lora_target_modules: [q_proj, v_proj]"
+    for pin, found in (("4.57.1", 1), ("5.25.0", 0)):
+        (tmp_path / pin).mkdir()
+        assert len(_axolotl(tmp_path / pin, "llava-hf/llava-1.5-7b-hf", targets, pin=pin)) == found, pin

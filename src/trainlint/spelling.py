@@ -47,6 +47,8 @@ class Spelling:
             return f'"{value}"' if isinstance(value, str) else repr(value)
         if isinstance(value, bool):
             return "true" if value else "false"
+        if isinstance(value, dict):  # a YAML flow mapping: `{use_reentrant: false}`
+            return "{" + ", ".join(f"{k}: {self.value('', v)}" for k, v in value.items()) + "}"
         return str(value)
 
     def setting(self, argument: str, value: Any) -> str:

@@ -249,9 +249,10 @@ def _vision_tower(ctx: FileContext, wraps: list[PeftWrap]) -> tuple[Span, str, t
     Trainer, all through `enable_input_require_grads`), but LoRA also adapts the vision tower's blocks, which run
     under reentrant checkpointing on the patch embedding of `pixel_values`. Decided per adapted module group:
     only the vision adapters are judged here (knowledge/vision_towers.py has the per-version facts)."""
-    if ctx.framework_config:
+    if ctx.framework_config and any(c.qualname.startswith("llamafactory.") for c in ctx.facts.calls):
         # LLaMA-Factory's own checkpoint function marks every checkpointed block's inputs (rules/TL201.md,
-        # Framework configs); axolotl's vision-tower targets are not read yet: not judged
+        # Framework configs); an axolotl config is judged like a script (its targets, freeze_mm_modules as
+        # exclude_modules, its reentrant default: frameworks/axolotl.py)
         return None
     model = ctx.model_for(wraps[0].base_variable if wraps else None)
     if model is None:
@@ -288,11 +289,16 @@ def _vision_tower(ctx: FileContext, wraps: list[PeftWrap]) -> tuple[Span, str, t
            f"transformers {tv.version}'s enable_input_require_grads() hooks each sub-model's get_input_embeddings(), "
            f"but {fam.name}'s vision model exposes none")
     names = ", ".join(f"{fam.shown}.*.{leaf}" for leaf in adapted)
+    if ctx.framework_config:  # axolotl: no script to hook the tower in; its own key freezes the tower instead
+        advice = (f"{ctx.spelling.advise('gradient_checkpointing_kwargs', {'use_reentrant': False})}, or, if the "
+                  f"tower is not meant to train, {ctx.spelling.advise('freeze_mm_modules', True)}")
+    else:
+        advice = (f"pass gradient_checkpointing_kwargs={{\"use_reentrant\": False}}, or hook the vision input: "
+                  f"model.{fam.patch_embed}.register_forward_hook(lambda m, i, o: o.requires_grad_(True))")
     message = (f"LoRA adapters inside the {fam.name} vision tower ({names}) get no gradient: the vision blocks run "
                f"under reentrant checkpointing ({ck.reentrant.why}) on the patch embedding of pixel_values, which "
                f"does not require grad, and {how}; the text adapters train while the vision adapters stay at their "
-               f"init (silent); pass gradient_checkpointing_kwargs={{\"use_reentrant\": False}}, or hook the vision "
-               f"input: model.{fam.patch_embed}.register_forward_hook(lambda m, i, o: o.requires_grad_(True))")
+               f"init (silent); {advice}")
     return span, message, (target_value,)
 
 
