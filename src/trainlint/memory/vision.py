@@ -211,7 +211,7 @@ def _vit_layer_bytes_per_position(v: VisionPlan, act_bytes: int, r: int | None) 
     head), quick_gelu's input and its sigmoid (2 x 2 f); trained weights also read the LayerNorms' outputs (2 x 2 h)
     and fc2's input (2 f) (out_proj's input is SDPA's output, already kept); each LoRA-adapted Linear 5 bytes per input
     element and 4 per rank. Counted tensor by tensor with saved_tensors_hooks on a layer transformers builds
-    (tests/test_vision_estimate.py); on CPU the dropout mask of an adapter is fp32, 3 more bytes per input element."""
+    (tests/test_vision_estimate.py, with the bool dropout mask CUDA keeps: trainlint.verify.measure)."""
     t = v.tower
     h, f = t.hidden, t.intermediate
     bits16 = 2 * 2 * h + 4 * 2 * h + 2 * 2 * f
