@@ -54,6 +54,9 @@ def test_processor_type_loads_the_vision_model_and_its_processor(tmp_path):
     # without image_size the checkpoint's processor decides: up to 16,384 tokens for one image
     plan = _plan(tmp_path)
     assert plan.vision.patches == 4 * 16384 and plan.vision.trained == "frozen"
+    # axolotl's own enable_input_require_grads is not LLaMA-Factory's checkpoint function: the hooked tower stays
+    # checkpointed (main kept every block's tensors here: 92 GiB on axolotl's examples/qwen2_5-vl/lora-7b.yaml)
+    assert plan.vision.hooked and plan.vision.checkpointed
     text = tmp_path / "text.yaml"
     text.write_text(CONFIG.format(model="Qwen/Qwen2.5-7B-Instruct", targets=TEXT_REGEX, extra="").replace(
         "processor_type: AutoProcessor\n", ""))
