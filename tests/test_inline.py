@@ -744,3 +744,45 @@ def test_a_checkout_of_a_modelled_library_is_not_followed(tmp_path):
                              "mylib/commands/cli.py": cli})
     assert "modules followed" not in _verbose(root, "accelerate/commands/cli.py")
     assert "modules followed: mylib/commands/model_utils.py" in _verbose(root, "mylib/commands/cli.py")
+
+
+DISPATCH = '''
+import argparse
+from transformers import AutoModelForCausalLM
+
+
+def generate(args):
+    return AutoModelForCausalLM.from_pretrained(args.model, attn_implementation="eager")
+
+
+def score(args):
+    return AutoModelForCausalLM.from_pretrained(args.model, attn_implementation="sdpa")
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--task", default="score")
+    parser.add_argument("--model", default="meta-llama/Llama-3.2-1B")
+    args = parser.parse_args()
+    if args.task and args.task == "generate":
+        generate(args)
+    elif args.task and args.task == "score":
+        score(args)
+'''
+
+
+def test_a_followed_function_runs_only_where_its_call_site_does(tmp_path):
+    """The callee's calls carry the call site's `if` conditions: under `--task score` (the default) the eager load
+    inside generate() is not part of the run, and under `--task generate` it is."""
+    from trainlint.facts import extract_facts
+    from trainlint.facts.inline import Follower
+    import libcst as cst
+
+    script = tmp_path / "run.py"
+    script.write_text(DISPATCH)
+    facts = extract_facts(cst.parse_module(DISPATCH), str(script), DISPATCH)
+    followed = Follower(tmp_path, lambda p: p.name).follow(facts, script)
+    loads = {m.attn_implementation.value: m.call for m in followed.models}
+    assert set(loads) == {"eager", "sdpa"}
+    eager_guards = [(g.value, holds) for g, holds in loads["eager"].guards if g.state == "param"]
+    assert any(holds for _, holds in eager_guards) and len(eager_guards) >= 2  # `args.task` and `== "generate"`

@@ -195,7 +195,9 @@ class _Binder:
         out_calls = []
         for c in calls:
             new = self.walk(c)  # ordered after the call site, before the caller's next call
-            new = replace(new, index=self.hop.index + (order[id(c)] + 1) / (n + 1), scope=self.hop.scope)
+            # the callee's calls run only when its call site does: they carry the site's `if` conditions too
+            new = replace(new, index=self.hop.index + (order[id(c)] + 1) / (n + 1), scope=self.hop.scope,
+                          guards=self.hop.guards + new.guards)
             self._memo[id(c)] = new
             site = self.hop.span.in_file(self.caller.display) if self.caller.display and not self.hop.span.file \
                 else self.hop.span
