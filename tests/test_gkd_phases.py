@@ -5,13 +5,15 @@ GKDConfig's lmbda / seq_kd / max_new_tokens)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 from trainlint.config import Settings
 from trainlint.knowledge.versions import project_pins
 from trainlint.launch.discover import clear_caches
 from trainlint.lint import lint_file
-from trainlint.memory.estimate import generation_parts, jsd_loss_bytes
+from trainlint.memory.estimate import (activation_bytes_per_layer, eval_logits_bytes, eval_peak, generation_parts,
+                                       jsd_loss_bytes, models_bytes, optimizer_bytes, weights_bytes)
 from trainlint.planning import Overrides, plan_for
 from trainlint.run import resolve
 
@@ -25,15 +27,15 @@ from {module} import GKDConfig, GKDTrainer
 model = AutoModelForCausalLM.from_pretrained("{student}", {dtype}="bfloat16")
 ds = load_dataset("trl-lib/chatbot_arena_completions")
 args = GKDConfig(output_dir="out", per_device_train_batch_size=2, max_length=1024, max_new_tokens=256{extra})
-trainer = GKDTrainer(model=model, teacher_model="Qwen/Qwen2.5-0.5B-Instruct", args=args, train_dataset=ds["train"])
+trainer = GKDTrainer(model=model, teacher_model="Qwen/Qwen2.5-0.5B-Instruct", args=args, train_dataset=ds["train"]{targs})
 trainer.train()
 '''
 
 
-def ctx_of(tmp_path: Path, trl: str, extra: str = "", transformers: str = "4.57.6"):
+def ctx_of(tmp_path: Path, trl: str, extra: str = "", transformers: str = "4.57.6", targs: str = ""):
     new = trl.startswith("1.")
     src = GKD.format(module="trl.experimental.gkd" if new else "trl", student=STUDENT,
-                     dtype="dtype" if new else "torch_dtype", extra=extra)
+                     dtype="dtype" if new else "torch_dtype", extra=extra, targs=targs)
     (tmp_path / "requirements.txt").write_text(f"trl=={trl}\ntransformers=={transformers}\n")
     path = tmp_path / "train.py"
     path.write_text(src)
@@ -98,3 +100,65 @@ def test_liger_jsd_leaves_the_full_logits_formula(tmp_path):
     """0.22-1.13 `use_liger_kernel=True` is LigerFusedLinearJSDLoss (knowledge/trl_trainers.py LOSS): no JSD tensors."""
     plan = plan_for(ctx_of(tmp_path, "0.22.2", ", use_liger_kernel=True"), Overrides())[0]
     assert plan.jsd_positions is None and plan.loss == "liger"
+
+
+EVAL = ", eval_strategy='steps', eval_steps=50, per_device_eval_batch_size=8, bf16=True"
+EVAL_DS = ', eval_dataset=ds["test"]'
+
+
+def test_the_evaluation_step_is_the_loss_under_no_grad_at_the_eval_batch(tmp_path):
+    """GKDTrainer's eval step (run/eval.py `_distillation_eval`: Trainer's / SFTTrainer's prediction_step calls its
+    compute_loss under no_grad): both models' [8 x 1,024 x 151,936] bf16 logits and JSD_NOGRAD_TENSORS (10) over the
+    positions the JSD reads (every position from 1.8, the completion before), above the resident weights, teacher
+    and optimizer state; nothing of the on-policy generation."""
+    for trl, positions in (("1.16.0", 1024), ("0.19.1", 256)):
+        ctx = ctx_of(tmp_path, trl, EVAL, targs=EVAL_DS)
+        plan = plan_for(ctx, Overrides())[0]
+        e = plan.evaluation
+        assert (e.batch, e.jsd, e.logits, e.kept_bytes, e.generation) == (8, True, False, 0, None), trl
+        assert eval_logits_bytes(plan) == 8 * 151_936 * 2 * (2 * 1024 + 10 * positions)
+        layer = activation_bytes_per_layer(replace(plan, batch=8, lora_r=None), 8 * 1024)
+        assert layer < eval_logits_bytes(plan)
+        assert eval_peak(plan) == weights_bytes(plan) + models_bytes(plan) + optimizer_bytes(plan)[0] + \
+            eval_logits_bytes(plan)
+        assert resolve(ctx).evaluation.why.startswith("GKDTrainer's loss under no_grad at the eval batch")
+
+
+def test_no_evaluation_without_an_eval_dataset_or_with_eval_strategy_no(tmp_path):
+    assert plan_for(ctx_of(tmp_path, "1.16.0", EVAL), Overrides())[0].evaluation is None
+    assert plan_for(ctx_of(tmp_path, "1.16.0", ", eval_strategy='no'", targs=EVAL_DS), Overrides())[0].evaluation \
+        is None
+
+
+def test_compute_metrics_keeps_the_students_fp32_logits_unless_reduced(tmp_path):
+    """With compute_metrics the student's outputs are the loop's predictions (SFTTrainer.prediction_step returns
+    `outputs.logits`, trl 1.16.0 sft_trainer.py:1686), fp32 under bf16 mixed precision; an argmax in
+    preprocess_logits_for_metrics keeps nothing logits-sized."""
+    metrics = EVAL_DS + ", compute_metrics=lambda p: {}"
+    plan = plan_for(ctx_of(tmp_path, "1.16.0", EVAL, targs=metrics), Overrides())[0]
+    e = plan.evaluation
+    assert (e.jsd, e.kept_bytes, e.kept_batches) == (True, 4, None)
+    step = 8 * 151_936 * 2 * (2 * 1024 + 10 * 1024)
+    kept = 8 * 1024 * 151_936 * 4
+    assert eval_logits_bytes(plan) == max(step, 2 * kept)
+    reduced = metrics + ", preprocess_logits_for_metrics=lambda logits, labels: logits.argmax(-1)"
+    assert plan_for(ctx_of(tmp_path, "1.16.0", EVAL, targs=reduced), Overrides())[0].evaluation.kept_bytes == 0
+
+
+def test_liger_jsd_evaluates_without_the_jsd_tensors(tmp_path):
+    plan = plan_for(ctx_of(tmp_path, "0.22.2", EVAL + ", use_liger_kernel=True", targs=EVAL_DS), Overrides())[0]
+    assert plan.evaluation.jsd is False and plan.evaluation.logits is False
+
+
+def test_estimate_names_the_evaluation_step_and_the_verdict_on_it(tmp_path):
+    """The 1.16 eval step at batch 8 (~31 GiB with the resident state) is over a 24 GiB card whose training step
+    (~14 GiB) fits: the verdict is on the evaluation."""
+    from click.testing import CliRunner
+
+    from trainlint.cli import main
+
+    ctx_of(tmp_path, "1.16.0", EVAL + ", gradient_checkpointing=True", targs=EVAL_DS)
+    r = CliRunner().invoke(main, ["estimate", str(tmp_path / "train.py"), "--gpu", "24GB"])
+    assert "other phases: evaluation step (eval batch 8, student and teacher logits and the generalized JSD under " \
+           "no_grad): " in r.output, r.output
+    assert "24 GiB: fits for training; the first evaluation needs" in r.output, r.output

@@ -230,3 +230,34 @@ def test_an_image_captioning_model_trained_with_compute_metrics_keeps_its_logits
     found = lint(src)
     assert codes(found) == ["TL302"]
     assert "30,522-token vocabulary" in found[0][2] and "fp32" in found[0][2]
+
+
+GKD = '''
+from datasets import load_dataset
+from transformers import AutoModelForCausalLM
+from trl.experimental.gkd import GKDConfig, GKDTrainer
+
+model = AutoModelForCausalLM.from_pretrained("Qwen/Qwen2.5-0.5B", dtype="bfloat16")
+ds = load_dataset("trl-lib/chatbot_arena_completions")
+args = GKDConfig(output_dir="out", max_length=1024, eval_strategy="steps", eval_steps=100, bf16=True)
+
+
+def compute_metrics(pred):
+    return {}
+
+
+trainer = GKDTrainer(model=model, teacher_model="Qwen/Qwen2.5-0.5B", args=args, train_dataset=ds["train"],
+                     eval_dataset=ds["test"], compute_metrics=compute_metrics)
+'''
+
+
+def test_gkd_keeps_the_students_logits_for_compute_metrics(lint):
+    """GKDTrainer has no prediction_step of its own: SFTTrainer's (trl 1.16.0 sft_trainer.py:1679) returns the
+    student's logits from compute_loss, and the loop keeps them (fp32 under bf16 mixed precision)."""
+    files = {"requirements.txt": "trl==1.16.0\ntransformers==5.25.0\n"}
+    [(line, message)] = tl302(lint(GKD, files=files))
+    assert line == 15
+    assert "~594 MiB per eval example (1,024 tokens x 151,936 vocabulary, fp32)" in message
+    reduced = GKD.replace("compute_metrics=compute_metrics)", "compute_metrics=compute_metrics,\n"
+                          "                     preprocess_logits_for_metrics=lambda logits, labels: logits.argmax(-1))")
+    assert tl302(lint(reduced, files=files)) == []

@@ -108,6 +108,9 @@ class EvalPhase:
     # GRPO (TRL >= 0.15) / RLOO (>= 0.22): each eval batch generates its own completions (no buffering) and scores
     # them under no_grad: a generation round at the eval batch (run/eval.py `_generating_eval`)
     generation: GenerationPhase | None = None
+    # TRL GKDTrainer: the step is its compute_loss under no_grad (run/eval.py `_distillation_eval`): the student's and
+    # the teacher's logits and the generalized JSD's no-grad tensors (jsd_loss_bytes(grad=False)) at the eval batch
+    jsd: bool = False
 
 
 @dataclass(frozen=True)
@@ -559,13 +562,27 @@ def attention_bytes(p: Plan) -> int:
 
 # TRL GKDTrainer.generalized_jsd_loss (beta strictly between 0 and 1; trl 0.13.0 gkd_trainer.py:161-216, 1.16.0
 # experimental/gkd/gkd_trainer.py:238-322), every tensor in the logits' dtype over the positions it reads (the slice
-# of the logits is a view): the student's and the teacher's logits divided by the temperature, their two log_softmax,
-# the stacked pair (2), the mixture's logsumexp, each kl_div's exp(target), (target - input) and product (exp and
-# the difference are saved for backward), the two weighted products and their sum: 16 by that reading at the last
-# add, beside the two models' own [rows x seq x vocab] logits. JSD_TENSORS is the measured figure: 15 + the two
-# logits = 17.0 x [2 x 1,023 x 151,936] bf16 above weights, teacher, optimizer state and checkpoints at the forward's
-# peak (bench/rl_measurements.json, the GKD record), so one of the 16 is freed before the peak.
+# of the logits is a view), N = [rows x positions x vocab]. Line by line, with what autograd saves (torch 2.13
+# derivatives.yaml; the saved tensors listed off the graph's `_saved_*` attributes):
+#   l.271-272 `student_logits / temperature`, `teacher_logits / temperature`: 2 N, alive as the locals they rebind
+#   l.275-276 the two log_softmax: 2 N (the student's is also LogSoftmaxBackward's saved result)
+#   l.286-289 the two `+ log(beta)` sums are temporaries of `torch.stack` (gone once it returns); the stacked pair
+#             (2 N) is saved by LogsumexpBackward (`self`), as is its result, the mixture (1 N): 3 N
+#   l.293 kl_teacher = kl_div(mixture, teacher, log_target=True) = `exp(target) * (target - input)` (ATen kl_div,
+#             CompositeImplicitAutograd): exp(teacher) has no grad, (teacher - mixture) has, so MulBackward saves
+#             only exp(teacher), the operand the other's gradient needs; the difference is freed when kl_div returns:
+#             exp(teacher) + the product = 2 N
+#   l.294 kl_student: exp(student) (ExpBackward's result), (student - mixture) and the product: both operands need
+#             a gradient, so both are saved: 3 N
+#   l.297 beta * kl_teacher, (1 - beta) * kl_student and their sum (0-dim beta: nothing N-sized saved): 3 N
+# 2 + 2 + 3 + 2 + 3 + 3 = 15 at the last add (the peak), beside the two models' own [rows x seq x vocab] logits. The
+# teacher's (target - input) is the one a plain count of kl_div's three tensors (16) gets wrong. Under no_grad
+# (the evaluation step) nothing is saved: the stacked pair is freed by logsumexp's return, each kl_div's exp and
+# difference by its own, which leaves 2 + 2 + 1 (mixture) + 2 (the two kl_div) + 3 = 10 at the last add
+# (JSD_NOGRAD_TENSORS). Measured in the full GKD steps (bench/rl_measurements.json: the Qwen2.5-0.5B training step,
+# 15.17 N with the checkpoints; its evaluation step at batch 8, 10.00 N).
 JSD_TENSORS = 15
+JSD_NOGRAD_TENSORS = 10
 
 
 def jsd_loss_tensors(positions: int, seq: int) -> float:
@@ -573,11 +590,13 @@ def jsd_loss_tensors(positions: int, seq: int) -> float:
     return (2 * seq + JSD_TENSORS * positions) / max(seq, 1)
 
 
-def jsd_loss_bytes(p: Plan) -> int:
+def jsd_loss_bytes(p: Plan, grad: bool = True) -> int:
     """GKD's loss step (Plan.jsd_positions): the student's and the teacher's [batch x seq x vocab] logits and the
-    JSD_TENSORS vocabulary-sized tensors over the positions it reads, in the activation dtype."""
+    JSD_TENSORS (training) / JSD_NOGRAD_TENSORS (under no_grad: the evaluation step) vocabulary-sized tensors over the
+    positions it reads, in the activation dtype."""
     g = p.geometry
-    return p.batch * g.vocab * p.act_bytes * (2 * p.seq + JSD_TENSORS * (p.jsd_positions or p.seq))
+    tensors = JSD_TENSORS if grad else JSD_NOGRAD_TENSORS
+    return p.batch * g.vocab * p.act_bytes * (2 * p.seq + tensors * (p.jsd_positions or p.seq))
 
 
 def logits_bytes(p: Plan) -> int:
@@ -820,6 +839,12 @@ def eval_logits_bytes(p: Plan) -> int:
     if e is None:
         return 0
     g = p.geometry
+    if e.jsd:  # GKD: the two models' logits and the no-grad JSD; the eval loop may keep the student's logits
+        step = jsd_loss_bytes(replace(p, batch=e.batch), grad=False)
+        if not e.kept_bytes:
+            return step
+        kept, n = e.batch * p.seq * g.vocab * e.kept_bytes, max(e.kept_batches or 1, 1)
+        return max(step + (n - 1) * kept, 2 * n * kept)
     if not e.logits:
         return logits_bytes(replace(p, batch=e.batch, reference_logits=False))
     if g.head_width is not None:  # a classifier's num_labels-wide logits (knowledge/heads.py)
@@ -849,6 +874,10 @@ def eval_peak(p: Plan) -> int:
     if g.moe_dense_eval or g.moe_dense_train:  # every expert's tensors for every token (transient under no_grad)
         evaluated = replace(evaluated, geometry=replace(g, moe_top_k=g.moe_experts))
     layer = activation_bytes_per_layer(evaluated, e.batch * p.seq)
+    if e.jsd:
+        # the loss runs after both forwards' layers are freed (no_grad): the larger of one layer's working set and
+        # the loss (bench/rl_measurements.json, GKD's evaluation step: the loss alone above the resident state)
+        return w + models_bytes(p) + opt + max(layer, eval_logits_bytes(p))
     if e.fused_head and not e.logits:
         # no logits-sized tensor: the head runs after the last layer's tensors are freed, so the step peaks at the
         # larger of one layer's working set and the head's (bench/measure_rl.py, DPO's eval step)

@@ -147,6 +147,9 @@ def _eval_line(r: Report) -> str | None:
                 f"{fmt_bytes(r.eval_peak)}")
     what = ("logits kept on the GPU for " + (f"{e.kept_batches} eval batches" if e.kept_batches else "1 eval batch")
             if e.kept_bytes else "the logits of one eval batch" if e.logits else "no logits (fused loss)")
+    if e.jsd:  # GKD (run/eval.py `_distillation_eval`)
+        what = "student and teacher logits and the generalized JSD under no_grad" + \
+            (f", {what}" if e.kept_bytes else "")
     batch = f"{e.batch // e.per_example} pairs, {e.batch} rows" if e.per_example == 2 else f"{e.batch}"
     return f"evaluation step (eval batch {batch}, {what}): {fmt_bytes(r.eval_peak)}"
 

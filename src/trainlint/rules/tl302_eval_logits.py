@@ -10,9 +10,12 @@ them to the CPU every N steps (`all_preds.to_cpu_and_numpy()`); `Trainer.evaluat
 Under bf16/fp16 mixed precision accelerate wraps the forward in `convert_outputs_to_fp32` (accelerate 1.15.0
 accelerator.py `prepare_model`), so the kept logits are fp32. TRL: `SFTTrainer` keeps Trainer's
 `evaluation_loop` (trl 0.12.0 defines no `prediction_step`; trl 1.16.0 sft_trainer.py:1679 defines one that still
-returns `outputs.logits` unless `prediction_loss_only`, recomputed by a forward without labels, l.1666-1674); DPO, KTO, GRPO
-and distillation trainers override `prediction_step` (their eval logits are not the vocabulary's) and are not
-checked.
+returns `outputs.logits` unless `prediction_loss_only`, recomputed by a forward without labels, l.1666-1674); DPO, KTO and GRPO
+override `prediction_step` (their eval logits are not the vocabulary's) and are not checked. TRL's GKDTrainer
+defines none: Trainer's (<= 1.0) / SFTTrainer's (1.16.0 sft_trainer.py:1679-1688) prediction_step returns the
+student's outputs from its `compute_loss(..., return_outputs=True)` (0.13.0 gkd_trainer.py:252, 1.16.0
+experimental/gkd/gkd_trainer.py:361), so the loop keeps the student's vocabulary logits as it does a Trainer's
+(run/eval.py `_distillation_eval`).
 """
 
 from __future__ import annotations
@@ -48,7 +51,7 @@ def _logit_bytes(ctx: FileContext, args: ArgsObject | None, model) -> int:
       fix="unsafe", verifies="memory")
 def check(self: Rule, ctx: FileContext):
     for trainer in ctx.facts.trainers:
-        if trainer.class_name not in TRAINERS:
+        if trainer.class_name not in TRAINERS and not (trainer.class_name == "GKDTrainer" and trainer.library == "trl"):
             continue
         call = trainer.call
         if not call.has_kw("compute_metrics") or call.kw("compute_metrics").is_(None) or \

@@ -8,8 +8,8 @@ unless `args.batch_eval_metrics` (a field since 4.41.0: knowledge/arguments.json
 accelerate wraps the forward in `convert_outputs_to_fp32` (accelerate 1.15.0 accelerator.py `prepare_model`), so the
 kept logits are fp32. TRL: `SFTTrainer` keeps Trainer's `evaluation_loop` (trl 0.12.0 defines no `prediction_step`;
 trl 1.16.0 sft_trainer.py:1679 defines one that still returns `outputs.logits` unless `prediction_loss_only`,
-recomputed by a forward without labels, l.1666-1674); the distillation trainers override `prediction_step` and
-are not counted. GRPO (>= 0.15) and the GRPO-shaped RLOO (>= 0.22) evaluate by generating: each eval batch is a
+recomputed by a forward without labels, l.1666-1674). GKDTrainer's evaluation step is its own loss under no_grad
+(`_distillation_eval` below). GRPO (>= 0.15) and the GRPO-shaped RLOO (>= 0.22) evaluate by generating: each eval batch is a
 generation round of per_device_eval_batch_size completions scored under no_grad (knowledge/trl_trainers.py
 `evaluates_by_generating`, `_generating_eval` below).
 
@@ -89,6 +89,9 @@ def eval_phase(ctx: FileContext, loss: str) -> Decided[EvalPhase | None]:
                        and t.library == "trl"), None)
     if preference is not None:
         return _preference_eval(ctx, preference, loss)
+    distillation = next((t for t in ctx.facts.trainers if t.class_name == "GKDTrainer" and t.library == "trl"), None)
+    if distillation is not None:
+        return _distillation_eval(ctx, distillation, loss)
     generating = next((t for t in ctx.facts.trainers if t.class_name in ("GRPOTrainer", "RLOOTrainer")
                        and t.library == "trl"), None)
     if generating is not None:
@@ -224,3 +227,38 @@ def _generating_eval(ctx: FileContext, trainer: TrainerCall) -> Decided[EvalPhas
     phase = EvalPhase(rows, logits=False, generation=generation.phase(rows))
     return Decided(phase, trainer.call.span, not any(n.startswith("eval batch 8") for n in notes),
                    f"{trainer.class_name}'s generation round at the eval batch", tuple(notes))
+
+
+def _distillation_eval(ctx: FileContext, trainer: TrainerCall, loss: str) -> Decided[EvalPhase | None]:
+    """TRL GKDTrainer's evaluation step. It defines no `prediction_step`: trl 0.13.0-0.22.2 and 1.0.0 run Trainer's
+    (transformers 4.57.6 trainer.py:4824, 5.25.0 :3237 `prediction_step`: with labels, which DataCollatorForChatML
+    always sets, `compute_loss(model, inputs, return_outputs=True)` under no_grad whatever prediction_loss_only, 5.25.0
+    l.3312-3321; 1.0.0's SFTTrainer
+    only marks `_prediction_loss_only` and calls it, sft_trainer.py:1371-1374), trl 1.16.0 SFTTrainer's
+    (sft_trainer.py:1679-1688: `compute_loss` under no_grad, `return_outputs` only when the logits are wanted). Either
+    way the step is GKDTrainer.compute_loss at per_device_eval_batch_size: the student's forward, the teacher's, and
+    generalized_jsd_loss under no_grad (memory.estimate JSD_NOGRAD_TENSORS); no on-policy generation (that is in
+    `training_step` only: 0.13.0 gkd_trainer.py:277, 1.16.0 experimental/gkd/gkd_trainer.py:405). With
+    compute_metrics (prediction_loss_only off) the returned student outputs' logits are the loop's predictions, kept
+    as Trainer's loop keeps logits (fp32 under mixed precision). `use_liger_kernel` (0.22+) runs the fused JSD in eval
+    too: the training loss path at the eval batch."""
+    from trainlint.memory.estimate import EvalPhase
+
+    args, skipped = _loop_runs(ctx, trainer)
+    if skipped is not None:
+        return skipped
+    notes: list[str] = []
+    rows = _eval_batch(args, notes)
+    metrics = trainer.call.kw("compute_metrics")
+    loss_only = metrics.unset or metrics.is_(None) or (args is not None and args.get("prediction_loss_only").is_(True))
+    kept, batches = 0, None
+    if not loss_only and logits_reduced(ctx, trainer, args) is False:
+        mixed = args is not None and (args.get("bf16").is_(True) or args.get("fp16").is_(True))
+        kept = 4 if mixed else byte_widths(ctx, training_model(ctx)).value[0]
+        batches = _kept_batches(ctx, trainer, args, rows, notes)
+        notes.append("compute_metrics with GKDTrainer: the eval loop keeps the student's logits of each eval batch")
+    full = loss == "full"
+    phase = EvalPhase(rows, logits=False, jsd=full, kept_bytes=kept, kept_batches=batches)
+    why = ("GKDTrainer's loss under no_grad at the eval batch: the student's and the teacher's logits and the "
+           "generalized JSD" if full else "GKDTrainer's fused JSD loss under no_grad at the eval batch")
+    return Decided(phase, trainer.call.span, not any(n.startswith("eval batch 8") for n in notes), why, tuple(notes))
