@@ -18,7 +18,8 @@ ROOT = Path(__file__).resolve().parents[1]
 PAIRS = {"dpo_qwen2.5-0.5b_bf16_full_gc_b2x1024": "dpo_qwen05.py",
          "grpo_qwen2.5-0.5b_bf16_full_gc_b4_spg2_p256_c512": "grpo_qwen05.py",
          "gkd_qwen2.5-0.5b_teacher0.5b_bf16_full_gc_b2x1024": "gkd_qwen05.py",
-         "gkd_qwen2.5-0.5b_teacher0.5b_bf16_full_gc_b4x512": "gkd_qwen05_b4.py"}
+         "gkd_qwen2.5-0.5b_teacher0.5b_bf16_full_gc_b4x512": "gkd_qwen05_b4.py",
+         "gkd_llama3.2-1b_teacher1b_bf16_full_gc_b3x700": "gkd_llama1b_holdout.py"}
 
 
 def plan_of(script: Path):

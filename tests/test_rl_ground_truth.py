@@ -2,7 +2,8 @@
 bench/measure_rl.py, FakeTensorMode + MemTracker at full size with TRL 1.16.0, CPU kernels, so estimated for them:
 Plan.device "cpu"): within 6% for the DPO step and its evaluation step, the GRPO training step and the GRPO
 generation phase (the larger of HF generate and the reference's scoring pass), and GKD's training step, generation
-(no cache under checkpointing) and evaluation step (its loss under no_grad at eval batch 8). bench/rl_accuracy.py prints them."""
+(no cache under checkpointing) and evaluation step (its loss under no_grad at eval batch 8), on the Qwen2.5-0.5B shape and a held-out
+Llama-3.2-1B one. bench/rl_accuracy.py prints them."""
 
 from __future__ import annotations
 
@@ -39,6 +40,10 @@ def plan(script: str):
     ("gkd_qwen05.py", "gkd_qwen2.5-0.5b_teacher0.5b_bf16_full_gc_b2x1024", "train"),
     ("gkd_qwen05.py", "gkd_qwen2.5-0.5b_teacher0.5b_bf16_full_gc_b2x1024", "generation"),
     ("gkd_qwen05.py", "gkd_qwen2.5-0.5b_teacher0.5b_bf16_full_gc_b2x1024", "eval"),
+    # the held-out shape (another model, vocabulary, batch, length and token count)
+    ("gkd_llama1b_holdout.py", "gkd_llama3.2-1b_teacher1b_bf16_full_gc_b3x700", "train"),
+    ("gkd_llama1b_holdout.py", "gkd_llama3.2-1b_teacher1b_bf16_full_gc_b3x700", "generation"),
+    ("gkd_llama1b_holdout.py", "gkd_llama3.2-1b_teacher1b_bf16_full_gc_b3x700", "eval"),
 ])
 def test_estimate_within_6_percent_of_the_measured_phase(script, name, phase):
     p = plan(script)
@@ -50,3 +55,15 @@ def test_estimate_within_6_percent_of_the_measured_phase(script, name, phase):
     else:
         got, want = estimate(p).peak, measured["train"]
     assert abs(got - want) / want < 0.06, (got, want)
+
+
+def test_jsd_tensor_counts_are_the_measured_ones_at_every_probed_shape():
+    """memory.estimate JSD_TENSORS / JSD_NOGRAD_TENSORS against TRL's generalized_jsd_loss measured alone at three
+    shapes (bench/measure_rl.py "jsd"): the forward's last add is the peak, the backward's is lower."""
+    from trainlint.memory.estimate import JSD_NOGRAD_TENSORS, JSD_TENSORS
+
+    probe = json.loads((BENCH / "rl_measurements.json").read_text())["jsd_probe"]
+    assert len({(r["rows"], r["seq"], r["vocab"]) for r in probe}) == 3
+    for r in probe:
+        assert (r["grad_forward"], r["nograd_forward"]) == (JSD_TENSORS, JSD_NOGRAD_TENSORS), r
+        assert r["grad_backward"] < r["grad_forward"]

@@ -579,8 +579,12 @@ def attention_bytes(p: Plan) -> int:
 # teacher's (target - input) is the one a plain count of kl_div's three tensors (16) gets wrong. Under no_grad
 # (the evaluation step) nothing is saved: the stacked pair is freed by logsumexp's return, each kl_div's exp and
 # difference by its own, which leaves 2 + 2 + 1 (mixture) + 2 (the two kl_div) + 3 = 10 at the last add
-# (JSD_NOGRAD_TENSORS). Measured in the full GKD steps (bench/rl_measurements.json: the Qwen2.5-0.5B training step,
-# 15.17 N with the checkpoints; its evaluation step at batch 8, 10.00 N).
+# (JSD_NOGRAD_TENSORS). Measured under FakeTensorMode + StepMemTracker on TRL's loss alone (bench/rl_measurements.json
+# "jsd_probe", verify/measure_rl.py `jsd_tensor_counts`): 15.000 N with grad (the backward peaks lower, 12.000) and
+# 10.000 N under no_grad at [2 x 1,024 x 151,936], [3 x 700 x 128,256] and [5 x 333 x 32,000] bf16; and in the full
+# GKD steps: the Qwen2.5-0.5B step the constants were first read off (training 15.17 N with the checkpoints; its
+# evaluation step at batch 8, 10.00 N) and the held-out Llama-3.2-1B step at 3 x 700 tokens, another vocabulary,
+# batch, length and token count (bench/rl_accuracy.py: training -0.1 %, evaluation at batch 5 +0.1 %).
 JSD_TENSORS = 15
 JSD_NOGRAD_TENSORS = 10
 

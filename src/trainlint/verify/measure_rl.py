@@ -258,3 +258,48 @@ def _gkd(torch, cfg, spec: dict, student, teacher, opt, mt, run) -> dict:
     if spec.get("detail"):  # every step's phase (for reading where the step peaks)
         phases.update({k: int(v[0]) for k, v in mt.peaks.items()})
     return phases
+
+
+def jsd_tensor_counts(shapes, beta: float = 0.5, temperature: float = 0.9) -> list[dict]:
+    """TRL's own `GKDTrainer.generalized_jsd_loss` alone under FakeTensorMode + StepMemTracker, for each
+    (rows, seq, vocab) in `shapes`, in bf16: the peak of its forward (with grad: the student's logits a non-leaf of the
+    graph, as the LM head's output; and under no_grad, as the evaluation step runs it) and of its backward, in
+    vocabulary-sized tensors N = rows x (seq - 1) x vocab above the two models' own [rows x seq x vocab] logits (the
+    student's is one more tensor made inside the tracked region and taken off; the leaf it comes from stands for the
+    LM head's parameters and is not counted). memory.estimate JSD_TENSORS / JSD_NOGRAD_TENSORS are these counts."""
+    import torch
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.fx.experimental.symbolic_shapes import ShapeEnv
+    from trl.experimental.gkd import GKDTrainer
+
+    from trainlint.verify.measure import StepMemTracker
+
+    out = []
+    for rows, seq, vocab in shapes:
+        rec = {"rows": rows, "seq": seq, "vocab": vocab}
+        for grad in (True, False):
+            with FakeTensorMode(allow_non_fake_inputs=False, shape_env=ShapeEnv()):
+                leaf = torch.zeros(rows, seq, vocab, dtype=torch.bfloat16, requires_grad=grad)
+                teacher = torch.zeros(rows, seq, vocab, dtype=torch.bfloat16)
+                mt = StepMemTracker()
+                mt.track_external(leaf, teacher)
+                with mt:
+                    mt.set_phase(1, "forward")
+                    with torch.enable_grad() if grad else torch.no_grad():
+                        student = leaf * 1
+                        jsd = GKDTrainer.generalized_jsd_loss(student[:, :-1, :], teacher[:, :-1, :], labels=None,
+                                                              beta=beta, temperature=temperature, reduction="none")
+                        loss = jsd.sum()
+                        del jsd
+                    if grad:
+                        mt.set_phase(1, "backward")
+                        loss.backward()
+                    del loss, student
+            n = rows * (seq - 1) * vocab * 2
+            logits = rows * seq * vocab * 2
+            for phase in ("forward", "backward") if grad else ("forward",):
+                total = int(mt.peaks[f"step1/{phase}"][0])
+                # the leaf and the teacher's logits, and the student's logits (one [rows x seq x vocab] tensor)
+                rec[f"{'grad' if grad else 'nograd'}_{phase}"] = round((total - 3 * logits) / n, 3)
+        out.append(rec)
+    return out
