@@ -83,7 +83,8 @@ def main(argv: list[str]) -> int:
     if not argv or "jsd" in argv:
         from trainlint.verify.measure_rl import jsd_tensor_counts
 
-        probe = jsd_tensor_counts(JSD_SHAPES)
+        # beta 0 / 1: one kl_div (memory.estimate JSD_KL_TENSORS), at the smallest shape
+        probe = jsd_tensor_counts(JSD_SHAPES) + [r for b in (0.0, 1.0) for r in jsd_tensor_counts(JSD_SHAPES[-1:], beta=b)]
         print("jsd", probe, flush=True)
     records = []
     for w in which:

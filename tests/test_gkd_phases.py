@@ -162,3 +162,21 @@ def test_estimate_names_the_evaluation_step_and_the_verdict_on_it(tmp_path):
     assert "other phases: evaluation step (eval batch 8, student and teacher logits and the generalized JSD under " \
            "no_grad): " in r.output, r.output
     assert "24 GiB: fits for training; the first evaluation needs" in r.output, r.output
+
+
+def test_beta_zero_or_one_takes_one_kl_div(tmp_path):
+    """beta 0 (forward KL) / 1 (reverse KL): generalized_jsd_loss's single kl_div (1.16.0
+    experimental/gkd/gkd_trainer.py:278-281), JSD_KL_TENSORS (7) with grad and under no_grad alike."""
+    for beta in ("0.0", "1"):
+        plan = plan_for(ctx_of(tmp_path, "1.16.0", f", beta={beta}" + EVAL, targs=EVAL_DS), Overrides())[0]
+        assert plan.jsd_single_kl
+        assert jsd_loss_bytes(plan) == 2 * 151_936 * 2 * (2 * 1024 + 7 * 1024)
+        assert eval_logits_bytes(plan) == 8 * 151_936 * 2 * (2 * 1024 + 7 * 1024)
+    assert not plan_for(ctx_of(tmp_path, "1.16.0", ", beta=0.1"), Overrides())[0].jsd_single_kl
+
+
+def test_beta_zero_still_builds_the_mixture_before_0_16(tmp_path):
+    """0.13.0-0.15.2 generalized_jsd_loss has no branch on beta (0.13.0 gkd_trainer.py:189-201): the mixture's 15."""
+    plan = plan_for(ctx_of(tmp_path, "0.15.2", ", beta=0.0"), Overrides())[0]
+    assert not plan.jsd_single_kl
+    assert plan_for(ctx_of(tmp_path, "0.16.0", ", beta=0.0"), Overrides())[0].jsd_single_kl

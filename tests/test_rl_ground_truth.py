@@ -60,10 +60,15 @@ def test_estimate_within_6_percent_of_the_measured_phase(script, name, phase):
 def test_jsd_tensor_counts_are_the_measured_ones_at_every_probed_shape():
     """memory.estimate JSD_TENSORS / JSD_NOGRAD_TENSORS against TRL's generalized_jsd_loss measured alone at three
     shapes (bench/measure_rl.py "jsd"): the forward's last add is the peak, the backward's is lower."""
-    from trainlint.memory.estimate import JSD_NOGRAD_TENSORS, JSD_TENSORS
+    from trainlint.memory.estimate import JSD_KL_TENSORS, JSD_NOGRAD_TENSORS, JSD_TENSORS
 
     probe = json.loads((BENCH / "rl_measurements.json").read_text())["jsd_probe"]
-    assert len({(r["rows"], r["seq"], r["vocab"]) for r in probe}) == 3
-    for r in probe:
+    mixture = [r for r in probe if r["beta"] not in (0, 1)]
+    assert len({(r["rows"], r["seq"], r["vocab"]) for r in mixture}) == 3
+    for r in mixture:
         assert (r["grad_forward"], r["nograd_forward"]) == (JSD_TENSORS, JSD_NOGRAD_TENSORS), r
         assert r["grad_backward"] < r["grad_forward"]
+    single = [r for r in probe if r["beta"] in (0, 1)]
+    assert {r["beta"] for r in single} == {0, 1}
+    for r in single:  # beta 0 / 1: one kl_div
+        assert (r["grad_forward"], r["nograd_forward"]) == (JSD_KL_TENSORS, JSD_KL_TENSORS), r

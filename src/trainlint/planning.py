@@ -14,6 +14,7 @@ from trainlint.memory.estimate import Plan, jsd_loss_tensors
 from trainlint.run import PlanError, resolve
 from trainlint.knowledge import trl_trainers as T
 from trainlint.run.model import training_model
+from trainlint.run.components import gkd_single_kl
 
 __all__ = ["Overrides", "PlanError", "plan_for", "training_model"]
 
@@ -120,9 +121,11 @@ def plan_for(ctx: FileContext, overrides: Overrides) -> tuple[Plan, ModelLoad, l
         full_seq = T.gkd_jsd_full_sequence(run.versions.trl)
         completion = gen.value.completion if gen.value is not None else None
         jsd_positions = (seq or 1) if full_seq or completion is None else min(completion, seq or completion)
+        single_kl = gkd_single_kl(ctx)
         notes.append(f"GKDTrainer's generalized JSD over {'every position' if full_seq else 'the completion'} "
-                     f"({jsd_positions:,} per row): ~{jsd_loss_tensors(jsd_positions, seq or 1):.1f} "
-                     f"vocabulary-sized tensors per row-token")
+                     f"({jsd_positions:,} per row{', ' + single_kl.why if single_kl.value else ''}): "
+                     f"~{jsd_loss_tensors(jsd_positions, seq or 1, single_kl.value):.1f} vocabulary-sized tensors per "
+                     f"row-token")
     sharding = run.sharding
     notes += sharding.notes
     world = overrides.world_size
@@ -166,6 +169,7 @@ def plan_for(ctx: FileContext, overrides: Overrides) -> tuple[Plan, ModelLoad, l
         logits_seq=logits_seq,
         generation=generation,
         jsd_positions=jsd_positions,
+        jsd_single_kl=jsd_positions is not None and gkd_single_kl(ctx).value,
         vllm_share=gen.value.vllm_share if gen.value is not None and gen.value.vllm == "colocate" else 0.0,
         optimizer=optim.value,
         world_size=world,

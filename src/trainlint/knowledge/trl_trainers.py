@@ -368,6 +368,7 @@ def vllm_share_default(trl: LibraryVersion) -> float:
 # | generation runs with `use_cache=False` when gradient_checkpointing is on (every decoding step a forward over the whole prefix), else with the KV cache | all read | 0.13.0 gkd_trainer.py:147; 0.22.2 :158; 1.16.0 :221 |
 # | the JSD reads the completion's logits only (`logits[:, prompt_lengths - 1 : -1, :]`) | <= 1.0 | 0.13.0 gkd_trainer.py:235-238; 0.22.2 :317-320; 1.0.0 :375-376 |
 # | the JSD reads every position's logits (`logits[:, :-1, :]`, the prompt masked by labels only) | >= 1.8 | 1.8.0 :414-415; 1.16.0 :344-345 |
+# | `beta` 0 / 1: one kl_div (forward / reverse KL), not the mixture's two (memory.estimate JSD_KL_TENSORS) | >= 0.16 | 0.16.0 gkd_trainer.py:190; 1.16.0 :278-281; 0.13.0-0.15.2 have no such branch |
 # | the loss: student and teacher logits (the teacher's under no_grad) divided by the temperature, two log_softmax, the stacked mixture's logsumexp, two kl_div, their weighted sum, then `jsd[mask]`: all [rows x positions x vocab] in the logits' dtype (memory.estimate JSD_TENSORS) | all read | 0.13.0 gkd_trainer.py:161-216; 1.16.0 :238-322 |
 # | a teacher given by name is loaded with `teacher_model_init_kwargs` (`torch_dtype` <= 0.2x, `dtype` in 1.x; unset: from_pretrained's default, fp32 with transformers 4, the checkpoint's dtype with 5) | all read | 0.13.0 gkd_trainer.py:109-127; 1.16.0 :159-175 |
 # | the evaluation step: Trainer's / SFTTrainer's prediction_step calls compute_loss under no_grad: the student's and the teacher's logits and the JSD at per_device_eval_batch_size | all read | 0.13.0 (no prediction_step in gkd_trainer.py); 1.16.0 trainer/sft_trainer.py:1679 |
@@ -382,6 +383,13 @@ def gkd_jsd_full_sequence(trl: LibraryVersion) -> bool:
 def gkd_seq_kd_exclusive(trl: LibraryVersion) -> bool:
     """seq_kd's teacher generation runs only when the student does not generate (>= 1.8; before, both can run)."""
     return _at(trl, (1, 8))
+
+
+def gkd_single_kl_at_beta_endpoints(trl: LibraryVersion) -> bool:
+    """beta 0 / 1 take one kl_div (forward / reverse KL) in generalized_jsd_loss from 0.16 (0.16.0
+    gkd_trainer.py:190, 1.16.0 experimental/gkd/gkd_trainer.py:278-281); 0.13.0-0.15.2 always build the mixture
+    (0.13.0 gkd_trainer.py:189-201, no branch on beta)."""
+    return _at(trl, (0, 16))
 
 
 def teacher_dtype_key(trl: LibraryVersion) -> str:

@@ -166,6 +166,7 @@ class Plan:
     generation: GenerationPhase | None = None  # None: no generation phase
     # GKD's generalized JSD (jsd_loss_bytes): the positions per row it reads (None: not a GKD loss)
     jsd_positions: int | None = None
+    jsd_single_kl: bool = False  # GKD's beta 0 or 1: one kl_div (JSD_KL_TENSORS), not the mixture's two
     vllm_share: float = 0.0  # colocated vLLM's vllm_gpu_memory_utilization (a fraction of the card, not of the peak)
     device: str = "cuda"  # whose kernels run the step: "cuda" (what estimate is for) | "cpu" (bench/'s CPU ground truth)
     vision: vision.VisionPlan | None = None  # a vision-language model's tower and the patches of one sample
@@ -587,11 +588,15 @@ def attention_bytes(p: Plan) -> int:
 # batch, length and token count (bench/rl_accuracy.py: training -0.1 %, evaluation at batch 5 +0.1 %).
 JSD_TENSORS = 15
 JSD_NOGRAD_TENSORS = 10
+# beta 0 or 1 (l.278-281): one kl_div, forward or reverse KL: the two scaled logits, the two log_softmax, exp(target),
+# (target - input) and the product; with grad both the exp and the difference are saved (one operand of each
+# product needs a gradient), under no_grad they are alive at the product anyway: 7 either way (jsd_probe, beta 0 / 1)
+JSD_KL_TENSORS = 7
 
 
-def jsd_loss_tensors(positions: int, seq: int) -> float:
+def jsd_loss_tensors(positions: int, seq: int, single_kl: bool = False) -> float:
     """Vocabulary-sized tensors per row-token of the sequence (for the estimate's note)."""
-    return (2 * seq + JSD_TENSORS * positions) / max(seq, 1)
+    return (2 * seq + (JSD_KL_TENSORS if single_kl else JSD_TENSORS) * positions) / max(seq, 1)
 
 
 def jsd_loss_bytes(p: Plan, grad: bool = True) -> int:
@@ -599,7 +604,7 @@ def jsd_loss_bytes(p: Plan, grad: bool = True) -> int:
     JSD_TENSORS (training) / JSD_NOGRAD_TENSORS (under no_grad: the evaluation step) vocabulary-sized tensors over the
     positions it reads, in the activation dtype."""
     g = p.geometry
-    tensors = JSD_TENSORS if grad else JSD_NOGRAD_TENSORS
+    tensors = JSD_KL_TENSORS if p.jsd_single_kl else JSD_TENSORS if grad else JSD_NOGRAD_TENSORS
     return p.batch * g.vocab * p.act_bytes * (2 * p.seq + tensors * (p.jsd_positions or p.seq))
 
 

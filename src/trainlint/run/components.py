@@ -448,3 +448,21 @@ def _gkd_generation(ctx: FileContext, trainer: TrainerCall) -> Decided[Generatio
     gen = Generation("GKDTrainer", batch, prompt, completion, 0, False, None, 0.0, trainer.call.span,
                      cache=cache, completion_logits=False)
     return Decided(gen, lmbda.origin or trainer.call.span, sure_b and sure_c, f"{who} generates", tuple(notes))
+
+
+def gkd_single_kl(ctx: FileContext) -> Decided[bool]:
+    """GKDTrainer's `beta` at 0 or 1: generalized_jsd_loss takes one kl_div (forward or reverse KL) instead of the
+    mixture's two (0.16.0 gkd_trainer.py:190, 1.16.0 experimental/gkd/gkd_trainer.py:278-281), 7 vocabulary-sized
+    tensors instead of 15 (memory.estimate JSD_KL_TENSORS), from TRL 0.16 (before, the mixture whatever beta).
+    GKDConfig's default beta is 0.5."""
+    trainer = rl_trainer(ctx)
+    if trainer is None or trainer.class_name != "GKDTrainer":
+        return Decided(False, None, True, "not GKDTrainer")
+    if not T.gkd_single_kl_at_beta_endpoints(ctx.versions.trl):
+        return Decided(False, None, True, f"TRL {ctx.versions.trl.version} builds the mixture whatever beta")
+    beta = _args_value(ctx, trainer, "beta")
+    if beta.known and isinstance(beta.value, (int, float)) and not isinstance(beta.value, bool):
+        one = beta.value in (0, 1)
+        return Decided(one, beta.origin, True, f"beta={beta.value:g}" + (": one kl_div" if one else ""))
+    return Decided(False, beta.origin, beta.unset, f"beta {T.GKD_DEFAULTS['beta']}: GKDConfig's default"
+                   if beta.unset else "beta not known: the mixture's two kl_div counted")

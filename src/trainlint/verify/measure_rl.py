@@ -276,7 +276,7 @@ def jsd_tensor_counts(shapes, beta: float = 0.5, temperature: float = 0.9) -> li
 
     out = []
     for rows, seq, vocab in shapes:
-        rec = {"rows": rows, "seq": seq, "vocab": vocab}
+        rec = {"rows": rows, "seq": seq, "vocab": vocab, "beta": beta}
         for grad in (True, False):
             with FakeTensorMode(allow_non_fake_inputs=False, shape_env=ShapeEnv()):
                 leaf = torch.zeros(rows, seq, vocab, dtype=torch.bfloat16, requires_grad=grad)
