@@ -180,3 +180,37 @@ def test_beta_zero_still_builds_the_mixture_before_0_16(tmp_path):
     plan = plan_for(ctx_of(tmp_path, "0.15.2", ", beta=0.0"), Overrides())[0]
     assert not plan.jsd_single_kl
     assert plan_for(ctx_of(tmp_path, "0.16.0", ", beta=0.0"), Overrides())[0].jsd_single_kl
+
+
+def test_trl_0_22_checkpoints_by_default_so_gkd_generates_without_a_cache(tmp_path):
+    """SFTConfig's (so GKDConfig's) gradient_checkpointing defaults to True from TRL 0.22: GKDTrainer then builds
+    its GenerationConfig with use_cache=False (0.22.2 gkd_trainer.py:158); 0.19.1's default is False."""
+    assert plan_for(ctx_of(tmp_path, "0.22.2"), Overrides())[0].generation.cache is False
+    assert plan_for(ctx_of(tmp_path, "0.19.1"), Overrides())[0].generation.cache is True
+    assert plan_for(ctx_of(tmp_path, "0.22.2", ", gradient_checkpointing=False"), Overrides())[0].generation.cache
+
+
+def test_tl303_words_gkds_own_levers(tmp_path):
+    """TL303's account of a GKD generation phase (rules/tl303_generation_peak.py `describe`): lmbda, max_new_tokens,
+    the batch and checkpointing's use_cache=False; never GRPO's steps_per_generation / generation_batch_size or vLLM.
+    (At realistic settings GKD's training step, with its JSD tensors, stays above its generation phase, so the rule
+    itself does not fire: the wording is checked on the real plans of both generation shapes.)"""
+    from trainlint.rules.tl303_generation_peak import describe
+
+    ctx = ctx_of(tmp_path, "0.19.1")  # checkpointing off by default: a KV cache
+    plan = plan_for(ctx, Overrides())[0]
+    part, size = max(generation_parts(plan), key=lambda kv: kv[1])
+    what, advice = describe(ctx, plan, part, size)
+    assert part == "kv_cache" and what.startswith("HF generate's KV cache for 2 completions x 1,024 tokens is ~")
+    assert advice == ("lower max_new_tokens or per_device_train_batch_size, or lmbda (the share of steps on which the "
+                      "student generates; 0 without seq_kd: never); or set gradient_checkpointing=True: GKDTrainer then "
+                      "generates with use_cache=False (no KV cache; each new token re-runs the whole prefix: slower)")
+    ctx = ctx_of(tmp_path, "1.16.0")  # checkpointing on by default from 0.22: no cache
+    plan = plan_for(ctx, Overrides())[0]
+    part, size = max(generation_parts(plan), key=lambda kv: kv[1])
+    what, advice = describe(ctx, plan, part, size)
+    assert part == "generate_step"
+    assert what.startswith("without a KV cache (use_cache=False under gradient checkpointing) the last decoding step "
+                           "is a no-grad forward over 2 x 1,024 tokens, ~")
+    for text in (what, advice):
+        assert "steps_per_generation" not in text and "vLLM" not in text and "generation_batch_size" not in text

@@ -169,7 +169,54 @@ def test_gkd_boundaries_and_teacher_logits(lint, trl, extra, quiet):
     found = lint(src, files=pins(trl))
     assert codes(found) == ([] if quiet else ["TL301"])
     if found:
-        assert "teacher model's logits" in found[0][2]
+        assert "the student's and the teacher's" in found[0][2] and "generalized JSD" in found[0][2]
+
+
+GKD_QWEN = '''
+from transformers import AutoModelForCausalLM
+from {module} import GKDConfig, GKDTrainer
+
+model = AutoModelForCausalLM.from_pretrained("Qwen/Qwen2.5-0.5B", {dtype}="bfloat16")
+args = GKDConfig(output_dir="out", per_device_train_batch_size=2, max_length=1024, max_new_tokens=512{extra})
+trainer = GKDTrainer(model=model, teacher_model="Qwen/Qwen2.5-0.5B", args=args, train_dataset=ds)
+'''
+
+
+@pytest.mark.parametrize("trl,cost,fix", [
+    # 1.8+: the JSD reads every position (1.16.0 experimental/gkd/gkd_trainer.py:344-345); no fused JSD from 1.14
+    ("1.16.0", "15 more vocabulary-sized tensors over every position, ~8.7 GiB: ~9.9 GiB at peak",
+     "GKDTrainer has no fused JSD from TRL 1.14 (1.13 has use_liger_kernel=True): use DistillationTrainer (TRL >= "
+     "1.10: its chunked divergence loss projects the completion's positions on tiles, never the full logits), or a "
+     "smaller per_device_train_batch_size / max_length"),
+    ("1.13.0", "over every position, ~8.7 GiB", "set use_liger_kernel=True (TRL 1.13's own FusedLinearJSDLoss: no "
+                                                "extra package)"),
+    # <= 1.0: the completion's max_new_tokens positions (0.22.2 gkd_trainer.py:317-320)
+    ("0.22.2", "15 more vocabulary-sized tensors over the completion's 512 positions (max_new_tokens), ~4.3 GiB: "
+               "~5.5 GiB at peak", "set use_liger_kernel=True (Liger's LigerFusedLinearJSDLoss: needs the "
+                                   "liger-kernel package)"),
+    ("0.21.0", "over the completion's 512 positions", "upgrade TRL: 0.22-1.13 fuse the JSD with use_liger_kernel=True "
+                                                      "(1.13 without the liger-kernel package), or use "
+                                                      "DistillationTrainer (TRL >= 1.10"),
+])
+def test_gkd_message_gives_the_jsd_figure_and_the_versions_lever(lint, trl, cost, fix):
+    """TL301 on GKDTrainer: the two models' [2 x 1,024 x 151,936] bf16 logits (~594 MiB each) and the generalized
+    JSD's 15 tensors over the positions it reads (memory.estimate jsd_loss_bytes: 2 x 151,936 x 2 x (2 x 1,024 +
+    15 x 1,024) = 9.9 GiB from 1.8, 15 x 512 = 5.5 GiB before), and the lever of the version."""
+    new = parse_version(trl) >= (0, 29)
+    src = GKD_QWEN.format(module="trl.experimental.gkd" if new else "trl", dtype="dtype" if new else "torch_dtype",
+                          extra="")
+    [(code, line, message)] = lint(src, files=pins(trl))
+    assert (code, line) == ("TL301", 7)
+    assert message.startswith(f"GKDTrainer in TRL {trl} computes its generalized JSD on the full logits of a "
+                              f"151,936-token vocabulary: the student's and the teacher's [2 x 1,024 x 151,936] "
+                              f"logits are ~594 MiB each in bf16, and the generalized JSD builds "), message
+    assert cost in message and fix in message, message
+
+
+def test_gkd_with_beta_zero_counts_one_kl_div(lint):
+    src = GKD_QWEN.format(module="trl.experimental.gkd", dtype="dtype", extra=", beta=0.0")
+    [(_, _, message)] = lint(src, files=pins("1.16.0"))
+    assert "builds 7 more vocabulary-sized tensors over every position (beta 0 or 1: one kl_div)" in message
 
 
 @pytest.mark.parametrize("trl,quiet", [("1.9.2", False), ("1.10.0", True)])

@@ -385,6 +385,24 @@ def gkd_seq_kd_exclusive(trl: LibraryVersion) -> bool:
     return _at(trl, (1, 8))
 
 
+def gkd_fused_jsd(trl: LibraryVersion) -> str | None:
+    """What `use_liger_kernel=True` fuses GKD's JSD with: "liger" (liger-kernel's LigerFusedLinearJSDLoss,
+    `from liger_kernel.chunked_loss import`: 0.22.2 gkd_trainer.py:58-59, :97-105; 1.8.0-1.12.0
+    experimental/gkd/gkd_trainer.py:46-48, :146-153), "trl" (TRL's own PyTorch port, `from ...losses import
+    FusedLinearJSDLoss` with compiled=False, no extra package: 1.13.0 experimental/gkd/gkd_trainer.py:39, :146-157),
+    or None: no fused path (0.11-0.21: `use_liger` only loads the models with Liger, 0.13.0 gkd_trainer.py:124;
+    from 1.14: no Liger in gkd_trainer.py, 1.14.0 / 1.16.0)."""
+    if _at(trl, (1, 14)) or not _at(trl, (0, 22)):
+        return None
+    return "trl" if _at(trl, (1, 13)) else "liger"
+
+
+# DistillationTrainer from 1.10 (top-level `trl`): `_chunked_divergence_loss` projects only the completion's
+# positions, on tiles ("The full `lm_head` projections are never materialized": 1.10.0 trainer/distillation_trainer.py
+# :152; 1.16.0 :101-121): GKD's loss without the vocabulary-sized tensors.
+DISTILLATION_CHUNKED_SINCE = (1, 10)
+
+
 def gkd_single_kl_at_beta_endpoints(trl: LibraryVersion) -> bool:
     """beta 0 / 1 take one kl_div (forward / reverse KL) in generalized_jsd_loss from 0.16 (0.16.0
     gkd_trainer.py:190, 1.16.0 experimental/gkd/gkd_trainer.py:278-281); 0.13.0-0.15.2 always build the mixture

@@ -783,7 +783,11 @@ def levers(p: Plan, est: Estimate):
     fix("TL101", "SDPA / flash attention", "none at this scale; flash_attention_2 needs flash-attn and a CUDA GPU")
     fix("TL102", "a fused SDPA kernel instead of the math one: bf16 autocast (bf16=True) or bf16 weights",
         "none on an Ampere or newer GPU (bf16 numerics)")
-    fix("TL301", "fused or chunked cross-entropy (Liger, TRL chunked loss)", "liger-kernel needs a CUDA GPU")
+    if p.jsd_positions is not None:  # GKD (TL301's GKD advice: a fused JSD per TRL version, or DistillationTrainer)
+        fix("TL301", "a fused or chunked JSD (use_liger_kernel on TRL 0.22-1.13, or DistillationTrainer)",
+            "another trainer on TRL >= 1.14")
+    else:
+        fix("TL301", "fused or chunked cross-entropy (Liger, TRL chunked loss)", "liger-kernel needs a CUDA GPU")
     if not p.checkpointing:
         try_("gradient checkpointing", "about one extra forward pass per step (~30% slower)", checkpointing=True)
     if p.batch > 1:

@@ -157,6 +157,18 @@ def _trl_trainer_diagnostic(self: Rule, ctx: FileContext, trainer: TrainerCall, 
         if pre.unknown:
             return None
         reference = None if pre.is_(True) else "reference"
+    if name == "GKDTrainer":
+        model = ctx.model_for(trainer.model_variable)
+        spec = ctx.spec(model) if model is not None else None
+        if spec is None or not spec.vocab_size or not computes_vocab_logits(model.class_name, model.kind) or \
+                spec.vocab_size < ctx.settings.large_vocab:
+            return None
+        assumed = f" ({spec.assumed_from})" if spec.assumed_from else ""
+        saving = peak_saving(ctx, model, "TL301", "a fused JSD")
+        return self.diagnostic(ctx, trainer.call.span,
+                               f"{name} in TRL {trl.version} computes its generalized JSD on the full logits of a "
+                               f"{spec.vocab_size:,}-token vocabulary{assumed}: {_gkd_cost(ctx, spec.vocab_size)}"
+                               f"{saving}; {_gkd_fix(ctx)}", model.model_id)
     seq = _completion_length(ctx, trainer, args) if name in ("GRPOTrainer", "RLOOTrainer", "PPOTrainer") \
         else ctx.seq_len
     shape = TrainerShape(ctx.batch, seq, row.rows, reference)
@@ -169,6 +181,48 @@ def _trl_trainer_diagnostic(self: Rule, ctx: FileContext, trainer: TrainerCall, 
     what = f"{name} in TRL {trl.version} computes the full logits"
     return _diagnose(self, ctx, ctx.model_for(trainer.model_variable), trainer.call.span, what, " or ".join(fixes),
                      shape)
+
+
+def _gkd_cost(ctx: FileContext, vocab: int) -> str:
+    """GKDTrainer's loss (memory.estimate jsd_loss_bytes): the student's and the teacher's logits and the generalized
+    JSD's vocabulary-sized tensors over the positions it reads, from the run's plan; per token when it is not known."""
+    from trainlint.memory.estimate import JSD_KL_TENSORS, JSD_TENSORS, jsd_loss_bytes
+    from trainlint.rules.fit import known_plan
+
+    plan = known_plan(ctx)
+    if plan is None or plan.jsd_positions is None:
+        size = 2
+        return (f"the student's and the teacher's logits and the generalized JSD's {JSD_TENSORS} vocabulary-sized "
+                f"tensors cost ~{fmt_bytes((2 + JSD_TENSORS) * vocab * size)} per token at peak in 16-bit "
+                f"({2 + JSD_TENSORS} x {vocab:,} x {size} bytes)")
+    b, s, n, size = plan.batch, plan.seq, plan.jsd_positions, plan.act_bytes
+    label = {2: "bf16", 4: "fp32"}.get(size, f"{size}-byte")
+    tensors = JSD_KL_TENSORS if plan.jsd_single_kl else JSD_TENSORS
+    each = fmt_bytes(logits_bytes(b, s, vocab, size))
+    jsd = fmt_bytes(b * n * vocab * size * tensors)
+    over = "every position" if n == s else f"the completion's {n:,} positions (max_new_tokens)"
+    kl = " (beta 0 or 1: one kl_div)" if plan.jsd_single_kl else ""
+    return (f"the student's and the teacher's [{b} x {s:,} x {vocab:,}] logits are ~{each} each in {label}, and the "
+            f"generalized JSD builds {tensors} more vocabulary-sized tensors over {over}{kl}, ~{jsd}: "
+            f"~{fmt_bytes(jsd_loss_bytes(plan))} at peak")
+
+
+def _gkd_fix(ctx: FileContext) -> str:
+    """GKD's levers per TRL version (knowledge/trl_trainers.py `gkd_fused_jsd`, DISTILLATION_CHUNKED_SINCE)."""
+    trl = ctx.versions.trl
+    fused = trl_trainers.gkd_fused_jsd(trl)
+    distill = (f"DistillationTrainer (TRL >= {'.'.join(map(str, trl_trainers.DISTILLATION_CHUNKED_SINCE))}: its "
+               f"chunked divergence loss projects the completion's positions on tiles, never the full logits)")
+    say = ctx.spelling
+    if fused == "liger":
+        return say.advise("use_liger_kernel", True, "Liger's LigerFusedLinearJSDLoss: needs the liger-kernel package")
+    if fused == "trl":
+        return say.advise("use_liger_kernel", True, "TRL 1.13's own FusedLinearJSDLoss: no extra package")
+    if trl.at_least(1, 14):
+        return (f"GKDTrainer has no fused JSD from TRL 1.14 (1.13 has use_liger_kernel=True): use {distill}, or a "
+                f"smaller {say.name('per_device_train_batch_size')} / {say.name('max_length')}")
+    return (f"upgrade TRL: 0.22-1.13 fuse the JSD with use_liger_kernel=True (1.13 without the liger-kernel "
+            f"package), or use {distill}")
 
 
 def _override_diagnostic(self: Rule, ctx: FileContext, trainer: TrainerCall):

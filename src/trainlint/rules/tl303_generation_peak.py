@@ -1,4 +1,4 @@
-"""TL303 generation-over-training: in GRPO / RLOO / Online DPO the generation phase (HF `generate`'s KV cache
+"""TL303 generation-over-training: in GRPO / RLOO / Online DPO / PPO / GKD the generation phase (HF `generate`'s KV cache
 for every completion of a generation round, or the no-grad per-token log-probabilities forward over the vocabulary)
 peaks above the training step.
 
@@ -38,8 +38,32 @@ def check(self: Rule, ctx: FileContext):
     train, peak = estimate(plan).peak, generation_peak(plan)
     if peak < train + MARGIN:
         return
-    g = plan.generation
     part, size = max(generation_parts(plan), key=lambda kv: kv[1])
+    what, advice = describe(ctx, plan, part, size)
+    yield self.diagnostic(ctx, gen.span, (
+        f"{gen.value.trainer} in TRL {ctx.versions.trl.version}: the generation phase peaks at ~{fmt_bytes(peak)}, "
+        f"~{fmt_bytes(peak - train)} above the training step (~{fmt_bytes(train)}): {what}; {advice}"))
+
+
+def describe(ctx: FileContext, plan, part: str, size: int) -> tuple[str, str]:
+    """What holds the generation phase's peak (`part` of memory.estimate.generation_parts, `size` bytes) and the
+    trainer's levers for it. GKD's are its own (knowledge/trl_trainers.py "GKD"): `lmbda` (the share of steps on which
+    the student generates; 0 without seq_kd: never), `max_new_tokens`, the batch, and gradient checkpointing's
+    use_cache=False (no KV cache: 0.13.0 gkd_trainer.py:147, 1.16.0 experimental/gkd/gkd_trainer.py:221); it has no
+    steps_per_generation and no vLLM."""
+    g = plan.generation
+    say = ctx.spelling
+    if resolve(ctx).generation.value.trainer == "GKDTrainer":
+        tokens = g.prompt + g.completion
+        levers = (f"lower {say.name('max_new_tokens')} or {say.name('per_device_train_batch_size')}, or "
+                  f"{say.name('lmbda')} (the share of steps on which the student generates; 0 without seq_kd: "
+                  f"never)")
+        if part == "kv_cache":
+            return (f"HF generate's KV cache for {g.rows} completions x {tokens:,} tokens is ~{fmt_bytes(size)}",
+                    f"{levers}; or {say.advise('gradient_checkpointing', True)}: GKDTrainer then generates with "
+                    f"use_cache=False (no KV cache; each new token re-runs the whole prefix: slower)")
+        return (f"without a KV cache (use_cache=False under gradient checkpointing) the last decoding step is a "
+                f"no-grad forward over {g.rows} x {tokens:,} tokens, ~{fmt_bytes(size)}", levers)
     if part == "generation_logits":
         what = (f"the rollout keeps every generated token's fp32 logits, [{g.rows} x {g.completion:,} x "
                 f"{plan.geometry.vocab:,}] ~{fmt_bytes(g.rows * g.completion * plan.geometry.vocab * 4)}, copied once "
@@ -59,6 +83,4 @@ def check(self: Rule, ctx: FileContext):
                 f"{plan.geometry.vocab:,}] logits, ~{fmt_bytes(size)}")
         advice = ("upgrade TRL to >= 1.15 (fused LM head)" if not g.fused_logps else
                   f"lower {ctx.spelling.name('per_device_train_batch_size')}")
-    yield self.diagnostic(ctx, gen.span, (
-        f"{gen.value.trainer} in TRL {ctx.versions.trl.version}: the generation phase peaks at ~{fmt_bytes(peak)}, "
-        f"~{fmt_bytes(peak - train)} above the training step (~{fmt_bytes(train)}): {what}; {advice}"))
+    return what, advice

@@ -441,8 +441,10 @@ def _gkd_generation(ctx: FileContext, trainer: TrainerCall) -> Decided[Generatio
     if not sure_c:
         notes.append(f"max_new_tokens {completion}: GKDConfig's default in TRL {trl.version}")
     notes.append(f"prompts of {prompt} tokens assumed (the sequence length less max_new_tokens)")
-    gc = get("gradient_checkpointing")
-    cache = not gc.is_(True)
+    # GKDTrainer reads `args.gradient_checkpointing` (use_cache=False when on: 0.13.0 gkd_trainer.py:147, 1.16.0
+    # experimental/gkd/gkd_trainer.py:221), whose default is True from TRL 0.22 (FileContext.checkpointing)
+    args = ctx.trainer_args(trainer)
+    cache = (ctx.checkpointing(args)[0] if args is not None else None) is not True
     who = "the student" + (" and the teacher (seq_kd)" if student and teacher else "") if student else \
         "the teacher (seq_kd)"
     gen = Generation("GKDTrainer", batch, prompt, completion, 0, False, None, 0.0, trainer.call.span,
