@@ -214,3 +214,25 @@ def test_tl303_words_gkds_own_levers(tmp_path):
                            "is a no-grad forward over 2 x 1,024 tokens, ~")
     for text in (what, advice):
         assert "steps_per_generation" not in text and "vLLM" not in text and "generation_batch_size" not in text
+
+
+def test_a_teacher_named_by_id_is_counted_at_its_own_size(tmp_path):
+    """`teacher_model="Qwen/Qwen2.5-7B"` is loaded by the trainer (create_model_from_path / from_pretrained): its
+    parameters are the catalog's for that id, not the student's (they were counted as the student's before)."""
+    from trainlint.knowledge.models import lookup_model
+
+    src = GKD.format(module="trl.experimental.gkd", student=STUDENT, dtype="dtype", extra="", targs="")
+    for teacher, want in (("Qwen/Qwen2.5-7B", lookup_model("Qwen/Qwen2.5-7B", tmp_path).num_parameters),
+                          ("someone/unknown-teacher", None)):
+        (tmp_path / "requirements.txt").write_text("trl==1.16.0\ntransformers==5.25.0\n")
+        (tmp_path / "train.py").write_text(src.replace('teacher_model="Qwen/Qwen2.5-0.5B-Instruct"',
+                                                       f'teacher_model="{teacher}"'))
+        project_pins.cache_clear()
+        clear_caches()
+        ctx = lint_file(tmp_path / "train.py", Settings(root=tmp_path), set()).context
+        plan, _, notes, _ = plan_for(ctx, Overrides())
+        if want is None:
+            assert plan.models == (("teacher", plan.geometry.params * 2),)
+            assert "teacher model 'someone/unknown-teacher' unknown: counted at the trained model's size" in notes
+        else:
+            assert want > 7_000_000_000 and plan.models == (("teacher", want * 2),)

@@ -197,7 +197,9 @@ def _components(run, geometry, policy_bytes: int, copy: bool, notes: list[str]):
         if c.role == "reference" and c.how == "copy" and copy and width == policy_bytes:
             reference_weights = True
             continue
-        if c.same_model or c.load is None:
+        if c.model_id is not None:
+            params = _named_params(run.ctx, c.model_id, geometry, c.role, notes)
+        elif c.same_model or c.load is None:
             params = geometry.params
         else:
             other = run.model(c.load).geometry
@@ -206,6 +208,25 @@ def _components(run, geometry, policy_bytes: int, copy: bool, notes: list[str]):
         notes.append(f"{comps.trainer} keeps its {c.role} model resident ({c.how}, "
                      f"{ {2: '16-bit', 4: 'fp32', 1: '8-bit'}.get(width, f'{width} bytes') }; {c.resident.why})")
     return tuple(models), reference_weights
+
+
+def _named_params(ctx: FileContext, model_id: str, geometry, role: str, notes: list[str]) -> int:
+    """The parameters of a model the trainer loads itself from `model_id` (a teacher or reward model by name:
+    knowledge/models lookup_model, as for the script's own loads); the policy's when it is not known, said in
+    `notes`."""
+    from trainlint.knowledge.models import lookup_model
+    from trainlint.run.model import llama_like_params
+
+    spec = lookup_model(model_id, ctx.path.parent, None, ctx.settings.models, ctx.settings.root)
+    if spec is not None and spec.num_parameters:
+        return spec.num_parameters
+    dims = None if spec is None else dict(vocab=spec.vocab_size, hidden=spec.hidden_size, layers=spec.num_layers,
+                                          heads=spec.num_heads, kv_heads=spec.num_kv_heads, head_dim=spec.head_dim,
+                                          intermediate=spec.intermediate_size)
+    if dims is not None and all(v is not None for v in dims.values()):
+        return llama_like_params(dims, bool(spec.tie_word_embeddings))
+    notes.append(f"{role} model {model_id!r} unknown: counted at the trained model's size")
+    return geometry.params
 
 
 def _fsdp2_upcast(ctx: FileContext, model, w: int, lora: bool, notes: list[str]) -> int:

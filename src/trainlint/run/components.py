@@ -37,6 +37,9 @@ class Component:
     load: object | None = None  # facts.ModelLoad
     drop: str | None = None
     span: Span | None = None
+    # a model the trainer loads itself from this hub id or path (`teacher_model="Qwen/Qwen2.5-7B"`): its own geometry
+    # (planning looks it up), not the policy's
+    model_id: str | None = None
 
 
 @dataclass(frozen=True)
@@ -228,8 +231,12 @@ def _others(ctx: FileContext, trainer: TrainerCall) -> list[Component]:
         if key == "teacher_model" and load is None and value.known and isinstance(value.value, str) \
                 and trainer.class_name == "GKDTrainer":
             width = _teacher_init_kwargs_dtype(ctx, trainer)
+        named = value.value if load is None and value.known and isinstance(value.value, str) else None
+        policy = training_model(ctx)
+        own = policy.model_id.value if policy is not None and policy.model_id.known else None
         out.append(Component(role, "loaded", Decided(True, trainer.call.span, True, f"{key}= passed"),
-                             width, same_model=load is None, load=load, span=trainer.call.span))
+                             width, same_model=load is None and named in (None, own), load=load,
+                             span=trainer.call.span, model_id=named if named != own else None))
     if trainer.class_name == "OnlineDPOTrainer" and not trainer.call.kw("judge").unset:
         out.append(Component("reward", "judge", Decided(False, None, True, "a judge runs outside the GPU's models"),
                              Decided(None)))
