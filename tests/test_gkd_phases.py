@@ -236,3 +236,34 @@ def test_a_teacher_named_by_id_is_counted_at_its_own_size(tmp_path):
             assert "teacher model 'someone/unknown-teacher' unknown: counted at the trained model's size" in notes
         else:
             assert want > 7_000_000_000 and plan.models == (("teacher", want * 2),)
+
+
+def test_seq_kd_the_teacher_generates_with_its_own_model_and_the_phase_is_the_larger(tmp_path):
+    """seq_kd=True: the teacher generates (0.19.1 gkd_trainer.py:287-303: before the student in the same step <= 1.0,
+    instead of it >= 1.8), never at the same time as the student, so the phase is the larger of the two; a 7B
+    teacher by id (Qwen2.5-7B: 28 layers, 4 KV heads of 128) makes the KV cache its own: 2 x 28 x 4 x 128 x 2 rows x
+    1,024 tokens x 2 bytes; the student's (24 x 2 x 64) is smaller."""
+    from trainlint.memory.estimate import kv_cache_bytes
+
+    src = GKD.format(module="trl", student=STUDENT, dtype="torch_dtype",
+                     extra=', seq_kd=True, teacher_model_init_kwargs={"torch_dtype": "bfloat16"}', targs="")
+    (tmp_path / "requirements.txt").write_text("trl==0.19.1\ntransformers==4.57.6\n")
+    (tmp_path / "train.py").write_text(src.replace('teacher_model="Qwen/Qwen2.5-0.5B-Instruct"',
+                                                   'teacher_model="Qwen/Qwen2.5-7B"'))
+    project_pins.cache_clear()
+    clear_caches()
+    ctx = lint_file(tmp_path / "train.py", Settings(root=tmp_path), set()).context
+    plan = plan_for(ctx, Overrides())[0]
+    assert resolve(ctx).generation.why == "the student and the teacher (seq_kd) generates"
+    teacher_geo, width = plan.generation.teacher
+    assert (teacher_geo.layers, teacher_geo.kv_heads, teacher_geo.head_dim, width) == (28, 4, 128, 2)
+    parts = dict(generation_parts(plan))
+    assert parts["kv_cache"] == 2 * 28 * 4 * 128 * 2 * 1024 * 2 == kv_cache_bytes(teacher_geo, 2, 1024, 2)
+    assert parts["kv_cache"] > kv_cache_bytes(plan.geometry, 2, 1024, 2)
+    # the same teacher, lmbda=0: only the teacher generates, with the same parts
+    (tmp_path / "train.py").write_text((tmp_path / "train.py").read_text().replace("seq_kd=True", "seq_kd=True, "
+                                                                                   "lmbda=0.0"))
+    clear_caches()
+    ctx = lint_file(tmp_path / "train.py", Settings(root=tmp_path), set()).context
+    plan = plan_for(ctx, Overrides())[0]
+    assert plan.generation.student is False and dict(generation_parts(plan)) == parts

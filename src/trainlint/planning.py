@@ -5,7 +5,7 @@ Command-line overrides (--batch, --seq, --world-size) apply on top of the Run.""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from trainlint.config import for_path
 from trainlint.context import FileContext
@@ -104,6 +104,8 @@ def plan_for(ctx: FileContext, overrides: Overrides) -> tuple[Plan, ModelLoad, l
     if gen.value is not None:
         g = gen.value
         generation = g.phase()
+        if generation.teacher is not None:  # GKD's seq_kd: the teacher generates with its own model
+            generation = replace(generation, teacher=_teacher_generation(run, geo.value, notes))
         if not overrides.seq and (seq is None or not shape.seq_len.certain or g.scores_prompt):
             # the training forward runs on prompt + completion (LLaMA-Factory's PPO: cutoff_len bounds the prompt,
             # max_new_tokens are generated after it)
@@ -208,6 +210,36 @@ def _components(run, geometry, policy_bytes: int, copy: bool, notes: list[str]):
         notes.append(f"{comps.trainer} keeps its {c.role} model resident ({c.how}, "
                      f"{ {2: '16-bit', 4: 'fp32', 1: '8-bit'}.get(width, f'{width} bytes') }; {c.resident.why})")
     return tuple(models), reference_weights
+
+
+def _teacher_generation(run, geometry, notes: list[str]):
+    """(the teacher's Geometry, its bytes per weight) for GKD's seq_kd generation (memory.estimate
+    GenerationPhase.teacher): a model the script loads has its own geometry; one named by id takes the catalog's
+    dimensions on the trained model's kind of decoder (its norms and attention flags); (None, ...) when it is the
+    trained model's or not known."""
+    from dataclasses import replace as dc_replace
+
+    from trainlint.knowledge.models import lookup_model
+
+    teacher = run.components.get("teacher")
+    if teacher is None:
+        return None, None
+    width = teacher.dtype_bytes.value
+    if teacher.load is not None:
+        g = run.model(teacher.load).geometry
+        return (g.value if g.value is not None else None), width
+    if teacher.model_id is not None:
+        ctx = run.ctx
+        spec = lookup_model(teacher.model_id, ctx.path.parent, None, ctx.settings.models, ctx.settings.root)
+        dims = None if spec is None else dict(vocab=spec.vocab_size, hidden=spec.hidden_size, layers=spec.num_layers,
+                                              heads=spec.num_heads, kv_heads=spec.num_kv_heads,
+                                              head_dim=spec.head_dim, intermediate=spec.intermediate_size)
+        if dims is not None and all(v is not None for v in dims.values()):
+            return dc_replace(geometry, **dims, params=_named_params(ctx, teacher.model_id, geometry, "teacher",
+                                                                       notes), moe_experts=0, moe_top_k=0), width
+        notes.append(f"the teacher's generation (seq_kd) counted at the trained model's geometry: "
+                     f"{teacher.model_id!r} is not known")
+    return None, width
 
 
 def _named_params(ctx: FileContext, model_id: str, geometry, role: str, notes: list[str]) -> int:

@@ -135,6 +135,11 @@ class GenerationPhase:
     # GKD under gradient checkpointing generates with use_cache=False: no KV cache, each decoding step a no-grad
     # forward over the whole prefix (the last one over prompt + completion)
     cache: bool = True
+    # GKD's seq_kd: the teacher generates too (its own geometry and activation bytes; None geometry: the policy's),
+    # before or instead of the student (`student`: whether the student generates at all); never at the same time,
+    # so the phase holds the larger of the two (generation_parts)
+    student: bool = True
+    teacher: tuple[Geometry | None, int | None] | None = None
 
 
 @dataclass(frozen=True)
@@ -933,6 +938,20 @@ def value_head_logps_bytes(p: Plan, rows: int, tokens: int) -> int:
 
 
 def generation_parts(p: Plan) -> tuple[tuple[str, int], ...]:
+    """generation_parts_of the generating model; with GKD's seq_kd the teacher's generation (its geometry and
+    activation width) too, and the larger of the two (they never overlap: the teacher's KV cache is freed when its
+    `generate` returns, before the student's starts)."""
+    gen = p.generation
+    if gen is None or (gen.teacher is None and gen.student):
+        return generation_parts_of(p)
+    own = generation_parts_of(p) if gen.student else ()
+    geometry, width = gen.teacher if gen.teacher is not None else (None, None)
+    teacher = generation_parts_of(replace(p, geometry=geometry or p.geometry, act_bytes=width or p.act_bytes,
+                                          generation=replace(gen, teacher=None, student=True)))
+    return max(own, teacher, key=lambda parts: sum(b for _, b in parts))
+
+
+def generation_parts_of(p: Plan) -> tuple[tuple[str, int], ...]:
     """What the generation phase holds besides the resident weights, models and optimizer state (gradients were
     freed by zero_grad): HF `generate` (the KV cache for rows x (prompt + completion), one layer's working set for
     one token per row, the last position's fp32 logits for sampling), or, with vLLM, nothing of the generation on this

@@ -287,6 +287,10 @@ class Generation:
     scores_prompt: bool = False
     cache: bool = True  # generate keeps a KV cache (GKD under gradient checkpointing: use_cache=False)
     completion_logits: bool = True  # the training step keeps the completion's logits only (logits_to_keep)
+    # GKD: whether the student generates (lmbda > 0) and whether the teacher does (seq_kd=True), each with its own
+    # model: one after the other in a step (<= 1.0) or in different steps (>= 1.8), so the phase is the larger
+    student_generates: bool = True
+    teacher_generates: bool = False
 
     def phase(self, rows: int | None = None):
         """The estimate's GenerationPhase for this round; `rows`: the round at another batch (the eval step's
@@ -296,7 +300,8 @@ class Generation:
         n = self.rows if rows is None else rows
         return GenerationPhase(n, self.prompt, self.completion, self.logps_rows if rows is None else n,
                                self.fused_logps, self.vllm, kept_logits=self.kept_logits,
-                               scores_prompt=self.scores_prompt, cache=self.cache)
+                               scores_prompt=self.scores_prompt, cache=self.cache, student=self.student_generates,
+                               teacher=(None, None) if self.teacher_generates else None)
 
 
 def _int(v, default: int) -> tuple[int, bool]:
@@ -455,7 +460,7 @@ def _gkd_generation(ctx: FileContext, trainer: TrainerCall) -> Decided[Generatio
     who = "the student" + (" and the teacher (seq_kd)" if student and teacher else "") if student else \
         "the teacher (seq_kd)"
     gen = Generation("GKDTrainer", batch, prompt, completion, 0, False, None, 0.0, trainer.call.span,
-                     cache=cache, completion_logits=False)
+                     cache=cache, completion_logits=False, student_generates=student, teacher_generates=teacher)
     return Decided(gen, lmbda.origin or trainer.call.span, sure_b and sure_c, f"{who} generates", tuple(notes))
 
 
