@@ -84,7 +84,8 @@ def main(argv: list[str]) -> int:
         from trainlint.verify.measure_rl import jsd_tensor_counts
 
         # beta 0 / 1: one kl_div (memory.estimate JSD_KL_TENSORS), at the smallest shape
-        probe = jsd_tensor_counts(JSD_SHAPES) + [r for b in (0.0, 1.0) for r in jsd_tensor_counts(JSD_SHAPES[-1:], beta=b)]
+        probe = jsd_tensor_counts(JSD_SHAPES) + [r for b in (0.0, 1.0)
+                                                 for r in jsd_tensor_counts(JSD_SHAPES[-1:], beta=b)]
         print("jsd", probe, flush=True)
     records = []
     for w in which:

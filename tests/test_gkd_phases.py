@@ -167,10 +167,12 @@ def test_estimate_names_the_evaluation_step_and_the_verdict_on_it(tmp_path):
 def test_beta_zero_or_one_takes_one_kl_div(tmp_path):
     """beta 0 (forward KL) / 1 (reverse KL): generalized_jsd_loss's single kl_div (1.16.0
     experimental/gkd/gkd_trainer.py:278-281), JSD_KL_TENSORS (7) with grad and under no_grad alike."""
-    for beta in ("0.0", "1"):
+    for beta, copy in (("0.0", 0), ("1", 256)):
+        # beta 1 (reverse KL) keeps exp(student) and the difference saved, so `jsd[mask]`'s copy of the labelled
+        # positions (the 256 completion tokens of 1,024) is alive beside them; not under no_grad
         plan = plan_for(ctx_of(tmp_path, "1.16.0", f", beta={beta}" + EVAL, targs=EVAL_DS), Overrides())[0]
-        assert plan.jsd_single_kl
-        assert jsd_loss_bytes(plan) == 2 * 151_936 * 2 * (2 * 1024 + 7 * 1024)
+        assert plan.jsd_single_kl and plan.jsd_mask_copy == copy
+        assert jsd_loss_bytes(plan) == 2 * 151_936 * 2 * (2 * 1024 + 7 * 1024 + copy)
         assert eval_logits_bytes(plan) == 8 * 151_936 * 2 * (2 * 1024 + 7 * 1024)
     assert not plan_for(ctx_of(tmp_path, "1.16.0", ", beta=0.1"), Overrides())[0].jsd_single_kl
 
@@ -267,3 +269,41 @@ def test_seq_kd_the_teacher_generates_with_its_own_model_and_the_phase_is_the_la
     ctx = lint_file(tmp_path / "train.py", Settings(root=tmp_path), set()).context
     plan = plan_for(ctx, Overrides())[0]
     assert plan.generation.student is False and dict(generation_parts(plan)) == parts
+
+
+DISTILL = '''
+from transformers import AutoModelForCausalLM
+from trl.experimental.distillation import DistillationConfig, DistillationTrainer
+
+model = AutoModelForCausalLM.from_pretrained("Qwen/Qwen2.5-0.5B-Instruct", dtype="bfloat16")
+args = DistillationConfig(output_dir="out", per_device_train_batch_size=2, max_length=1024{extra})
+trainer = DistillationTrainer(model=model, teacher_model="Qwen/Qwen2.5-0.5B-Instruct", args=args,
+                              train_dataset=ds["train"]{targs})
+'''
+
+
+def distill_ctx(tmp_path: Path, trl: str, extra: str = "", targs: str = ""):
+    (tmp_path / "requirements.txt").write_text(f"trl=={trl}\ntransformers==4.57.6\n")
+    (tmp_path / "train.py").write_text(DISTILL.format(extra=extra, targs=targs))
+    project_pins.cache_clear()
+    clear_caches()
+    return lint_file(tmp_path / "train.py", Settings(root=tmp_path), set()).context
+
+
+def test_distillation_trainer_1_3_to_1_9_is_gkds_jsd_on_the_completion_with_the_reverse_kl_by_default(tmp_path):
+    """DistillationTrainer 1.3-1.9 (knowledge/trl_trainers.py "DistillationTrainer"): the generalized JSD over the
+    completion's max_completion_length (default 512) positions, DistillationConfig's default beta 1.0 (the reverse
+    KL: 7 tensors and the mask's copy of the 512 labelled positions); the evaluation step is its loss under no_grad
+    (no prediction_step of its own); from 1.10 the chunked divergence loss builds none of it."""
+    ctx = distill_ctx(tmp_path, "1.9.2", ", eval_strategy='steps', per_device_eval_batch_size=4",
+                      ', eval_dataset=ds["test"]')
+    plan, _, notes, _ = plan_for(ctx, Overrides())
+    assert (plan.jsd_positions, plan.jsd_single_kl, plan.jsd_mask_copy) == (512, True, 512)
+    assert jsd_loss_bytes(plan) == 2 * 151_936 * 2 * (2 * 1024 + 7 * 512 + 512)
+    assert "max_completion_length 512: DistillationConfig's default" in notes
+    assert plan.evaluation.jsd and plan.evaluation.batch == 4
+    assert eval_logits_bytes(plan) == 4 * 151_936 * 2 * (2 * 1024 + 7 * 512)
+    mixture = plan_for(distill_ctx(tmp_path, "1.9.2", ", beta=0.5, max_completion_length=256"), Overrides())[0]
+    assert (mixture.jsd_positions, mixture.jsd_single_kl) == (256, False)
+    assert jsd_loss_bytes(mixture) == 2 * 151_936 * 2 * (2 * 1024 + 15 * 256)
+    assert plan_for(distill_ctx(tmp_path, "1.10.0"), Overrides())[0].jsd_positions is None

@@ -219,6 +219,22 @@ def test_gkd_with_beta_zero_counts_one_kl_div(lint):
     assert "builds 7 more vocabulary-sized tensors over every position (beta 0 or 1: one kl_div)" in message
 
 
+def test_distillation_1_9_message_is_the_reverse_kl_on_the_completion(lint):
+    """DistillationTrainer 1.3-1.9: GKD's JSD over max_completion_length (512) positions with DistillationConfig's
+    default beta 1.0 (the reverse KL: 7 tensors and the labels' mask copy of the 512 positions: 2 x 151,936 x 2 x
+    (7 x 512 + 512) = 2.3 GiB, 3.5 GiB with both models' logits), and its levers."""
+    src = GKD_QWEN.format(module="trl.experimental.distillation", dtype="dtype", extra="").replace("GKD", "Distillation")
+    src = src.replace(", max_new_tokens=512", "")
+    [(code, line, message)] = lint(src, files=pins("1.9.2"))
+    assert (code, line) == ("TL301", 7)
+    assert ("the generalized JSD builds 7 more vocabulary-sized tensors over the completion's 512 positions "
+            "(max_completion_length) (beta 1: one kl_div, and the labels' mask copies 512 positions beside it), ~2.3 "
+            "GiB: ~3.5 GiB at peak") in message, message
+    assert message.endswith("set use_liger_kernel=True (Liger's LigerFusedLinearJSDLoss: needs the liger-kernel "
+                            "package), or upgrade TRL to >= 1.10 (its chunked divergence loss never builds the full "
+                            "logits)"), message
+
+
 @pytest.mark.parametrize("trl,quiet", [("1.9.2", False), ("1.10.0", True)])
 def test_distillation_boundary(lint, trl, quiet):
     # DistillationConfig has max_length 1.1-1.9 only (arguments.json): the length comes from the tokenizer here

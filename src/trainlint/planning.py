@@ -14,7 +14,7 @@ from trainlint.memory.estimate import Plan, jsd_loss_tensors
 from trainlint.run import PlanError, resolve
 from trainlint.knowledge import trl_trainers as T
 from trainlint.run.model import training_model
-from trainlint.run.components import gkd_single_kl
+from trainlint.run.components import distillation_completion, gkd_single_kl
 
 __all__ = ["Overrides", "PlanError", "plan_for", "training_model"]
 
@@ -81,7 +81,10 @@ def plan_for(ctx: FileContext, overrides: Overrides) -> tuple[Plan, ModelLoad, l
         if trl_shape.reference is not None:
             notes.append(f"{trl_shape.trainer} builds the {trl_shape.reference} model's logits in the same step")
     jsd_positions = None
-    if trl_shape is not None and trl_shape.trainer == "GKDTrainer" and loss.path.value == "full":
+    jsd_trainer = trl_shape.trainer if trl_shape is not None and loss.path.value == "full" and (
+        trl_shape.trainer == "GKDTrainer" or (trl_shape.trainer == "DistillationTrainer"
+                                              and T.distillation_jsd(run.versions.trl))) else None
+    if jsd_trainer is not None:
         # the generalized JSD's vocabulary-sized tensors (memory.estimate.jsd_loss_bytes) over every position from
         # TRL 1.8, over the completion before (knowledge/trl_trainers.py "GKD"); resolved below, once the completion
         # length (max_new_tokens) is known
@@ -119,15 +122,27 @@ def plan_for(ctx: FileContext, overrides: Overrides) -> tuple[Plan, ModelLoad, l
         if g.rows != (batch or g.rows) and not T.counts_completions(g.trainer, run.versions.trl) and batch \
                 and not g.kept_logits:
             batch = batch * (g.rows // batch) if g.rows % batch == 0 else batch
+    jsd_mask_copy = 0
+    single_kl = gkd_single_kl(ctx) if jsd_positions is not None else None
     if jsd_positions is not None:
-        full_seq = T.gkd_jsd_full_sequence(run.versions.trl)
-        completion = gen.value.completion if gen.value is not None else None
-        jsd_positions = (seq or 1) if full_seq or completion is None else min(completion, seq or completion)
-        single_kl = gkd_single_kl(ctx)
-        notes.append(f"GKDTrainer's generalized JSD over {'every position' if full_seq else 'the completion'} "
-                     f"({jsd_positions:,} per row{', ' + single_kl.why if single_kl.value else ''}): "
-                     f"~{jsd_loss_tensors(jsd_positions, seq or 1, single_kl.value):.1f} vocabulary-sized tensors per "
-                     f"row-token")
+        if jsd_trainer == "GKDTrainer":
+            full_seq = T.gkd_jsd_full_sequence(run.versions.trl)
+            completion = gen.value.completion if gen.value is not None else None
+            jsd_positions = (seq or 1) if full_seq or completion is None else min(completion, seq or completion)
+            labelled = min(completion, jsd_positions) if completion is not None else jsd_positions
+        else:  # DistillationTrainer 1.3-1.9: the completion's positions (knowledge/trl_trainers.py "Distillation")
+            full_seq = False
+            completion = distillation_completion(ctx)
+            notes += completion.notes
+            jsd_positions = labelled = min(completion.value, seq or completion.value)
+        if single_kl.value == 1:
+            # the reverse KL keeps exp(student) and (student - teacher) for backward, and `jsd[mask]` copies the
+            # labelled positions while they are alive (memory.estimate jsd_loss_bytes)
+            jsd_mask_copy = labelled
+        notes.append(f"{jsd_trainer}'s generalized JSD over {'every position' if full_seq else 'the completion'} "
+                     f"({jsd_positions:,} per row{'; ' + single_kl.why if single_kl.value is not None else ''}): "
+                     f"~{jsd_loss_tensors(jsd_positions, seq or 1, single_kl.value is not None, jsd_mask_copy):.1f} "
+                     f"vocabulary-sized tensors per row-token")
     sharding = run.sharding
     notes += sharding.notes
     world = overrides.world_size
@@ -171,7 +186,8 @@ def plan_for(ctx: FileContext, overrides: Overrides) -> tuple[Plan, ModelLoad, l
         logits_seq=logits_seq,
         generation=generation,
         jsd_positions=jsd_positions,
-        jsd_single_kl=jsd_positions is not None and gkd_single_kl(ctx).value,
+        jsd_single_kl=single_kl is not None and single_kl.value is not None,
+        jsd_mask_copy=jsd_mask_copy,
         vllm_share=gen.value.vllm_share if gen.value is not None and gen.value.vllm == "colocate" else 0.0,
         optimizer=optim.value,
         world_size=world,

@@ -385,6 +385,22 @@ def gkd_seq_kd_exclusive(trl: LibraryVersion) -> bool:
     return _at(trl, (1, 8))
 
 
+# --- DistillationTrainer 1.3-1.9 (trl.experimental.distillation; read in 1.3.0, 1.5.1, 1.8.0, 1.9.0) ---------------
+# | fact | versions | source |
+# |---|---|---|
+# | DistillationConfig defaults: beta 1.0 (reverse KL), temperature 1.0, max_length 1024, max_completion_length 512 | 1.3-1.9 | 1.3.0 distillation_config.py:158-199; 1.9.0 :146-172 |
+# | the loss: GKD's generalized JSD (`_jsd_divergence`, F.kl_div), on the completion's positions only (`logits[:, prompt_length - 1 : -1, :]`), labels masked in `_reduce_divergence_loss` | 1.3-1.9 | 1.3.0 experimental/distillation/distillation_trainer.py:119-160, :1044, :1458-1459; 1.9.0 :105-146, :991-1023, :1057-1058 |
+# | `use_liger_kernel=True`: liger-kernel's LigerFusedLinearJSDLoss | 1.3-1.9 | 1.9.0 :52-53, :443-453 |
+# | no `prediction_step` of its own (`_BaseTrainer`, a Trainer): the evaluation step is compute_loss under no_grad | 1.3-1.9 | 1.3.0 :356, 1.9.0 :317 |
+DISTILLATION_DEFAULTS = {"beta": 1.0, "temperature": 1.0, "max_completion_length": 512}
+
+
+def distillation_jsd(trl: LibraryVersion) -> bool:
+    """DistillationTrainer computes GKD's generalized JSD on the full logits (1.3-1.9; from 1.10 the chunked
+    divergence loss)."""
+    return _at(trl, (1, 3)) and not _at(trl, DISTILLATION_CHUNKED_SINCE)
+
+
 def gkd_fused_jsd(trl: LibraryVersion) -> str | None:
     """What `use_liger_kernel=True` fuses GKD's JSD with: "liger" (liger-kernel's LigerFusedLinearJSDLoss,
     `from liger_kernel.chunked_loss import`: 0.22.2 gkd_trainer.py:58-59, :97-105; 1.8.0-1.12.0

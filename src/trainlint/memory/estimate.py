@@ -172,6 +172,7 @@ class Plan:
     # GKD's generalized JSD (jsd_loss_bytes): the positions per row it reads (None: not a GKD loss)
     jsd_positions: int | None = None
     jsd_single_kl: bool = False  # GKD's beta 0 or 1: one kl_div (JSD_KL_TENSORS), not the mixture's two
+    jsd_mask_copy: int = 0  # beta 1 (reverse KL): positions per row `jsd[mask]` copies at the peak (jsd_loss_bytes)
     vllm_share: float = 0.0  # colocated vLLM's vllm_gpu_memory_utilization (a fraction of the card, not of the peak)
     device: str = "cuda"  # whose kernels run the step: "cuda" (what estimate is for) | "cpu" (bench/'s CPU ground truth)
     vision: vision.VisionPlan | None = None  # a vision-language model's tower and the patches of one sample
@@ -597,11 +598,16 @@ JSD_NOGRAD_TENSORS = 10
 # (target - input) and the product; with grad both the exp and the difference are saved (one operand of each
 # product needs a gradient), under no_grad they are alive at the product anyway: 7 either way (jsd_probe, beta 0 / 1)
 JSD_KL_TENSORS = 7
+# ... and with beta 1 (the reverse KL, DistillationConfig's default) and grad, exp(student) and (student - teacher)
+# stay saved after the product, so the labels' `jsd[mask]` (1.16.0 l.300-302; Distillation `_reduce_divergence_loss`)
+# copies the labelled positions beside all 7: 7 N + the labelled share of N (measured on real tensors with 48 of 64
+# positions labelled: 7.75 N; beta 0 saves only exp(teacher), so its copy fits in the freed difference: 7 N;
+# Plan.jsd_mask_copy)
 
 
-def jsd_loss_tensors(positions: int, seq: int, single_kl: bool = False) -> float:
+def jsd_loss_tensors(positions: int, seq: int, single_kl: bool = False, mask_copy: int = 0) -> float:
     """Vocabulary-sized tensors per row-token of the sequence (for the estimate's note)."""
-    return (2 * seq + (JSD_KL_TENSORS if single_kl else JSD_TENSORS) * positions) / max(seq, 1)
+    return (2 * seq + (JSD_KL_TENSORS if single_kl else JSD_TENSORS) * positions + mask_copy) / max(seq, 1)
 
 
 def jsd_loss_bytes(p: Plan, grad: bool = True) -> int:
@@ -610,7 +616,8 @@ def jsd_loss_bytes(p: Plan, grad: bool = True) -> int:
     positions it reads, in the activation dtype."""
     g = p.geometry
     tensors = JSD_KL_TENSORS if p.jsd_single_kl else JSD_TENSORS if grad else JSD_NOGRAD_TENSORS
-    return p.batch * g.vocab * p.act_bytes * (2 * p.seq + tensors * (p.jsd_positions or p.seq))
+    copy = p.jsd_mask_copy if grad and p.jsd_single_kl else 0
+    return p.batch * g.vocab * p.act_bytes * (2 * p.seq + tensors * (p.jsd_positions or p.seq) + copy)
 
 
 def logits_bytes(p: Plan) -> int:

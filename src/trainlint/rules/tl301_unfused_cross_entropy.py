@@ -157,7 +157,7 @@ def _trl_trainer_diagnostic(self: Rule, ctx: FileContext, trainer: TrainerCall, 
         if pre.unknown:
             return None
         reference = None if pre.is_(True) else "reference"
-    if name == "GKDTrainer":
+    if name == "GKDTrainer" or (name == "DistillationTrainer" and trl_trainers.distillation_jsd(trl)):
         model = ctx.model_for(trainer.model_variable)
         spec = ctx.spec(model) if model is not None else None
         if spec is None or not spec.vocab_size or not computes_vocab_logits(model.class_name, model.kind) or \
@@ -165,10 +165,11 @@ def _trl_trainer_diagnostic(self: Rule, ctx: FileContext, trainer: TrainerCall, 
             return None
         assumed = f" ({spec.assumed_from})" if spec.assumed_from else ""
         saving = peak_saving(ctx, model, "TL301", "a fused JSD")
+        length = "max_new_tokens" if name == "GKDTrainer" else "max_completion_length"
         return self.diagnostic(ctx, trainer.call.span,
                                f"{name} in TRL {trl.version} computes its generalized JSD on the full logits of a "
-                               f"{spec.vocab_size:,}-token vocabulary{assumed}: {_gkd_cost(ctx, spec.vocab_size)}"
-                               f"{saving}; {_gkd_fix(ctx)}", model.model_id)
+                               f"{spec.vocab_size:,}-token vocabulary{assumed}: {_gkd_cost(ctx, spec.vocab_size, length)}"
+                               f"{saving}; {_gkd_fix(ctx, name)}", model.model_id)
     seq = _completion_length(ctx, trainer, args) if name in ("GRPOTrainer", "RLOOTrainer", "PPOTrainer") \
         else ctx.seq_len
     shape = TrainerShape(ctx.batch, seq, row.rows, reference)
@@ -183,7 +184,7 @@ def _trl_trainer_diagnostic(self: Rule, ctx: FileContext, trainer: TrainerCall, 
                      shape)
 
 
-def _gkd_cost(ctx: FileContext, vocab: int) -> str:
+def _gkd_cost(ctx: FileContext, vocab: int, length: str = "max_new_tokens") -> str:
     """GKDTrainer's loss (memory.estimate jsd_loss_bytes): the student's and the teacher's logits and the generalized
     JSD's vocabulary-sized tensors over the positions it reads, from the run's plan; per token when it is not known."""
     from trainlint.memory.estimate import JSD_KL_TENSORS, JSD_TENSORS, jsd_loss_bytes
@@ -200,16 +201,25 @@ def _gkd_cost(ctx: FileContext, vocab: int) -> str:
     tensors = JSD_KL_TENSORS if plan.jsd_single_kl else JSD_TENSORS
     each = fmt_bytes(logits_bytes(b, s, vocab, size))
     jsd = fmt_bytes(b * n * vocab * size * tensors)
-    over = "every position" if n == s else f"the completion's {n:,} positions (max_new_tokens)"
+    over = "every position" if n == s else f"the completion's {n:,} positions ({length})"
     kl = " (beta 0 or 1: one kl_div)" if plan.jsd_single_kl else ""
+    if plan.jsd_mask_copy:
+        kl = f" (beta 1: one kl_div, and the labels' mask copies {plan.jsd_mask_copy:,} positions beside it)"
+        jsd = fmt_bytes(b * vocab * size * (n * tensors + plan.jsd_mask_copy))
     return (f"the student's and the teacher's [{b} x {s:,} x {vocab:,}] logits are ~{each} each in {label}, and the "
             f"generalized JSD builds {tensors} more vocabulary-sized tensors over {over}{kl}, ~{jsd}: "
             f"~{fmt_bytes(jsd_loss_bytes(plan))} at peak")
 
 
-def _gkd_fix(ctx: FileContext) -> str:
-    """GKD's levers per TRL version (knowledge/trl_trainers.py `gkd_fused_jsd`, DISTILLATION_CHUNKED_SINCE)."""
+def _gkd_fix(ctx: FileContext, name: str = "GKDTrainer") -> str:
+    """GKD's levers per TRL version (knowledge/trl_trainers.py `gkd_fused_jsd`, DISTILLATION_CHUNKED_SINCE);
+    DistillationTrainer 1.3-1.9: liger-kernel's fused JSD, or TRL >= 1.10's chunked divergence loss."""
     trl = ctx.versions.trl
+    if name == "DistillationTrainer":
+        since = ".".join(map(str, trl_trainers.DISTILLATION_CHUNKED_SINCE))
+        return (ctx.spelling.advise("use_liger_kernel", True, "Liger's LigerFusedLinearJSDLoss: needs the liger-kernel "
+                                                             "package")
+                + f", or upgrade TRL to >= {since} (its chunked divergence loss never builds the full logits)")
     fused = trl_trainers.gkd_fused_jsd(trl)
     distill = (f"DistillationTrainer (TRL >= {'.'.join(map(str, trl_trainers.DISTILLATION_CHUNKED_SINCE))}: its "
                f"chunked divergence loss projects the completion's positions on tiles, never the full logits)")

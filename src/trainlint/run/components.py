@@ -464,19 +464,37 @@ def _gkd_generation(ctx: FileContext, trainer: TrainerCall) -> Decided[Generatio
     return Decided(gen, lmbda.origin or trainer.call.span, sure_b and sure_c, f"{who} generates", tuple(notes))
 
 
-def gkd_single_kl(ctx: FileContext) -> Decided[bool]:
-    """GKDTrainer's `beta` at 0 or 1: generalized_jsd_loss takes one kl_div (forward or reverse KL) instead of the
-    mixture's two (0.16.0 gkd_trainer.py:190, 1.16.0 experimental/gkd/gkd_trainer.py:278-281), 7 vocabulary-sized
-    tensors instead of 15 (memory.estimate JSD_KL_TENSORS), from TRL 0.16 (before, the mixture whatever beta).
-    GKDConfig's default beta is 0.5."""
+def gkd_single_kl(ctx: FileContext) -> Decided[int | None]:
+    """The distillation loss's `beta` when it is 0 or 1 (one kl_div, forward or reverse KL, instead of the mixture's
+    two: memory.estimate JSD_KL_TENSORS), else None. GKDTrainer from TRL 0.16 (0.16.0 gkd_trainer.py:190, 1.16.0
+    experimental/gkd/gkd_trainer.py:278-281; before, the mixture whatever beta), GKDConfig's default 0.5;
+    DistillationTrainer 1.3-1.9 (`_jsd_divergence`: 1.3.0 experimental/distillation/distillation_trainer.py:119-160),
+    DistillationConfig's default 1.0 (1.3.0 distillation_config.py:183-184, 1.9.0 :164-165): the reverse KL."""
     trainer = rl_trainer(ctx)
-    if trainer is None or trainer.class_name != "GKDTrainer":
-        return Decided(False, None, True, "not GKDTrainer")
-    if not T.gkd_single_kl_at_beta_endpoints(ctx.versions.trl):
-        return Decided(False, None, True, f"TRL {ctx.versions.trl.version} builds the mixture whatever beta")
+    name = trainer.class_name if trainer is not None else None
+    if name not in ("GKDTrainer", "DistillationTrainer"):
+        return Decided(None, None, True, "not a distillation trainer")
+    if name == "GKDTrainer" and not T.gkd_single_kl_at_beta_endpoints(ctx.versions.trl):
+        return Decided(None, None, True, f"TRL {ctx.versions.trl.version} builds the mixture whatever beta")
+    default = T.GKD_DEFAULTS["beta"] if name == "GKDTrainer" else T.DISTILLATION_DEFAULTS["beta"]
     beta = _args_value(ctx, trainer, "beta")
     if beta.known and isinstance(beta.value, (int, float)) and not isinstance(beta.value, bool):
-        one = beta.value in (0, 1)
-        return Decided(one, beta.origin, True, f"beta={beta.value:g}" + (": one kl_div" if one else ""))
-    return Decided(False, beta.origin, beta.unset, f"beta {T.GKD_DEFAULTS['beta']}: GKDConfig's default"
-                   if beta.unset else "beta not known: the mixture's two kl_div counted")
+        value = beta.value
+        why = f"beta={value:g}"
+    elif beta.unset:
+        value = default
+        why = f"beta {default:g}: {name.replace('Trainer', 'Config')}'s default"
+    else:
+        return Decided(None, beta.origin, False, "beta not known: the mixture's two kl_div counted")
+    one = int(value) if value in (0, 1) else None
+    return Decided(one, beta.origin, not beta.unset, why + (": one kl_div" if one is not None else ""))
+
+
+def distillation_completion(ctx: FileContext) -> Decided[int]:
+    """DistillationTrainer 1.3-1.9's completion length: the JSD reads `logits[:, prompt_length - 1 : -1, :]` (1.9.0
+    experimental/distillation/distillation_trainer.py:1057-1058), `max_completion_length` tokens (default 512)."""
+    trainer = rl_trainer(ctx)
+    value = _args_value(ctx, trainer, "max_completion_length") if trainer is not None else UNSET
+    n, sure = _int(value, T.DISTILLATION_DEFAULTS["max_completion_length"])
+    return Decided(n, value.origin if value.known else None, sure, "max_completion_length",
+                   () if sure else (f"max_completion_length {n}: DistillationConfig's default",))

@@ -89,7 +89,8 @@ def eval_phase(ctx: FileContext, loss: str) -> Decided[EvalPhase | None]:
                        and t.library == "trl"), None)
     if preference is not None:
         return _preference_eval(ctx, preference, loss)
-    distillation = next((t for t in ctx.facts.trainers if t.class_name == "GKDTrainer" and t.library == "trl"), None)
+    distillation = next((t for t in ctx.facts.trainers if t.library == "trl" and (
+        t.class_name == "GKDTrainer" or (t.class_name == "DistillationTrainer" and _distillation_jsd(ctx)))), None)
     if distillation is not None:
         return _distillation_eval(ctx, distillation, loss)
     generating = next((t for t in ctx.facts.trainers if t.class_name in ("GRPOTrainer", "RLOOTrainer")
@@ -229,6 +230,12 @@ def _generating_eval(ctx: FileContext, trainer: TrainerCall) -> Decided[EvalPhas
                    f"{trainer.class_name}'s generation round at the eval batch", tuple(notes))
 
 
+def _distillation_jsd(ctx: FileContext) -> bool:
+    from trainlint.knowledge import trl_trainers as T
+
+    return T.distillation_jsd(ctx.versions.trl)
+
+
 def _distillation_eval(ctx: FileContext, trainer: TrainerCall, loss: str) -> Decided[EvalPhase | None]:
     """TRL GKDTrainer's evaluation step. It defines no `prediction_step`: trl 0.13.0-0.22.2 and 1.0.0 run Trainer's
     (transformers 4.57.6 trainer.py:4824, 5.25.0 :3237 `prediction_step`: with labels, which DataCollatorForChatML
@@ -241,7 +248,9 @@ def _distillation_eval(ctx: FileContext, trainer: TrainerCall, loss: str) -> Dec
     `training_step` only: 0.13.0 gkd_trainer.py:277, 1.16.0 experimental/gkd/gkd_trainer.py:405). With
     compute_metrics (prediction_loss_only off) the returned student outputs' logits are the loop's predictions, kept
     as Trainer's loop keeps logits (fp32 under mixed precision). `use_liger_kernel` (0.22+) runs the fused JSD in eval
-    too: the training loss path at the eval batch."""
+    too: the training loss path at the eval batch. DistillationTrainer 1.3-1.9 likewise: no `prediction_step` of its
+    own (`_BaseTrainer`, 1.3.0 experimental/distillation/distillation_trainer.py:356), its collator sets labels, and
+    compute_loss returns the student's outputs (1.9.0 l.1068)."""
     from trainlint.memory.estimate import EvalPhase
 
     args, skipped = _loop_runs(ctx, trainer)
@@ -256,9 +265,11 @@ def _distillation_eval(ctx: FileContext, trainer: TrainerCall, loss: str) -> Dec
         mixed = args is not None and (args.get("bf16").is_(True) or args.get("fp16").is_(True))
         kept = 4 if mixed else byte_widths(ctx, training_model(ctx)).value[0]
         batches = _kept_batches(ctx, trainer, args, rows, notes)
-        notes.append("compute_metrics with GKDTrainer: the eval loop keeps the student's logits of each eval batch")
+        notes.append(f"compute_metrics with {trainer.class_name}: the eval loop keeps the student's logits of each "
+                     f"eval batch")
     full = loss == "full"
     phase = EvalPhase(rows, logits=False, jsd=full, kept_bytes=kept, kept_batches=batches)
-    why = ("GKDTrainer's loss under no_grad at the eval batch: the student's and the teacher's logits and the "
-           "generalized JSD" if full else "GKDTrainer's fused JSD loss under no_grad at the eval batch")
+    name = trainer.class_name
+    why = (f"{name}'s loss under no_grad at the eval batch: the student's and the teacher's logits and the "
+           f"generalized JSD" if full else f"{name}'s fused JSD loss under no_grad at the eval batch")
     return Decided(phase, trainer.call.span, not any(n.startswith("eval batch 8") for n in notes), why, tuple(notes))
