@@ -307,3 +307,53 @@ def test_distillation_trainer_1_3_to_1_9_is_gkds_jsd_on_the_completion_with_the_
     assert (mixture.jsd_positions, mixture.jsd_single_kl) == (256, False)
     assert jsd_loss_bytes(mixture) == 2 * 151_936 * 2 * (2 * 1024 + 15 * 256)
     assert plan_for(distill_ctx(tmp_path, "1.10.0"), Overrides())[0].jsd_positions is None
+
+
+JSD_MEASURE = r'''
+import json, sys
+import torch
+from trl.experimental.gkd import GKDTrainer
+from trainlint.verify.harness.memory_cpu import make_cpu_tracker
+
+def run(beta, grad, labelled):
+    rows, seq, vocab = 2, 65, 4096
+    leaf = torch.randn(rows, seq, vocab, requires_grad=grad)
+    teacher = torch.randn(rows, seq, vocab)
+    labels = torch.zeros(rows, seq - 1, dtype=torch.long)
+    labels[:, :seq - 1 - labelled] = -100
+    tracker = make_cpu_tracker(torch)
+    with tracker, (torch.enable_grad() if grad else torch.no_grad()):
+        before = tracker.current
+        student = leaf * 1  # the LM head's output: one [rows x seq x vocab] tensor
+        GKDTrainer.generalized_jsd_loss(student[:, :-1], teacher[:, :-1], labels=labels, beta=beta, temperature=0.9)
+    n = rows * (seq - 1) * vocab * 4
+    # the leaf and the teacher's logits are counted when an op first reads them (memory_cpu), the student's made
+    # inside: three [rows x seq x vocab] fp32 tensors that are the models', not the loss's
+    return (tracker.peak - before - 3 * rows * seq * vocab * 4) / n
+
+json.dump({"mixture": run(0.5, True, 48), "mixture_nograd": run(0.5, False, 48), "forward_kl": run(0.0, True, 48),
+           "reverse_kl": run(1.0, True, 48), "reverse_kl_nograd": run(1.0, False, 48)}, sys.stdout)
+'''
+
+
+def test_jsd_tensor_counts_on_real_tensors_with_the_labels_mask(tmp_path):
+    """TRL 1.16's generalized_jsd_loss on real CPU tensors with labels (48 of 64 positions labelled), under verify's
+    live-bytes tracker: 15 N with grad, 10 under no_grad, 7 for the forward KL, and for the reverse KL 7 + the
+    mask's copy of the labelled share (0.75 N) with grad (memory.estimate JSD_* and Plan.jsd_mask_copy)."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    from trainlint.memory.estimate import JSD_KL_TENSORS, JSD_NOGRAD_TENSORS, JSD_TENSORS
+
+    script = tmp_path / "measure.py"
+    script.write_text(JSD_MEASURE)
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1] / "src")}
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300, env=env)
+    assert out.returncode == 0, out.stderr[-2000:]
+    got = json.loads(out.stdout)
+    want = {"mixture": JSD_TENSORS, "mixture_nograd": JSD_NOGRAD_TENSORS, "forward_kl": JSD_KL_TENSORS,
+            "reverse_kl": JSD_KL_TENSORS + 0.75, "reverse_kl_nograd": JSD_KL_TENSORS}
+    # (the boolean mask and its indices are a few hundred bytes: 0.001 N here)
+    assert all(abs(got[k] - want[k]) < 0.01 for k in want), got

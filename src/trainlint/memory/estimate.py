@@ -600,8 +600,9 @@ JSD_NOGRAD_TENSORS = 10
 JSD_KL_TENSORS = 7
 # ... and with beta 1 (the reverse KL, DistillationConfig's default) and grad, exp(student) and (student - teacher)
 # stay saved after the product, so the labels' `jsd[mask]` (1.16.0 l.300-302; Distillation `_reduce_divergence_loss`)
-# copies the labelled positions beside all 7: 7 N + the labelled share of N (measured on real tensors with 48 of 64
-# positions labelled: 7.75 N; beta 0 saves only exp(teacher), so its copy fits in the freed difference: 7 N;
+# copies the labelled positions beside all 7: 7 N + the labelled share of N (measured on real CPU tensors, 48 of 64
+# labelled: 7.75 N, tests/test_gkd_phases.py; beta 0 saves only exp(teacher), so its copy fits in the freed
+# difference: 7 N;
 # Plan.jsd_mask_copy)
 
 
