@@ -41,17 +41,18 @@ LLAMA32_1B = dict(vocab_size=128256, hidden_size=2048, num_hidden_layers=16, num
 DPO = dict(name="dpo_qwen2.5-0.5b_bf16_full_gc_b2x1024", pairs=2, seq=1024, prompt=512, beta=0.1, eval_pairs=8)
 # GKD (trl 1.16.0 trl.experimental.gkd): a Qwen2.5-0.5B student and a Qwen2.5-0.5B-shaped teacher (the same
 # vocabulary), 2 x 1,024 tokens with prompts of 512 (the rest is the completion the JSD reads), checkpointing on,
-# GKDConfig's beta 0.5 and temperature 0.9; the evaluation step at per_device_eval_batch_size 8.
+# GKDConfig's beta 0.5 and temperature 0.9; the evaluation step at per_device_eval_batch_size 8. `mixed`: the scripts'
+# bf16=True, under which accelerate hands TRL fp32 copies of both models' logits (verify/measure_rl.py `_gkd`).
 GKD = dict(name="gkd_qwen2.5-0.5b_teacher0.5b_bf16_full_gc_b2x1024", batch=2, seq=1024, prompt=512, beta=0.5,
-           temperature=0.9, eval_batch=8)
+           temperature=0.9, eval_batch=8, mixed=True)
 # a held-out shape (JSD_TENSORS was read off the first): 4 x 512 tokens, prompts of 384 (128 new tokens)
 GKD_B4 = dict(name="gkd_qwen2.5-0.5b_teacher0.5b_bf16_full_gc_b4x512", batch=4, seq=512, prompt=384, beta=0.5,
-              temperature=0.9, eval_batch=None)
+              temperature=0.9, eval_batch=None, mixed=True)
 # the held-out shape for JSD_TENSORS / JSD_NOGRAD_TENSORS (read off the loss, then checked here): another model,
 # vocabulary, batch, sequence and token count: a Llama-3.2-1B student and teacher (128,256 vocabulary), 3 x 700
 # tokens, prompts of 500 (200 new tokens), the evaluation step at batch 5
 GKD_HOLDOUT = dict(name="gkd_llama3.2-1b_teacher1b_bf16_full_gc_b3x700", model="llama", batch=3, seq=700, prompt=500,
-                   beta=0.5, temperature=0.9, eval_batch=5)
+                   beta=0.5, temperature=0.9, eval_batch=5, mixed=True)
 # generalized_jsd_loss alone (trainlint.verify.measure_rl.jsd_tensor_counts): (rows, seq, vocab)
 JSD_SHAPES = ((2, 1024, 151936), (3, 700, 128256), (5, 333, 32000))
 GRPO = dict(name="grpo_qwen2.5-0.5b_bf16_full_gc_b4_spg2_p256_c512", batch=4, steps_per_generation=2, prompt=256,

@@ -87,12 +87,15 @@ def test_teacher_by_name_takes_teacher_model_init_kwargs_dtype_per_version(tmp_p
 
 def test_jsd_reads_the_completion_before_1_8_and_every_position_after(tmp_path):
     """0.19.1 gkd_trainer.py:235-238 slices `prompt_lengths - 1 : -1`; 1.8.0 :414-415 and 1.16.0 :344-345 `[:, :-1]`.
-    The loss bytes: the two models' logits plus JSD_TENSORS (15) vocabulary-sized tensors per position read."""
+    The loss bytes: the two models' logits plus JSD_TENSORS (15) vocabulary-sized tensors per position read, in fp32
+    (the config's default bf16 mixed precision: accelerate's fp32 outputs, run/components.py
+    `distillation_logits_bytes`)."""
     old = plan_for(ctx_of(tmp_path, "0.19.1"), Overrides())[0]
     new = plan_for(ctx_of(tmp_path, "1.16.0"), Overrides())[0]
     assert (old.jsd_positions, new.jsd_positions) == (256, 1024)
-    assert jsd_loss_bytes(old) == 2 * 151_936 * 2 * (2 * 1024 + 15 * 256)
-    assert jsd_loss_bytes(new) == 2 * 151_936 * 2 * (2 * 1024 + 15 * 1024)
+    assert (old.jsd_bytes, new.jsd_bytes) == (4, 4)
+    assert jsd_loss_bytes(old) == 2 * 151_936 * 4 * (2 * 1024 + 15 * 256)
+    assert jsd_loss_bytes(new) == 2 * 151_936 * 4 * (2 * 1024 + 15 * 1024)
     assert old.logits_seq is None and new.logits_seq is None  # the student's forward keeps every position's logits
 
 
@@ -116,7 +119,7 @@ def test_the_evaluation_step_is_the_loss_under_no_grad_at_the_eval_batch(tmp_pat
         plan = plan_for(ctx, Overrides())[0]
         e = plan.evaluation
         assert (e.batch, e.jsd, e.logits, e.kept_bytes, e.generation) == (8, True, False, 0, None), trl
-        assert eval_logits_bytes(plan) == 8 * 151_936 * 2 * (2 * 1024 + 10 * positions)
+        assert eval_logits_bytes(plan) == 8 * 151_936 * 4 * (2 * 1024 + 10 * positions)  # fp32 under bf16=True
         layer = activation_bytes_per_layer(replace(plan, batch=8, lora_r=None), 8 * 1024)
         assert layer < eval_logits_bytes(plan)
         assert eval_peak(plan) == weights_bytes(plan) + models_bytes(plan) + optimizer_bytes(plan)[0] + \
@@ -138,7 +141,7 @@ def test_compute_metrics_keeps_the_students_fp32_logits_unless_reduced(tmp_path)
     plan = plan_for(ctx_of(tmp_path, "1.16.0", EVAL, targs=metrics), Overrides())[0]
     e = plan.evaluation
     assert (e.jsd, e.kept_bytes, e.kept_batches) == (True, 4, None)
-    step = 8 * 151_936 * 2 * (2 * 1024 + 10 * 1024)
+    step = 8 * 151_936 * 4 * (2 * 1024 + 10 * 1024)
     kept = 8 * 1024 * 151_936 * 4
     assert eval_logits_bytes(plan) == max(step, 2 * kept)
     reduced = metrics + ", preprocess_logits_for_metrics=lambda logits, labels: logits.argmax(-1)"
@@ -151,17 +154,17 @@ def test_liger_jsd_evaluates_without_the_jsd_tensors(tmp_path):
 
 
 def test_estimate_names_the_evaluation_step_and_the_verdict_on_it(tmp_path):
-    """The 1.16 eval step at batch 8 (~31 GiB with the resident state) is over a 24 GiB card whose training step
-    (~14 GiB) fits: the verdict is on the evaluation."""
+    """The 1.16 eval step at batch 8 (~60 GiB with the resident state: fp32 logits under bf16=True) is over a 40 GiB
+    card whose training step (~24 GiB) fits: the verdict is on the evaluation."""
     from click.testing import CliRunner
 
     from trainlint.cli import main
 
     ctx_of(tmp_path, "1.16.0", EVAL + ", gradient_checkpointing=True", targs=EVAL_DS)
-    r = CliRunner().invoke(main, ["estimate", str(tmp_path / "train.py"), "--gpu", "24GB"])
+    r = CliRunner().invoke(main, ["estimate", str(tmp_path / "train.py"), "--gpu", "40GB"])
     assert "other phases: evaluation step (eval batch 8, student and teacher logits and the generalized JSD under " \
            "no_grad): " in r.output, r.output
-    assert "24 GiB: fits for training; the first evaluation needs" in r.output, r.output
+    assert "40 GiB: fits for training; the first evaluation needs" in r.output, r.output
 
 
 def test_beta_zero_or_one_takes_one_kl_div(tmp_path):
@@ -172,8 +175,8 @@ def test_beta_zero_or_one_takes_one_kl_div(tmp_path):
         # positions (the 256 completion tokens of 1,024) is alive beside them; not under no_grad
         plan = plan_for(ctx_of(tmp_path, "1.16.0", f", beta={beta}" + EVAL, targs=EVAL_DS), Overrides())[0]
         assert plan.jsd_single_kl and plan.jsd_mask_copy == copy
-        assert jsd_loss_bytes(plan) == 2 * 151_936 * 2 * (2 * 1024 + 7 * 1024 + copy)
-        assert eval_logits_bytes(plan) == 8 * 151_936 * 2 * (2 * 1024 + 7 * 1024)
+        assert jsd_loss_bytes(plan) == 2 * 151_936 * 4 * (2 * 1024 + 7 * 1024 + copy)
+        assert eval_logits_bytes(plan) == 8 * 151_936 * 4 * (2 * 1024 + 7 * 1024)
     assert not plan_for(ctx_of(tmp_path, "1.16.0", ", beta=0.1"), Overrides())[0].jsd_single_kl
 
 
@@ -299,13 +302,13 @@ def test_distillation_trainer_1_3_to_1_9_is_gkds_jsd_on_the_completion_with_the_
                       ', eval_dataset=ds["test"]')
     plan, _, notes, _ = plan_for(ctx, Overrides())
     assert (plan.jsd_positions, plan.jsd_single_kl, plan.jsd_mask_copy) == (512, True, 512)
-    assert jsd_loss_bytes(plan) == 2 * 151_936 * 2 * (2 * 1024 + 7 * 512 + 512)
+    assert jsd_loss_bytes(plan) == 2 * 151_936 * 4 * (2 * 1024 + 7 * 512 + 512)
     assert "max_completion_length 512: DistillationConfig's default" in notes
     assert plan.evaluation.jsd and plan.evaluation.batch == 4
-    assert eval_logits_bytes(plan) == 4 * 151_936 * 2 * (2 * 1024 + 7 * 512)
+    assert eval_logits_bytes(plan) == 4 * 151_936 * 4 * (2 * 1024 + 7 * 512)
     mixture = plan_for(distill_ctx(tmp_path, "1.9.2", ", beta=0.5, max_completion_length=256"), Overrides())[0]
     assert (mixture.jsd_positions, mixture.jsd_single_kl) == (256, False)
-    assert jsd_loss_bytes(mixture) == 2 * 151_936 * 2 * (2 * 1024 + 15 * 256)
+    assert jsd_loss_bytes(mixture) == 2 * 151_936 * 4 * (2 * 1024 + 15 * 256)
     assert plan_for(distill_ctx(tmp_path, "1.10.0"), Overrides())[0].jsd_positions is None
 
 
@@ -357,3 +360,17 @@ def test_jsd_tensor_counts_on_real_tensors_with_the_labels_mask(tmp_path):
             "reverse_kl": JSD_KL_TENSORS + 0.75, "reverse_kl_nograd": JSD_KL_TENSORS}
     # (the boolean mask and its indices are a few hundred bytes: 0.001 N here)
     assert all(abs(got[k] - want[k]) < 0.01 for k in want), got
+
+
+def test_the_jsd_is_fp32_under_mixed_precision_unless_deepspeed_or_off(tmp_path):
+    """accelerate's `convert_outputs_to_fp32` wraps both models' forward under native bf16 / fp16 mixed precision
+    (accelerate 1.15.0 accelerator.py:1790-1801), so the JSD reads fp32 logits; DeepSpeed leaves native_amp off
+    (l.557-566), and without mixed precision the logits keep the bf16 weights' dtype. The config's bf16 defaults to
+    True from TRL 0.19 (0.19.1 sft_config.py:252), not in 0.18.2."""
+    assert plan_for(ctx_of(tmp_path, "1.16.0"), Overrides())[0].jsd_bytes == 4
+    assert plan_for(ctx_of(tmp_path, "1.16.0", ", bf16=False"), Overrides())[0].jsd_bytes is None
+    off = plan_for(ctx_of(tmp_path, "1.16.0", ", bf16=False"), Overrides())[0]
+    assert jsd_loss_bytes(off) == 2 * 151_936 * 2 * (2 * 1024 + 15 * 1024)
+    assert plan_for(ctx_of(tmp_path, "1.16.0", ', deepspeed="ds.json"'), Overrides())[0].jsd_bytes is None
+    assert plan_for(ctx_of(tmp_path, "0.18.2"), Overrides())[0].jsd_bytes is None
+    assert plan_for(ctx_of(tmp_path, "0.18.2", ", bf16=True"), Overrides())[0].jsd_bytes == 4

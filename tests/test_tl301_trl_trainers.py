@@ -184,24 +184,25 @@ trainer = GKDTrainer(model=model, teacher_model="Qwen/Qwen2.5-0.5B", args=args, 
 
 @pytest.mark.parametrize("trl,cost,fix", [
     # 1.8+: the JSD reads every position (1.16.0 experimental/gkd/gkd_trainer.py:344-345); no fused JSD from 1.14
-    ("1.16.0", "15 more vocabulary-sized tensors over every position, ~8.7 GiB: ~9.9 GiB at peak",
+    ("1.16.0", "15 more vocabulary-sized tensors over every position, ~17.4 GiB: ~19.7 GiB at peak",
      "GKDTrainer has no fused JSD from TRL 1.14 (1.13 has use_liger_kernel=True): use DistillationTrainer (TRL >= "
      "1.10: its chunked divergence loss projects the completion's positions on tiles, never the full logits), or a "
      "smaller per_device_train_batch_size / max_length"),
-    ("1.13.0", "over every position, ~8.7 GiB", "set use_liger_kernel=True (TRL 1.13's own FusedLinearJSDLoss: no "
+    ("1.13.0", "over every position, ~17.4 GiB", "set use_liger_kernel=True (TRL 1.13's own FusedLinearJSDLoss: no "
                                                 "extra package)"),
     # <= 1.0: the completion's max_new_tokens positions (0.22.2 gkd_trainer.py:317-320)
-    ("0.22.2", "15 more vocabulary-sized tensors over the completion's 512 positions (max_new_tokens), ~4.3 GiB: "
-               "~5.5 GiB at peak", "set use_liger_kernel=True (Liger's LigerFusedLinearJSDLoss: needs the "
+    ("0.22.2", "15 more vocabulary-sized tensors over the completion's 512 positions (max_new_tokens), ~8.7 GiB: "
+               "~11.0 GiB at peak", "set use_liger_kernel=True (Liger's LigerFusedLinearJSDLoss: needs the "
                                    "liger-kernel package)"),
     ("0.21.0", "over the completion's 512 positions", "upgrade TRL: 0.22-1.13 fuse the JSD with use_liger_kernel=True "
                                                       "(1.13 without the liger-kernel package), or use "
                                                       "DistillationTrainer (TRL >= 1.10"),
 ])
 def test_gkd_message_gives_the_jsd_figure_and_the_versions_lever(lint, trl, cost, fix):
-    """TL301 on GKDTrainer: the two models' [2 x 1,024 x 151,936] bf16 logits (~594 MiB each) and the generalized
-    JSD's 15 tensors over the positions it reads (memory.estimate jsd_loss_bytes: 2 x 151,936 x 2 x (2 x 1,024 +
-    15 x 1,024) = 9.9 GiB from 1.8, 15 x 512 = 5.5 GiB before), and the lever of the version."""
+    """TL301 on GKDTrainer: the two models' [2 x 1,024 x 151,936] logits, fp32 under the config's default bf16 mixed
+    precision (accelerate's fp32 outputs: ~1.2 GiB each), and the generalized JSD's 15 tensors over the positions it
+    reads (memory.estimate jsd_loss_bytes: 2 x 151,936 x 4 x (2 x 1,024 + 15 x 1,024) = 19.7 GiB from 1.8,
+    15 x 512 = 11.0 GiB before), and the lever of the version."""
     new = parse_version(trl) >= (0, 29)
     src = GKD_QWEN.format(module="trl.experimental.gkd" if new else "trl", dtype="dtype" if new else "torch_dtype",
                           extra="")
@@ -209,8 +210,16 @@ def test_gkd_message_gives_the_jsd_figure_and_the_versions_lever(lint, trl, cost
     assert (code, line) == ("TL301", 7)
     assert message.startswith(f"GKDTrainer in TRL {trl} computes its generalized JSD on the full logits of a "
                               f"151,936-token vocabulary: the student's and the teacher's [2 x 1,024 x 151,936] "
-                              f"logits are ~594 MiB each in bf16, and the generalized JSD builds "), message
+                              f"logits are ~1.2 GiB each in fp32 (under mixed precision accelerate hands TRL fp32 "
+                              f"copies of both models' logits), and the generalized JSD builds "), message
     assert cost in message and fix in message, message
+
+
+def test_gkd_without_mixed_precision_keeps_the_bf16_figure(lint):
+    src = GKD_QWEN.format(module="trl.experimental.gkd", dtype="dtype", extra=", bf16=False")
+    [(_, _, message)] = lint(src, files=pins("1.16.0"))
+    assert ("logits are ~594 MiB each in bf16, and the generalized JSD builds 15 more vocabulary-sized tensors over "
+            "every position, ~8.7 GiB: ~9.9 GiB at peak") in message, message
 
 
 def test_gkd_with_beta_zero_counts_one_kl_div(lint):
@@ -221,15 +230,16 @@ def test_gkd_with_beta_zero_counts_one_kl_div(lint):
 
 def test_distillation_1_9_message_is_the_reverse_kl_on_the_completion(lint):
     """DistillationTrainer 1.3-1.9: GKD's JSD over max_completion_length (512) positions with DistillationConfig's
-    default beta 1.0 (the reverse KL: 7 tensors and the labels' mask copy of the 512 positions: 2 x 151,936 x 2 x
-    (7 x 512 + 512) = 2.3 GiB, 3.5 GiB with both models' logits), and its levers."""
+    default beta 1.0 (the reverse KL: 7 tensors and the labels' mask copy of the 512 positions, fp32 under the
+    config's default bf16: 2 x 151,936 x 4 x (7 x 512 + 512) = 4.6 GiB, 7.0 GiB with both models' logits), and its
+    levers."""
     src = GKD_QWEN.format(module="trl.experimental.distillation", dtype="dtype", extra="").replace("GKD", "Distillation")
     src = src.replace(", max_new_tokens=512", "")
     [(code, line, message)] = lint(src, files=pins("1.9.2"))
     assert (code, line) == ("TL301", 7)
     assert ("the generalized JSD builds 7 more vocabulary-sized tensors over the completion's 512 positions "
-            "(max_completion_length) (beta 1: one kl_div, and the labels' mask copies 512 positions beside it), ~2.3 "
-            "GiB: ~3.5 GiB at peak") in message, message
+            "(max_completion_length) (beta 1: one kl_div, and the labels' mask copies 512 positions beside it), ~4.6 "
+            "GiB: ~7.0 GiB at peak") in message, message
     assert message.endswith("set use_liger_kernel=True (Liger's LigerFusedLinearJSDLoss: needs the liger-kernel "
                             "package), or upgrade TRL to >= 1.10 (its chunked divergence loss never builds the full "
                             "logits)"), message

@@ -14,7 +14,7 @@ from trainlint.memory.estimate import Plan, jsd_loss_tensors
 from trainlint.run import PlanError, resolve
 from trainlint.knowledge import trl_trainers as T
 from trainlint.run.model import training_model
-from trainlint.run.components import distillation_completion, gkd_single_kl
+from trainlint.run.components import distillation_completion, distillation_logits_bytes, gkd_single_kl
 
 __all__ = ["Overrides", "PlanError", "plan_for", "training_model"]
 
@@ -123,8 +123,14 @@ def plan_for(ctx: FileContext, overrides: Overrides) -> tuple[Plan, ModelLoad, l
                 and not g.kept_logits:
             batch = batch * (g.rows // batch) if g.rows % batch == 0 else batch
     jsd_mask_copy = 0
+    jsd_bytes = None
     single_kl = gkd_single_kl(ctx) if jsd_positions is not None else None
     if jsd_positions is not None:
+        width = distillation_logits_bytes(ctx)
+        jsd_bytes = width.value
+        notes += [n for n in width.notes if n not in notes]
+        if width.value == 4:
+            notes.append(f"{jsd_trainer}'s logits and generalized JSD in fp32: {width.why}")
         if jsd_trainer == "GKDTrainer":
             full_seq = T.gkd_jsd_full_sequence(run.versions.trl)
             completion = gen.value.completion if gen.value is not None else None
@@ -188,6 +194,7 @@ def plan_for(ctx: FileContext, overrides: Overrides) -> tuple[Plan, ModelLoad, l
         jsd_positions=jsd_positions,
         jsd_single_kl=single_kl is not None and single_kl.value is not None,
         jsd_mask_copy=jsd_mask_copy,
+        jsd_bytes=jsd_bytes,
         vllm_share=gen.value.vllm_share if gen.value is not None and gen.value.vllm == "colocate" else 0.0,
         optimizer=optim.value,
         world_size=world,

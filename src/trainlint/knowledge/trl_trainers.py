@@ -401,6 +401,14 @@ def distillation_jsd(trl: LibraryVersion) -> bool:
     return _at(trl, (1, 3)) and not _at(trl, DISTILLATION_CHUNKED_SINCE)
 
 
+def config_bf16_default(trl: LibraryVersion) -> bool:
+    """GKDConfig (an SFTConfig) and DistillationConfig (a _BaseConfig) turn `bf16` on when neither bf16 nor fp16 is
+    given (`self.bf16 = not (self.fp16) if self.bf16 is None`): SFTConfig from 0.19 (0.19.1 sft_config.py:252; 0.18.2
+    and 0.13.0 have no such line: TrainingArguments' False), _BaseConfig in 1.x (1.3.0 and 1.9.0
+    trainer/base_config.py:105)."""
+    return _at(trl, (0, 19))
+
+
 def gkd_fused_jsd(trl: LibraryVersion) -> str | None:
     """What `use_liger_kernel=True` fuses GKD's JSD with: "liger" (liger-kernel's LigerFusedLinearJSDLoss,
     `from liger_kernel.chunked_loss import`: 0.22.2 gkd_trainer.py:58-59, :97-105; 1.8.0-1.12.0

@@ -173,6 +173,7 @@ class Plan:
     jsd_positions: int | None = None
     jsd_single_kl: bool = False  # GKD's beta 0 or 1: one kl_div (JSD_KL_TENSORS), not the mixture's two
     jsd_mask_copy: int = 0  # beta 1 (reverse KL): positions per row `jsd[mask]` copies at the peak (jsd_loss_bytes)
+    jsd_bytes: int | None = None  # bytes per element of the logits the JSD reads (4: accelerate's fp32 outputs)
     vllm_share: float = 0.0  # colocated vLLM's vllm_gpu_memory_utilization (a fraction of the card, not of the peak)
     device: str = "cuda"  # whose kernels run the step: "cuda" (what estimate is for) | "cpu" (bench/'s CPU ground truth)
     vision: vision.VisionPlan | None = None  # a vision-language model's tower and the patches of one sample
@@ -589,9 +590,11 @@ def attention_bytes(p: Plan) -> int:
 # (JSD_NOGRAD_TENSORS). Measured under FakeTensorMode + StepMemTracker on TRL's loss alone (bench/rl_measurements.json
 # "jsd_probe", verify/measure_rl.py `jsd_tensor_counts`): 15.000 N with grad (the backward peaks lower, 12.000) and
 # 10.000 N under no_grad at [2 x 1,024 x 151,936], [3 x 700 x 128,256] and [5 x 333 x 32,000] bf16; and in the full
-# GKD steps: the Qwen2.5-0.5B step the constants were first read off (training 15.17 N with the checkpoints; its
-# evaluation step at batch 8, 10.00 N) and the held-out Llama-3.2-1B step at 3 x 700 tokens, another vocabulary,
-# batch, length and token count (bench/rl_accuracy.py: training -0.1 %, evaluation at batch 5 +0.1 %).
+# GKD steps, fp32 logits under the scripts' bf16 mixed precision (Plan.jsd_bytes): the Qwen2.5-0.5B step the
+# constants were first read off (training 15.08 N above weights, teacher, optimizer state and both logits, the
+# checkpoints included; its evaluation step at batch 8, 10.00 N) and the held-out Llama-3.2-1B step at 3 x 700
+# tokens, another vocabulary, batch, length and token count (15.16 N; evaluation at batch 5, 10.00 N;
+# bench/rl_accuracy.py: training -0.0 %, evaluation +0.1 %).
 JSD_TENSORS = 15
 JSD_NOGRAD_TENSORS = 10
 # beta 0 or 1 (l.278-281): one kl_div, forward or reverse KL: the two scaled logits, the two log_softmax, exp(target),
@@ -614,11 +617,13 @@ def jsd_loss_tensors(positions: int, seq: int, single_kl: bool = False, mask_cop
 def jsd_loss_bytes(p: Plan, grad: bool = True) -> int:
     """GKD's loss step (Plan.jsd_positions): the student's and the teacher's [batch x seq x vocab] logits and the
     JSD_TENSORS (training) / JSD_NOGRAD_TENSORS (under no_grad: the evaluation step) vocabulary-sized tensors over the
-    positions it reads, in the activation dtype."""
+    positions it reads, in the logits' dtype (Plan.jsd_bytes: fp32 under accelerate's mixed precision, else the
+    activation dtype)."""
     g = p.geometry
     tensors = JSD_KL_TENSORS if p.jsd_single_kl else JSD_TENSORS if grad else JSD_NOGRAD_TENSORS
     copy = p.jsd_mask_copy if grad and p.jsd_single_kl else 0
-    return p.batch * g.vocab * p.act_bytes * (2 * p.seq + tensors * (p.jsd_positions or p.seq) + copy)
+    width = p.jsd_bytes or p.act_bytes
+    return p.batch * g.vocab * width * (2 * p.seq + tensors * (p.jsd_positions or p.seq) + copy)
 
 
 def logits_bytes(p: Plan) -> int:

@@ -196,8 +196,10 @@ def _gkd_cost(ctx: FileContext, vocab: int, length: str = "max_new_tokens") -> s
         return (f"the student's and the teacher's logits and the generalized JSD's {JSD_TENSORS} vocabulary-sized "
                 f"tensors cost ~{fmt_bytes((2 + JSD_TENSORS) * vocab * size)} per token at peak in 16-bit "
                 f"({2 + JSD_TENSORS} x {vocab:,} x {size} bytes)")
-    b, s, n, size = plan.batch, plan.seq, plan.jsd_positions, plan.act_bytes
+    b, s, n, size = plan.batch, plan.seq, plan.jsd_positions, plan.jsd_bytes or plan.act_bytes
     label = {2: "bf16", 4: "fp32"}.get(size, f"{size}-byte")
+    if plan.jsd_bytes == 4 and plan.act_bytes == 2:  # run/components.py distillation_logits_bytes
+        label = "fp32 (under mixed precision accelerate hands TRL fp32 copies of both models' logits)"
     tensors = JSD_KL_TENSORS if plan.jsd_single_kl else JSD_TENSORS
     each = fmt_bytes(logits_bytes(b, s, vocab, size))
     jsd = fmt_bytes(b * n * vocab * size * tensors)

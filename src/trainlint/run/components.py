@@ -498,3 +498,31 @@ def distillation_completion(ctx: FileContext) -> Decided[int]:
     n, sure = _int(value, T.DISTILLATION_DEFAULTS["max_completion_length"])
     return Decided(n, value.origin if value.known else None, sure, "max_completion_length",
                    () if sure else (f"max_completion_length {n}: DistillationConfig's default",))
+
+
+def distillation_logits_bytes(ctx: FileContext) -> Decided[int | None]:
+    """Bytes per element of the logits GKD's / Distillation's JSD reads: 4 under bf16 / fp16 mixed precision (written,
+    or the config's default bf16 from TRL 0.19: knowledge/trl_trainers.py `config_bf16_default`) unless DeepSpeed runs
+    the model: the
+    Trainer's `accelerator.prepare` wraps the student's forward, and GKDTrainer's `prepare_model(teacher,
+    evaluation_mode=True)` the teacher's, in `convert_outputs_to_fp32` when `native_amp` (accelerate 1.15.0
+    accelerator.py:535-573, :1790-1801; DeepSpeed leaves native_amp off), so every JSD tensor is fp32 (trl 1.16.0
+    experimental/gkd/gkd_trainer.py:194; 0.13.0 gkd_trainer.py `prepare_model`). None: the activation dtype."""
+    trainer = rl_trainer(ctx)
+    args = ctx.trainer_args(trainer) if trainer is not None else None
+    if args is None:
+        return Decided(None, None, False, "the trainer's arguments are not read")
+    bf16, fp16 = args.get("bf16"), args.get("fp16")
+    mixed = bf16.is_(True) or fp16.is_(True) or (bf16.unset and fp16.unset
+                                                  and T.config_bf16_default(ctx.versions.trl))
+    if not mixed:
+        return Decided(None, None, True, "no mixed precision: the logits in the model's dtype")
+    ds = args.get("deepspeed")
+    launched = ctx.launch.sharding
+    if (ds.known and ds.value) or (launched is not None and launched.known and "DeepSpeed" in str(launched.via)):
+        return Decided(None, None, True, "DeepSpeed: accelerate does not wrap the forward (native_amp off)")
+    written = bf16 if bf16.is_(True) else fp16 if fp16.is_(True) else None
+    return Decided(4, written.origin if written is not None else None, written is not None,
+                   "mixed precision: accelerate's convert_outputs_to_fp32 hands TRL fp32 logits",
+                   () if written is not None else (f"bf16 mixed precision: the config's default in TRL "
+                                                   f"{ctx.versions.trl.version}",))

@@ -220,17 +220,29 @@ def _gkd(torch, cfg, spec: dict, student, teacher, opt, mt, run) -> dict:
     labels[:, :prompt] = -100
     mt.track_external(student, teacher, opt, ids, labels)
 
+    mixed = spec.get("mixed", False)
+
+    def logits_of(model, input_ids):
+        # bf16 / fp16 mixed precision (`bf16=True`, not DeepSpeed): accelerate wraps both models' forward in
+        # `convert_outputs_to_fp32` (accelerate 1.15 accelerator.py `prepare_model` l.1790-1801; GKDTrainer prepares
+        # the teacher with `prepare_model(evaluation_mode=True)`, trl 1.16.0 experimental/gkd/gkd_trainer.py:194), so
+        # the logits TRL reads are an fp32 copy and the 16-bit ones are freed with the model's output object
+        out = run(model, input_ids=input_ids, use_cache=False)
+        logits = out.logits.float() if mixed else out.logits
+        del out
+        return logits
+
     def loss_of(input_ids, lab, nograd: bool):
-        out = run(student, input_ids=input_ids, use_cache=False)
+        s_logits = logits_of(student, input_ids)
         with torch.no_grad():
-            t_out = run(teacher, input_ids=input_ids, use_cache=False)
+            t_logits = logits_of(teacher, input_ids)
         # TRL's own loss up to its masking; `jsd[labels != -100]` has a data-dependent shape FakeTensorMode cannot
         # track, so the same selection is taken with a static shape: the prompt's positions are the masked ones, and
         # the copy of the rest is the boolean index's result, element for element
-        jsd = GKDTrainer.generalized_jsd_loss(out.logits[:, :-1, :], t_out.logits[:, :-1, :], labels=None,
+        jsd = GKDTrainer.generalized_jsd_loss(s_logits[:, :-1, :], t_logits[:, :-1, :], labels=None,
                                               beta=spec.get("beta", 0.5), temperature=spec.get("temperature", 0.9),
                                               reduction="none")
-        del out, t_out
+        del s_logits, t_logits
         kept = jsd[:, prompt - 1:, :].reshape(-1, jsd.shape[-1])
         del jsd
         return kept.sum() / (kept.shape[0])
