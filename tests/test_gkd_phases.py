@@ -374,3 +374,32 @@ def test_the_jsd_is_fp32_under_mixed_precision_unless_deepspeed_or_off(tmp_path)
     assert plan_for(ctx_of(tmp_path, "1.16.0", ', deepspeed="ds.json"'), Overrides())[0].jsd_bytes is None
     assert plan_for(ctx_of(tmp_path, "0.18.2"), Overrides())[0].jsd_bytes is None
     assert plan_for(ctx_of(tmp_path, "0.18.2", ", bf16=True"), Overrides())[0].jsd_bytes == 4
+
+
+def test_distillation_1_3_to_1_9_generates_each_slice_with_hf_generate_or_vllm(tmp_path):
+    """DistillationTrainer 1.3-1.9: each gradient-accumulation slice of per_device_train_batch_size rows generates
+    max_completion_length tokens (1.9.0 distillation_trainer.py:797-812) with the default cache after prompts of
+    max_length - max_completion_length; no scoring pass; vLLM colocate by default when use_vllm (share 0.3); lmbda=0
+    never generates before 1.9. From 1.10 not modelled."""
+    gen = resolve(distill_ctx(tmp_path, "1.9.2")).generation
+    g = gen.value
+    assert (g.trainer, g.rows, g.prompt, g.completion, g.logps_rows, g.cache, g.vllm) == \
+        ("DistillationTrainer", 2, 512, 512, 0, True, None)
+    plan = plan_for(distill_ctx(tmp_path, "1.9.2"), Overrides())[0]
+    assert set(dict(generation_parts(plan))) == {"kv_cache", "generate_step"} and plan.logits_seq is None
+    colocated = plan_for(distill_ctx(tmp_path, "1.9.2", ", use_vllm=True"), Overrides())[0]
+    assert (colocated.generation.vllm, colocated.vllm_share) == ("colocate", 0.3)
+    assert resolve(distill_ctx(tmp_path, "1.5.1", ", lmbda=0.0")).generation.value is None
+    assert resolve(distill_ctx(tmp_path, "1.10.0")).generation.value is None
+
+
+def test_tl303_words_distillations_own_levers(tmp_path):
+    from trainlint.rules.tl303_generation_peak import describe
+
+    ctx = distill_ctx(tmp_path, "1.9.2")
+    plan = plan_for(ctx, Overrides())[0]
+    part, size = max(generation_parts(plan), key=lambda kv: kv[1])
+    what, advice = describe(ctx, plan, part, size)
+    assert what.startswith("HF generate's KV cache for 2 completions x 1,024 tokens is ~")
+    assert advice == ("lower per_device_train_batch_size (the rows each slice generates at once) or "
+                      "max_completion_length, or generate with vLLM (use_vllm)")

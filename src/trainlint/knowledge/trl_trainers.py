@@ -392,6 +392,7 @@ def gkd_seq_kd_exclusive(trl: LibraryVersion) -> bool:
 # | the loss: GKD's generalized JSD (`_jsd_divergence`, F.kl_div), on the completion's positions only (`logits[:, prompt_length - 1 : -1, :]`), labels masked in `_reduce_divergence_loss` | 1.3-1.9 | 1.3.0 experimental/distillation/distillation_trainer.py:119-160, :1044, :1458-1459; 1.9.0 :105-146, :991-1023, :1057-1058 |
 # | `use_liger_kernel=True`: liger-kernel's LigerFusedLinearJSDLoss | 1.3-1.9 | 1.9.0 :52-53, :443-453 |
 # | no `prediction_step` of its own (`_BaseTrainer`, a Trainer): the evaluation step is compute_loss under no_grad | 1.3-1.9 | 1.3.0 :356, 1.9.0 :317 |
+# | on-policy generation: gradient_accumulation_steps slices of per_device_train_batch_size rows, one HF `generate` each (max_completion_length new tokens, default cache), or vLLM (`use_vllm`, mode "colocate", share 0.3 by default); on-policy with probability `lmbda` (default 1.0) in 1.3-1.8, always in 1.9 | 1.3-1.9 | 1.3.0 :779-790, distillation_config.py:292, :316; 1.9.0 :537-546, :709-760, :797-812 (run/components.py `_distillation_generation`) |
 DISTILLATION_DEFAULTS = {"beta": 1.0, "temperature": 1.0, "max_completion_length": 512}
 
 

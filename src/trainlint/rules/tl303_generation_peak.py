@@ -64,6 +64,11 @@ def describe(ctx: FileContext, plan, part: str, size: int) -> tuple[str, str]:
                     f"use_cache=False (no KV cache; each new token re-runs the whole prefix: slower)")
         return (f"without a KV cache (use_cache=False under gradient checkpointing) the last decoding step is a "
                 f"no-grad forward over {g.rows} x {tokens:,} tokens, ~{fmt_bytes(size)}", levers)
+    if resolve(ctx).generation.value.trainer == "DistillationTrainer":  # 1.3-1.9: one generate per slice
+        return (f"HF generate's KV cache for {g.rows} completions x {g.prompt + g.completion:,} tokens is "
+                f"~{fmt_bytes(size)}" if part == "kv_cache" else f"the decoding step holds ~{fmt_bytes(size)}",
+                f"lower {say.name('per_device_train_batch_size')} (the rows each slice generates at once) or "
+                f"{say.name('max_completion_length')}, or generate with vLLM ({say.name('use_vllm')})")
     if part == "generation_logits":
         what = (f"the rollout keeps every generated token's fp32 logits, [{g.rows} x {g.completion:,} x "
                 f"{plan.geometry.vocab:,}] ~{fmt_bytes(g.rows * g.completion * plan.geometry.vocab * 4)}, copied once "
