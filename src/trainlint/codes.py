@@ -91,7 +91,7 @@ META_RULES: dict[str, RuleInfo] = {r.code: r for r in (
              "fix the path, or name the model by its Hub id", category="input"),
     RuleInfo("TL009", "version-conflict", _ITSELF,
              "a pinned or installed library version that the file's own calls cannot run on (a keyword or import "
-             "that release does not have)",
+             "that release does not have), or that the releases pinned for the other libraries rule out",
              "fix the pin or the call; the rules still assume the pin", category="input"),
 )}
 

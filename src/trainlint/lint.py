@@ -383,10 +383,15 @@ def lint_text(path: Path, text: str, settings: Settings, codes: set[str], raw: b
 
         versions = decide_versions(path, facts.pip_pins, settings.version_overrides(), bounds(facts, text), observed)
         for conflict in versions.conflicts:
+            calls = conflict.uses[:len(conflict.uses) - conflict.requirements]
+            required = conflict.uses[len(calls):]
+            said = "; ".join(part for part in (
+                f"cannot run this file's calls: {'; '.join(calls)}" if calls else "",
+                f"does not satisfy the other libraries' releases (no set of releases satisfies every pin): "
+                f"{'; '.join(required)}" if required else "") if part)
             result.diagnostics.append(_meta(
-                "TL009", display, f"{conflict.library} {conflict.version} ({conflict.source}) cannot run this file's "
-                                  f"calls: {'; '.join(conflict.uses)}; the rules assume {conflict.version}",
-                conflict.line))
+                "TL009", display, f"{conflict.library} {conflict.version} ({conflict.source}) {said}; the rules assume "
+                                  f"{conflict.version}", conflict.line))
         if launches is not None:
             launches = launches(facts, versions)
         else:

@@ -58,6 +58,7 @@ def _cmp(a: tuple[int, ...], b: tuple[int, ...]) -> int:
     return (a > b) - (a < b)
 
 
+@lru_cache(maxsize=65536)
 def satisfies(version: str, spec: str) -> bool:
     """A small PEP 440 subset: ==, !=, >=, <=, >, <, ~=, ===, and wildcards in ==."""
     v = parse_version(version)
@@ -127,6 +128,9 @@ class Conflict:
     source: str  # where the version came from
     uses: tuple[str, ...]  # Evidence.describe() of each use that rules it out
     line: int  # the first such use
+    # how many of `uses` are what another chosen release requires (RELEASE_REQUIRES, its wheel's Requires-Dist), not
+    # the file's own calls: they come last in `uses`
+    requirements: int = 0
 
 
 @dataclass(frozen=True)
@@ -328,19 +332,6 @@ def _candidates(library: str) -> list[str]:
     return sorted(found, key=parse_version, reverse=True)
 
 
-def _fitting(library: str, spec: str, installed: str | None, bound) -> str | None:
-    """A range pin (`transformers>=4.31.0`) with calls that bound the library: the installed release when both admit
-    it, else the newest release read that both admit (strict bounds first); None for an exact pin, or when no
-    release in the range runs the calls (the pin's own pick is then kept and reported as a conflict, TL009)."""
-    if re.fullmatch(r"\s*===?\s*([\w.]+)\s*", spec):
-        return None
-    if installed and satisfies(installed, spec) and bound.allows(installed, strict_only=True):
-        return installed
-    in_range = [v for v in _candidates(library) if satisfies(v, spec)]
-    return next((v for v in in_range if bound.allows(v)), None) or \
-        next((v for v in in_range if bound.allows(v, strict_only=True)), None)
-
-
 # A release of one library that cannot run on some releases of another, though its metadata allows them
 # (library, its releases [since, until), the other library, the other's releases it needs [since, until), why).
 # Read in the wheels: every trl release up to 0.11.4 has Trainer subclasses that pass `tokenizer=` to
@@ -353,6 +344,13 @@ RELEASE_REQUIRES: tuple[tuple[str, tuple[int, ...] | None, tuple[int, ...] | Non
     ("trl", None, (0, 12), "transformers", None, (5,),
      "trl < 0.12's trainers pass Trainer(tokenizer=) (trl 0.11.4 dpo_trainer.py:828), which transformers 5.0.0 "
      "removed (4.57.6 trainer.py:409 deprecate_kwarg version=\"5.0.0\")"),
+    # trl 0.12.0 on pass `processing_class=` to Trainer.__init__ (0.12.2 sft_trainer.py:414, dpo_trainer.py:646), a
+    # parameter from transformers 4.46.0 (4.45.2's Trainer.__init__ has `tokenizer` and no **kwargs: TypeError).
+    # trl 0.12.2's wheel asks only `transformers<4.47.0` (its METADATA; 0.12.0 and 0.12.1 ask `>=4.46.0`), so the
+    # metadata alone would let it run on 4.45.
+    ("trl", (0, 12), None, "transformers", (4, 46), None,
+     "trl >= 0.12's trainers pass Trainer(processing_class=) (trl 0.12.2 sft_trainer.py:414), which transformers "
+     "4.46.0 added (4.45.2 trainer.py Trainer.__init__ takes tokenizer=)"),
 )
 # trl first: its release bounds transformers (RELEASE_REQUIRES)
 _DECISION_ORDER = ("trl", "transformers", "peft")
@@ -430,83 +428,229 @@ class ReleaseRequirement(Evidence):
                                         f"before {_show(self.until)}" if self.until else "") if p)
 
 
-def _with_release_requirements(library: str, bound, decided: dict):
-    """`bound` plus what the releases already decided for other libraries require of `library`."""
-    extra = []
-    for lib, since, until, other, o_since, o_until, why in RELEASE_REQUIRES:
-        chosen = decided.get(lib)
-        if other != library or chosen is None:
-            continue
-        v = parse_version(chosen.version)
-        if (since is None or _cmp(v, since) >= 0) and (until is None or _cmp(v, until) < 0):
-            extra.append(ReleaseRequirement(library, f"{lib} {chosen.version}", 1, o_since, o_until, why))
-    if not extra:
-        return bound
-    return Bound(library, tuple(bound.evidence if bound is not None else ()) + tuple(extra))
+@dataclass(frozen=True)
+class MetadataRequirement(Evidence):
+    """A bound on one library written in the wheel of the release chosen for another (its METADATA
+    `Requires-Dist`, knowledge/requires_dist.json): `spec` as written, so `!=` and `<=` keep their meaning."""
+
+    spec: str = ""
+
+    def allows(self, version: str) -> bool:
+        return satisfies(version, self.spec)
+
+    def brief(self) -> str:
+        return f"{self.what} requires {self.library}{self.spec}"
+
+    def describe(self) -> str:
+        return f"{self.brief()} ({self.source})"
+
+
+@lru_cache(maxsize=1)
+def _requires_dist() -> dict:
+    """requires_dist.json (scripts/gen_requires_dist.py): {library: {release: {other library: spec}}}."""
+    import json
+
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "requires_dist.json")
+    with open(path, encoding="utf-8") as fh:
+        return json.load(fh)["requires"]
+
+
+def metadata_requires(library: str, version: str) -> dict[str, str]:
+    """What `library`'s release `version` requires of transformers / trl / peft (its wheel's METADATA); a release not
+    read answers with the nearest release read below it on the same minor line, else nothing (no bound)."""
+    table = _requires_dist().get(library, {})
+    if version in table:
+        return table[version]
+    v = parse_version(version)
+    same_line = [r for r in table if parse_version(r)[:2] == v[:2] and _cmp(parse_version(r), v) <= 0]
+    return table[max(same_line, key=parse_version)] if same_line else {}
+
+
+def requirements_of(decided: dict) -> dict[str, list[Evidence]]:
+    """What the releases in `decided` ({library: version}) require of each other library: RELEASE_REQUIRES (what the
+    release's code cannot run on) and the wheels' Requires-Dist (what pip enforces)."""
+    out: dict[str, list[Evidence]] = {}
+    for lib, chosen in decided.items():
+        v = parse_version(chosen)
+        for owner, since, until, other, o_since, o_until, why in RELEASE_REQUIRES:
+            if owner == lib and (since is None or _cmp(v, since) >= 0) and (until is None or _cmp(v, until) < 0):
+                out.setdefault(other, []).append(ReleaseRequirement(other, f"{lib} {chosen}", 1, o_since, o_until, why))
+        for other, spec in metadata_requires(lib, chosen).items():
+            if spec and other != lib:
+                out.setdefault(other, []).append(MetadataRequirement(
+                    other, f"{lib} {chosen}", 1, None, None,
+                    f"{lib} {chosen} METADATA Requires-Dist: {other}{spec} (knowledge/requires_dist.json)", spec=spec))
+    return out
+
+
+@dataclass
+class _Choice:
+    """One library's options: its versions in the order of preference, each with the reason it would be chosen and
+    its rank (0: every call in the file runs on it; 1: only the strict ones do; 2: a call rules it out)."""
+
+    library: str
+    options: list[tuple[str, str, int]]
+    fixed: bool = False  # trainlint settings: no conflict is looked for
+
+
+def _choice(library: str, pin: tuple[str, str, str] | None, override: str | None, bound) -> _Choice:
+    """pin: (spec, where, kind) with kind "pinned" / "installed" / "script"."""
+    if override is not None:
+        return _Choice(library, [(override, "trainlint settings", 0)], fixed=True)
+
+    def rank(v: str) -> int:
+        if bound is None or bound.allows(v):
+            return 0
+        return 1 if bound.allows(v, strict_only=True) else 2
+
+    if pin is not None:
+        spec, where, kind = pin
+        exact = re.fullmatch(r"\s*===?\s*([\w.]+)\s*", spec)
+        said = {"pinned": f"pinned {library}{spec} in {where}", "installed": f"installed per {where}",
+                "script": f"`pip install {library}{spec}` in the script"}[kind]
+        if exact:
+            return _Choice(library, [(exact.group(1), said, rank(exact.group(1)))])
+        in_range = [v for v in _candidates(library) if satisfies(v, spec)]
+        if in_range:
+            ordered = sorted(in_range, key=rank)  # stable: newest first within a rank
+            return _Choice(library, [(v, said if v == in_range[0] else
+                                      f"{said}: the newest release in that range that accepts this file's calls",
+                                      rank(v)) for v in ordered])
+    candidates = _candidates(library)
+    newest = NEWEST_KNOWN[library]
+    if bound is None:
+        return _Choice(library, [(newest, "not pinned: the newest release known", 0)] +
+                       [(v, "not pinned: the newest release known that the rest admits", 0)
+                        for v in candidates if v != newest])
+    ordered = sorted(candidates, key=rank)
+    return _Choice(library, [(v, f"not pinned: the newest release known that accepts this file's calls "
+                                 f"({bound.describe()})", rank(v)) for v in ordered])
+
+
+def _first(choice: _Choice, needs: list[Evidence], worst: int) -> tuple[str, str, int] | None:
+    """The first option of `choice` that the other releases' requirements admit, of rank <= worst."""
+    for option in choice.options:
+        if option[2] <= worst and all(e.allows(option[0]) for e in needs):
+            return option
+    return None
+
+
+def _solve(choices: dict[str, _Choice]) -> tuple[dict[str, tuple[str, str, int]], list[str]]:
+    """One release per library satisfying every pin, the file's calls and the releases' requirements of each other,
+    preferring (in this order) trl's first option, then transformers', then peft's: trl's release bounds
+    transformers (it is what the training code calls into), and an unpinned trl is the newest whose requirements
+    admit the transformers the project pins. Falls back to each library's first option where nothing satisfies
+    everything; what is left unsatisfied is reported as a conflict by the caller. Returns the picks and notes."""
+    trl, tf, peft = choices["trl"], choices["transformers"], choices["peft"]
+    notes: list[str] = []
+    for worst in (1, 2):
+        for t in trl.options:
+            if t[2] > worst:
+                continue
+            pick_tf = _first(tf, requirements_of({"trl": t[0]}).get("transformers", []), worst)
+            if pick_tf is None:
+                continue
+            decided = {"trl": t[0], "transformers": pick_tf[0]}
+            needs = requirements_of(decided)
+            pick_peft = _first(peft, needs.get("peft", []), worst)
+            if pick_peft is not None and all(e.allows(pick_tf[0]) for e in requirements_of(
+                    {"peft": pick_peft[0]}).get("transformers", [])) and \
+                    all(e.allows(t[0]) for e in requirements_of({"peft": pick_peft[0], "transformers": pick_tf[0]})
+                        .get("trl", [])):
+                return {"trl": t, "transformers": pick_tf, "peft": pick_peft}, notes
+            # peft alone cannot be satisfied with this pair: look for a peft compatible with it, any rank
+            compatible = [p for p in peft.options if all(e.allows(p[0]) for e in needs.get("peft", [])) and
+                          all(e.allows(pick_tf[0]) for e in requirements_of({"peft": p[0]}).get("transformers", []))]
+            if compatible:
+                return {"trl": t, "transformers": pick_tf, "peft": compatible[0]}, notes
+    notes.append("no set of transformers / trl / peft releases satisfies every pin, call and requirement together: "
+                 "each library keeps its own first choice")
+    return {lib: c.options[0] for lib, c in choices.items()}, notes
 
 
 def decide_versions(path: Path, script_pins: tuple[tuple[str, str], ...], overrides: dict[str, str],
                     bounds: dict | None = None, observed: tuple[tuple[str, str, str], ...] = ()) -> Versions:
     """`bounds`: api_versions.bounds() of the file; `observed`: (library, "==X", where) read from what the file
-    shows was installed (a notebook's stored `Successfully installed ...` output)."""
-    pins = {name: (spec, where) for name, spec, where in project_pins(path.resolve().parent)}
-    script = {name: spec for name, spec in script_pins}
-    seen = {name: (spec, where) for name, spec, where in observed}
+    shows was installed (a notebook's stored `Successfully installed ...` output).
+
+    Every library's source of a version, first match wins: trainlint settings; pins in the project nearest the file;
+    what the notebook shows installed; `pip install` lines in the script; nothing (any release). The versions are
+    then solved together (_solve): each pin and range, the file's calls (api_versions) and what each chosen release
+    requires of the others (RELEASE_REQUIRES, its wheel's Requires-Dist) at once. What happens to be installed next
+    to trainlint (a pre-commit or CI environment) is not what the run will use and is never consulted."""
+    pins = {name: (spec, where, "pinned") for name, spec, where in project_pins(path.resolve().parent)}
+    for name, spec, where in observed:
+        pins.setdefault(name, (spec, where, "installed"))
+    for name, spec in script_pins:
+        pins.setdefault(name, (spec, "the script", "script"))
+    for name in list(pins):  # a pin no known release satisfies gives way to the next source, as before
+        spec = pins[name][0]
+        if not re.fullmatch(r"\s*===?\s*([\w.]+)\s*", spec) and resolve_spec(name, spec, None) is None:
+            later = [(s, w, k) for n, s, w in observed if n == name and pins[name][2] == "pinned"] + \
+                [(s, "the script", "script") for n, s in script_pins if n == name and pins[name][2] != "script"]
+            if later:
+                pins[name] = later[0]
+            else:
+                del pins[name]
     bounds = dict(bounds or {})
-    out, notes, conflicts = {}, [], []
+    choices = {lib: _choice(lib, pins.get(lib), overrides.get(lib), bounds.get(lib)) for lib in LIBRARIES}
+    picks, notes = _solve(choices)
+    chosen = {lib: pick[0] for lib, pick in picks.items()}
+    out, conflicts = {}, []
     for library in _DECISION_ORDER:
-        # what happens to be installed next to trainlint (a pre-commit or CI environment) is not what the run will
-        # use: a range, or no pin, resolves to the newest release read that the rest admits
-        installed = None
-        bound = _with_release_requirements(library, bounds.get(library), out)
+        version, source, _ = picks[library]
+        others = {lib: v for lib, v in chosen.items() if lib != library}
+        needs = requirements_of(others).get(library, [])
+        own = bounds.get(library)
+        bound = Bound(library, tuple(own.evidence if own is not None else ()) + tuple(needs)) \
+            if own is not None or needs else None
         if bound is not None:
             by = " and ".join(w for w, has in (
-                ("this file's calls", any(not isinstance(e, ReleaseRequirement) for e in bound.evidence)),
-                ("the releases chosen for the other libraries",
-                 any(isinstance(e, ReleaseRequirement) for e in bound.evidence))) if has)
-            notes.append(f"{library}: {by} bound it to {bound.describe().split(' ', 1)[1]}")
+                ("this file's calls", own is not None),
+                ("the releases chosen for the other libraries", bool(needs))) if has)
+            notes.append(f"{library}: {by} bound it to {_bound_text(bound)}")
             notes.extend(f"  {e.describe()}" for e in bound.evidence)
-        if library in overrides:
-            out[library] = LibraryVersion(library, overrides[library], "trainlint settings")
-            continue
-        chosen = None
-        if library in pins:
-            spec, where = pins[library]
-            version = resolve_spec(library, spec, installed)
-            fitting = _fitting(library, spec, installed, bound) if version and bound is not None else None
-            if fitting is not None and fitting != version:
-                chosen = LibraryVersion(library, fitting, f"pinned {library}{spec} in {where}: the newest release in "
-                                                          f"that range that accepts this file's calls")
-            elif version:
-                chosen = LibraryVersion(library, version, f"pinned {library}{spec} in {where}")
-        if chosen is None and library in seen:
-            spec, where = seen[library]
-            chosen = LibraryVersion(library, spec.lstrip("="), f"installed per {where}")
-        if chosen is None and library in script:
-            version = resolve_spec(library, script[library], installed)
-            if version:
-                chosen = LibraryVersion(library, version, f"`pip install {library}{script[library]}` in the script")
-        if chosen is not None and bound is not None:
-            against = bound.against(chosen.version)
+        first = choices[library].options[0][0]
+        if version != first and not choices[library].fixed:
+            source = f"{source}; {_passed_over(library, first, needs, chosen)}"
+        lv = LibraryVersion(library, version, source)
+        if bound is not None and not choices[library].fixed:
+            against = bound.against(version)
             if against:
-                conflicts.append(Conflict(library, chosen.version, chosen.source, tuple(e.brief() for e in against),
-                                          min(e.line for e in against)))
-                notes.append(f"{library} {chosen.version} ({chosen.source}) conflicts with the calls above: kept")
-        if chosen is None and bound is not None:
-            fits = next((v for v in _candidates(library) if bound.allows(v)), None) or \
-                next((v for v in _candidates(library) if bound.allows(v, strict_only=True)), None)
-            if fits is not None:
-                chosen = LibraryVersion(library, fits, f"not pinned: the newest release known that accepts this file's "
-                                                       f"calls ({bound.describe()})")
-        if chosen is None:
-            chosen = LibraryVersion(library, NEWEST_KNOWN[library], "not pinned: the newest release known")
-        if _cmp(chosen.tuple, parse_version(NEWEST_KNOWN[library])) > 0:
+                calls = [e for e in against if e not in needs]
+                required = [e for e in against if e in needs]
+                conflicts.append(Conflict(library, version, source, tuple(e.brief() for e in calls + required),
+                                          min(e.line for e in calls) if calls else 1, len(required)))
+                notes.append(f"{library} {version} ({source}) conflicts with the calls above: kept")
+        if _cmp(lv.tuple, parse_version(NEWEST_KNOWN[library])) > 0:
             # every rule's version test is "at least X", and the argument tables answer with the nearest release read
             # at or below: a newer release gets the newest behaviour known (scripts/refresh_knowledge.py reads it)
-            chosen = LibraryVersion(library, chosen.version, f"{chosen.source}; newer than the knowledge (read up to "
-                                                             f"{NEWEST_KNOWN[library]}): the newest known behaviour applies")
-        out[library] = chosen
+            lv = LibraryVersion(library, version, f"{source}; newer than the knowledge (read up to "
+                                                  f"{NEWEST_KNOWN[library]}): the newest known behaviour applies")
+        out[library] = lv
     return Versions(**out, notes=tuple(notes), conflicts=tuple(conflicts))
+
+
+def _passed_over(library: str, first: str, needs: list[Evidence], chosen: dict[str, str]) -> str:
+    """Why `library` is not its first option `first`: what another chosen release requires of it, or what `first`
+    requires of the others that their choice rules out."""
+    binding = [e for e in needs if not e.allows(first)]
+    if binding:
+        return "bounded by " + "; ".join(e.brief() for e in binding)
+    own = [f"{other}{spec}" for other, spec in metadata_requires(library, first).items()
+           if other in chosen and spec and not satisfies(chosen[other], spec)]
+    if own:
+        held = sorted({o.split("<")[0].split(">")[0].split("=")[0].split("!")[0].split("~")[0] for o in own})
+        return f"{library} {first} requires {', '.join(own)}, which {' and '.join(f'{o} {chosen[o]}' for o in held)} " \
+               f"rules out"
+    return "the newest the other choices admit"
+
+
+def _bound_text(bound: Bound) -> str:
+    ranged = Bound(bound.library, tuple(e for e in bound.evidence if not isinstance(e, MetadataRequirement)))
+    text = ranged.describe().split(" ", 1)[1] if ranged.evidence else ""
+    specs = [e.spec for e in bound.evidence if isinstance(e, MetadataRequirement)]
+    return ", ".join(p for p in ([text] if text and text != "any" else []) + specs) or "any"
 
 
 # accelerate: only the release lines a fact depends on (memory of FSDP2's fp32 upcast, planning.py); the newest is the
