@@ -117,6 +117,11 @@ class Diagnostic:
     # The defaults of a launch the finding rests on ("MODEL=org/model-7b, the default at finetune.sh:6"): it does
     # not hold once they are unknown, and the caller could override them. Empty for a certain finding.
     assumptions: tuple[str, ...] = field(default=(), compare=False)
+    # The library releases the finding was judged on, with why each was chosen ("transformers 4.46.3: not pinned; trl
+    # 0.12.2 requires transformers<4.47.0"), for the libraries the file uses; empty when they are all the newest
+    # releases known, unpinned and unbounded (trainlint's default, which `--verbose` prints). Not an assumption:
+    # `--certain-only` keeps the finding.
+    versions: tuple[str, ...] = field(default=(), compare=False)
     # The setting the finding's advice asks for: a front end whose files spell settings otherwise (a framework
     # config) builds its own edit from it.
     setting: Setting | None = field(default=None, compare=False)

@@ -134,6 +134,7 @@ def _from_record(path: Path, display: str, record: dict) -> Outcome:
         d["span"] = Span(**d["span"])
         d["related"] = tuple((f, Span(**s), what) for f, s, what in d.get("related", ()))
         d["assumptions"] = tuple(d.get("assumptions", ()))
+        d["versions"] = tuple(d.get("versions", ()))
         d["fix"] = Fix.from_json(d["fix"]) if d.get("fix") else None
         diags.append(Diagnostic(**d))
     return Outcome(path, display, diags, record["skipped"], [], cached=True)

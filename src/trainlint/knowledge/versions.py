@@ -103,6 +103,9 @@ class LibraryVersion:
     name: str
     version: str
     source: str  # why this version was assumed
+    # what another library's chosen release made of it, when that moved it off its own first choice ("trl 0.12.2
+    # requires transformers<4.47.0"): findings name it (rules/base.py). Not part of equality, as `source`'s wording.
+    bounded_by: str = field(default="", compare=False)
 
     @property
     def tuple(self) -> tuple[int, ...]:
@@ -611,9 +614,11 @@ def decide_versions(path: Path, script_pins: tuple[tuple[str, str], ...], overri
             notes.append(f"{library}: {by} bound it to {_bound_text(bound)}")
             notes.extend(f"  {e.describe()}" for e in bound.evidence)
         first = choices[library].options[0][0]
+        bounded_by = ""
         if version != first and not choices[library].fixed:
-            source = f"{source}; {_passed_over(library, first, needs, chosen)}"
-        lv = LibraryVersion(library, version, source)
+            bounded_by = _passed_over(library, first, needs, chosen)
+            source = f"{source}; {bounded_by}" if bounded_by else source
+        lv = LibraryVersion(library, version, source, bounded_by)
         if bound is not None and not choices[library].fixed:
             against = bound.against(version)
             if against:
@@ -626,7 +631,8 @@ def decide_versions(path: Path, script_pins: tuple[tuple[str, str], ...], overri
             # every rule's version test is "at least X", and the argument tables answer with the nearest release read
             # at or below: a newer release gets the newest behaviour known (scripts/refresh_knowledge.py reads it)
             lv = LibraryVersion(library, version, f"{source}; newer than the knowledge (read up to "
-                                                  f"{NEWEST_KNOWN[library]}): the newest known behaviour applies")
+                                                  f"{NEWEST_KNOWN[library]}): the newest known behaviour applies",
+                                bounded_by)
         out[library] = lv
     return Versions(**out, notes=tuple(notes), conflicts=tuple(conflicts))
 
@@ -636,14 +642,14 @@ def _passed_over(library: str, first: str, needs: list[Evidence], chosen: dict[s
     requires of the others that their choice rules out."""
     binding = [e for e in needs if not e.allows(first)]
     if binding:
-        return "bounded by " + "; ".join(e.brief() for e in binding)
+        return "; ".join(e.brief() for e in binding)
     own = [f"{other}{spec}" for other, spec in metadata_requires(library, first).items()
            if other in chosen and spec and not satisfies(chosen[other], spec)]
     if own:
         held = sorted({o.split("<")[0].split(">")[0].split("=")[0].split("!")[0].split("~")[0] for o in own})
         return f"{library} {first} requires {', '.join(own)}, which {' and '.join(f'{o} {chosen[o]}' for o in held)} " \
                f"rules out"
-    return "the newest the other choices admit"
+    return ""
 
 
 def _bound_text(bound: Bound) -> str:

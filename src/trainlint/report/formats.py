@@ -51,6 +51,8 @@ def to_json(d: Diagnostic) -> dict:
                           for file, r, what in d.related]
     if d.assumptions:  # a finding resting on a launcher's defaults the caller could override
         out["assumptions"] = list(d.assumptions)
+    if d.versions:  # the library releases it was judged on, when not the newest unpinned ones
+        out["versions"] = list(d.versions)
     return out
 
 

@@ -83,6 +83,8 @@ def diagnostic(d: Diagnostic, lines: list[str] | None, encoding: str = "utf-16",
         out["data"] = {"fix": d.fix.applicability}  # what the code action request will find (see server)
     if d.assumptions:  # the launcher defaults the finding rests on
         out.setdefault("data", {})["assumptions"] = list(d.assumptions)
+    if d.versions:  # the library releases it was judged on, when not the newest unpinned ones
+        out.setdefault("data", {})["versions"] = list(d.versions)
     return out
 
 

@@ -148,6 +148,8 @@ def log(diagnostics: list[Diagnostic]) -> dict:
             result["properties"] = {"notebookCell": cell, "cellRegion": region(s.line, s.col, s.end_line, s.end_col)}
         if d.assumptions:  # the launcher defaults it rests on (`--certain-only` hides it)
             result.setdefault("properties", {})["assumptions"] = list(d.assumptions)
+        if d.versions:  # the library releases it was judged on, when not the newest unpinned ones
+            result.setdefault("properties", {})["versions"] = list(d.versions)
         if d.related:  # a launch-decided finding: the script it reaches, the launch line
             result["relatedLocations"] = [
                 {"id": i, "message": {"text": what},

@@ -28,6 +28,7 @@ class Rule(RuleInfo):
         relates to the script's location. A finding whose figures come from a geometry taken from another
         checkpoint's name says so and carries it as an assumption (`certain-only` hides it)."""
         diag = self._placed(ctx, span, message, *deciding)
+        diag = _with_versions(ctx, diag)
         assumed = _geometry_assumptions(ctx, diag.message)
         if not assumed:
             return diag
@@ -57,6 +58,28 @@ class Rule(RuleInfo):
             return Diagnostic(self.code, self.name, f"{ctx.display}: {message}", where.file, where.local(), url,
                               related=tuple(r for r in related if r[0] != where.file or r[1] != where.local()))
         return Diagnostic(self.code, self.name, message, ctx.display, span.local(), url, related=hops + launched)
+
+
+_DEFAULT_VERSION = "not pinned: the newest release known"
+
+
+def _with_versions(ctx: FileContext, diag: Diagnostic) -> Diagnostic:
+    """The finding with the library releases it was judged on (Diagnostic.versions: every rule reads the Run, whose
+    argument defaults, attention, loss path and checkpointing are per release), for the libraries the file uses
+    (transformers when it imports none of them: the model and Trainer are its). A release moved off its own first
+    choice by another library's release is named in the message too ("transformers 4.46.3: trl 0.12.2 requires
+    transformers<4.47.0"): the finding holds for that release, not the newest."""
+    versions = ctx.versions
+    used = [lv for lv in versions.all() if ctx.facts.imports_module(lv.name)] or [versions.transformers]
+    if all(lv.source == _DEFAULT_VERSION for lv in used):
+        return diag
+    root = f"{ctx.settings.root}/"
+    shown = tuple(f"{lv.name} {lv.version}: {lv.source.replace(root, '')}" for lv in used)
+    brief = [f"{lv.name} {lv.version}: {lv.bounded_by}" for lv in used if lv.bounded_by]
+    message = diag.message
+    if brief and not all(b in message for b in brief):
+        message = f"{message} ({'; '.join(brief)})"
+    return replace(diag, message=message, versions=shown)
 
 
 _SIZED = re.compile(r"\d (?:GiB|MiB|KiB)\b|-token vocabulary")
