@@ -185,3 +185,20 @@ def test_the_newest_unpinned_releases_add_no_property(tmp_path: Path):
     diags = lint_file(script, s, enabled_codes(s)).diagnostics
     assert [d.code for d in diags] == ["TL101"]
     assert diags[0].versions[0] == "transformers 4.57.6: pinned transformers==4.57.6 in requirements.txt"
+
+
+SFT = '''
+from trl import SFTConfig, SFTTrainer
+trainer = SFTTrainer(model="Qwen/Qwen2.5-7B", args=SFTConfig(output_dir="o", max_length=4096))
+'''
+
+
+def test_a_pinned_transformers_holds_trl_below_its_fused_loss_and_tl301_says_why(lint):
+    """SFTConfig(max_length=) needs trl >= 0.16; transformers 4.46.3 admits trl up to 0.17.0 (0.18.0 asks >=4.50.0),
+    whose SFTTrainer computes the full logits; unpinned, trl 1.16.0 fuses the LM head."""
+    assert lint(SFT) == []
+    found = lint(SFT, files={"requirements.txt": "transformers==4.46.3\n"})
+    assert codes(found) == ["TL301"]
+    assert "SFTTrainer in TRL 0.17.0" in found[0][2]
+    assert found[0][2].endswith("(trl 0.17.0: trl 1.16.0 requires transformers>=4.56.2, which transformers 4.46.3 "
+                                "rules out)")
