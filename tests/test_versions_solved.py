@@ -202,3 +202,36 @@ def test_a_pinned_transformers_holds_trl_below_its_fused_loss_and_tl301_says_why
     assert "SFTTrainer in TRL 0.17.0" in found[0][2]
     assert found[0][2].endswith("(trl 0.17.0: trl 1.16.0 requires transformers>=4.56.2, which transformers 4.46.3 "
                                 "rules out)")
+
+
+AXOLOTL_SCRIPT = '''
+from axolotl.cli.train import do_cli
+from transformers import AutoModelForCausalLM
+
+model = AutoModelForCausalLM.from_pretrained("EleutherAI/gpt-neo-125m")
+'''
+
+
+def test_a_script_importing_a_pinned_framework_runs_on_that_framework_s_pins(tmp_path: Path, monkeypatch):
+    import libcst as cst
+
+    from trainlint.facts import extract_facts
+    from trainlint.lint import _framework_requires
+
+    monkeypatch.chdir(tmp_path)  # the framework's pin is shown relative to where trainlint runs
+    project_pins.cache_clear()
+    (tmp_path / ".git").mkdir()
+    (tmp_path / "requirements.txt").write_text("axolotl==0.12.0\n")
+    script = tmp_path / "train.py"
+    script.write_text(AXOLOTL_SCRIPT)
+    required = _framework_requires(script, extract_facts(cst.parse_module(AXOLOTL_SCRIPT), "train.py", AXOLOTL_SCRIPT))
+    assert ("transformers", "==4.55.0", "axolotl 0.12.0 (pinned axolotl==0.12.0 in requirements.txt)") in required
+    v = decide_versions(script, (), {}, None, (), required)
+    assert (v.transformers.version, v.trl.version, v.peft.version) == ("4.55.0", "0.21.0", "0.17.0")
+    assert v.transformers.source == "axolotl 0.12.0 (pinned axolotl==0.12.0 in requirements.txt) requires " \
+                                    "transformers==4.55.0"
+    # the project's own pin of a library wins over what the framework asks
+    (tmp_path / "requirements.txt").write_text("axolotl==0.12.0\ntransformers==4.56.2\n")
+    project_pins.cache_clear()
+    v = decide_versions(script, (), {}, None, (), required)
+    assert v.transformers.version == "4.56.2" and v.trl.version == "0.21.0"

@@ -381,7 +381,8 @@ def lint_text(path: Path, text: str, settings: Settings, codes: set[str], raw: b
             tree)
         from trainlint.knowledge.api_versions import bounds
 
-        versions = decide_versions(path, facts.pip_pins, settings.version_overrides(), bounds(facts, text), observed)
+        versions = decide_versions(path, facts.pip_pins, settings.version_overrides(), bounds(facts, text), observed,
+                                   _framework_requires(path, facts))
         for conflict in versions.conflicts:
             calls = conflict.uses[:len(conflict.uses) - conflict.requirements]
             required = conflict.uses[len(calls):]
@@ -430,6 +431,24 @@ def lint_text(path: Path, text: str, settings: Settings, codes: set[str], raw: b
     except RecursionError:
         result.diagnostics = [_meta("TL001", display, "could not be analysed: expressions nested too deeply")]
     return _finish(result, settings, codes, text)
+
+
+def _framework_requires(path: Path, facts) -> tuple[tuple[str, str, str], ...]:
+    """What the axolotl / LLaMA-Factory release the project pins requires of transformers / trl / peft, for a script
+    that imports that framework (it runs in the framework's environment): knowledge/frameworks.py LIBRARY_PINS."""
+    out: list[tuple[str, str, str]] = []
+    for framework in ("axolotl", "llamafactory"):
+        if not facts.imports_module(framework):
+            continue
+        from trainlint.framework_lint import framework_release
+        from trainlint.knowledge.frameworks import LIBRARY_PINS
+
+        release, note = framework_release(path, framework)
+        if note.startswith("not pinned"):
+            continue
+        out.extend((lib, spec, f"{framework} {release} ({note})")
+                   for lib, spec in LIBRARY_PINS[framework][release].items())
+    return tuple(out)
 
 
 def _hydra_problems(launches, display: str) -> list[Diagnostic]:

@@ -510,7 +510,8 @@ def _choice(library: str, pin: tuple[str, str, str] | None, override: str | None
         spec, where, kind = pin
         exact = re.fullmatch(r"\s*===?\s*([\w.]+)\s*", spec)
         said = {"pinned": f"pinned {library}{spec} in {where}", "installed": f"installed per {where}",
-                "script": f"`pip install {library}{spec}` in the script"}[kind]
+                "script": f"`pip install {library}{spec}` in the script",
+                "required": f"{where} requires {library}{spec}"}[kind]
         if exact:
             return _Choice(library, [(exact.group(1), said, rank(exact.group(1)))])
         in_range = [v for v in _candidates(library) if satisfies(v, spec)]
@@ -572,9 +573,12 @@ def _solve(choices: dict[str, _Choice]) -> tuple[dict[str, tuple[str, str, int]]
 
 
 def decide_versions(path: Path, script_pins: tuple[tuple[str, str], ...], overrides: dict[str, str],
-                    bounds: dict | None = None, observed: tuple[tuple[str, str, str], ...] = ()) -> Versions:
+                    bounds: dict | None = None, observed: tuple[tuple[str, str, str], ...] = (),
+                    required: tuple[tuple[str, str, str], ...] = ()) -> Versions:
     """`bounds`: api_versions.bounds() of the file; `observed`: (library, "==X", where) read from what the file
-    shows was installed (a notebook's stored `Successfully installed ...` output).
+    shows was installed (a notebook's stored `Successfully installed ...` output); `required`: (library, spec, who)
+    what a framework the file imports and the project pins requires ("axolotl 0.12.0 (pinned ...)": its wheel's
+    pins, knowledge/frameworks.py LIBRARY_PINS), after the script's own pins.
 
     Every library's source of a version, first match wins: trainlint settings; pins in the project nearest the file;
     what the notebook shows installed; `pip install` lines in the script; nothing (any release). The versions are
@@ -586,6 +590,8 @@ def decide_versions(path: Path, script_pins: tuple[tuple[str, str], ...], overri
         pins.setdefault(name, (spec, where, "installed"))
     for name, spec in script_pins:
         pins.setdefault(name, (spec, "the script", "script"))
+    for name, spec, who in required:
+        pins.setdefault(name, (spec, who, "required"))
     for name in list(pins):  # a pin no known release satisfies gives way to the next source, as before
         spec = pins[name][0]
         if not re.fullmatch(r"\s*===?\s*([\w.]+)\s*", spec) and resolve_spec(name, spec, None) is None:
