@@ -235,3 +235,11 @@ def test_a_script_importing_a_pinned_framework_runs_on_that_framework_s_pins(tmp
     project_pins.cache_clear()
     v = decide_versions(script, (), {}, None, (), required)
     assert v.transformers.version == "4.56.2" and v.trl.version == "0.21.0"
+
+
+def test_pins_of_other_libraries_are_left_to_their_own_readers(tmp_path: Path):
+    """accelerate and liger-kernel are read by pinned_release; next to a transformers range they are no versions to
+    solve (this crashed with KeyError: 'accelerate')."""
+    v = decide_versions(_script(tmp_path, "accelerate>=0.21\nliger-kernel==0.5.2\ntransformers>=4.31.0,<4.46\n"),
+                        (("accelerate", "==0.30.0"),), {}, None, (("accelerate", "==0.30.1", "nb output"),))
+    assert v.transformers.version == "4.45.2"

@@ -585,13 +585,17 @@ def decide_versions(path: Path, script_pins: tuple[tuple[str, str], ...], overri
     then solved together (_solve): each pin and range, the file's calls (api_versions) and what each chosen release
     requires of the others (RELEASE_REQUIRES, its wheel's Requires-Dist) at once. What happens to be installed next
     to trainlint (a pre-commit or CI environment) is not what the run will use and is never consulted."""
-    pins = {name: (spec, where, "pinned") for name, spec, where in project_pins(path.resolve().parent)}
+    pins = {name: (spec, where, "pinned") for name, spec, where in project_pins(path.resolve().parent)
+            if name in LIBRARIES}  # (accelerate and liger-kernel are pinned_release's)
     for name, spec, where in observed:
-        pins.setdefault(name, (spec, where, "installed"))
+        if name in LIBRARIES:
+            pins.setdefault(name, (spec, where, "installed"))
     for name, spec in script_pins:
-        pins.setdefault(name, (spec, "the script", "script"))
+        if name in LIBRARIES:
+            pins.setdefault(name, (spec, "the script", "script"))
     for name, spec, who in required:
-        pins.setdefault(name, (spec, who, "required"))
+        if name in LIBRARIES:
+            pins.setdefault(name, (spec, who, "required"))
     for name in list(pins):  # a pin no known release satisfies gives way to the next source, as before
         spec = pins[name][0]
         if not re.fullmatch(r"\s*===?\s*([\w.]+)\s*", spec) and resolve_spec(name, spec, None) is None:
