@@ -79,6 +79,29 @@ def test_gkd_follows_sft_for_prewrapped_models(lint, trl, flagged):
     assert codes(lint(PREWRAPPED, files=pins("4.48.3", trl))) == (["TL201"] if flagged else [])
 
 
+RELOADED_AFTER = '''
+from peft import AutoPeftModelForCausalLM, LoraConfig
+from transformers import AutoModelForCausalLM, TrainingArguments
+from trl import SFTTrainer
+
+model = AutoModelForCausalLM.from_pretrained("meta-llama/Llama-3.2-1B")
+args = TrainingArguments(output_dir="o", gradient_checkpointing=True, bf16=True)
+trainer = SFTTrainer(model=model, args=args, train_dataset=ds, peft_config=LoraConfig(r=8), max_seq_length=1024)
+trainer.train()
+model = AutoPeftModelForCausalLM.from_pretrained("o")
+'''
+
+
+def test_an_adapter_reloaded_into_the_same_name_after_training_is_not_the_trainer_s_model(lint):
+    """A notebook's inference cells reload the trained adapter into `model`: SFTTrainer got the plain model and
+    peft_config, and wraps and hooks it itself (trl 0.12.2); a pre-wrapped model is still flagged."""
+    assert "TL201" not in codes(lint(RELOADED_AFTER, files=pins("4.46.3", "0.12.2")))
+    before = RELOADED_AFTER.replace('trainer.train()\nmodel = AutoPeftModelForCausalLM.from_pretrained("o")\n', "")
+    before = before.replace("args = TrainingArguments(", 'model = AutoPeftModelForCausalLM.from_pretrained("a")\n'
+                                                         "args = TrainingArguments(")
+    assert "TL201" in codes(lint(before, files=pins("4.46.3", "0.12.2")))
+
+
 ADAPTER = '''
 from peft import LoraConfig
 from transformers import AutoModelForCausalLM, Trainer, TrainingArguments

@@ -140,7 +140,10 @@ def _manual_gc(ctx: FileContext, wraps: list[PeftWrap]):
 
 
 def _trainer_is_peft(trainer: TrainerCall, wraps: list[PeftWrap]) -> bool:
-    if trainer.model_variable and any(w.variable == trainer.model_variable for w in wraps):
+    # a wrap bound to the trainer's model name after the trainer was built (a notebook that reloads the trained adapter
+    # with AutoPeftModelForCausalLM for inference into `model`) is not the model the trainer got
+    if trainer.model_variable and any(w.variable == trainer.model_variable and w.call.index < trainer.call.index
+                                      for w in wraps):
         return True
     span = trainer.call.span
     return any(span.line <= w.call.span.line <= span.end_line and w.call.index > trainer.call.index for w in wraps)
