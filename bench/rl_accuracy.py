@@ -35,7 +35,7 @@ def plan_of(script: Path):
 
 
 def main() -> int:
-    from trainlint.memory.estimate import phase_peaks
+    from trainlint.memory.phases import phase_peaks
 
     data = json.loads((ROOT / "bench" / "rl_measurements.json").read_text())
     print(f"{'configuration':<52} {'phase':<11} {'estimate':>10} {'measured':>10} {'error':>7}")

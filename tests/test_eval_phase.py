@@ -17,7 +17,8 @@ from conftest import pinned_installed
 
 from trainlint.cli import main
 from trainlint.memory import fmt_bytes
-from trainlint.memory.estimate import EvalPhase, Geometry, Plan, eval_logits_bytes
+from trainlint.memory.estimate import EvalPhase, Geometry, Plan
+from trainlint.memory.phases import eval_logits_bytes
 
 # Ground truth: verify's live-bytes tracker (trainlint.verify.harness.memory_cpu) around a real Trainer.evaluate() of
 # a tiny Llama built from a config (no downloads), the peak above the bytes live before it. transformers 5.25.0.
@@ -267,7 +268,7 @@ def _fused_head_peak(rows: int, hidden: int, vocab: int) -> int:
 def test_fused_head_working_set_under_no_grad_is_what_trl_allocates(rows, cpu_mib):
     """Ground truth: TRL 1.16's fused head under no_grad; fused_head_nograd_bytes for CPU kernels is what it
     allocates (flat from 4,096 rows), for CUDA (Triton folds the tile in place) only the bf16 tile."""
-    from trainlint.memory.estimate import fused_head_nograd_bytes
+    from trainlint.memory.phases import fused_head_nograd_bytes
 
     geometry = Geometry(vocab=151936, hidden=896, layers=1, heads=14, kv_heads=2, head_dim=64, intermediate=4864,
                         params=0)
@@ -283,7 +284,7 @@ def test_fused_head_working_set_under_no_grad_is_what_trl_allocates(rows, cpu_mi
 def test_fused_head_buffer_is_32768_columns_wide_below_that_vocabulary():
     """A 4,096-token vocabulary still gets TRL's full-width tile buffer (chunked_logprob.py l.347); only the CPU
     path's fp32 tile copies shrink with it. Billing min(vocab, 32,768) for the buffer under-predicted 8x here."""
-    from trainlint.memory.estimate import fused_head_nograd_bytes
+    from trainlint.memory.phases import fused_head_nograd_bytes
 
     rows, vocab = 2048, 4096
     geometry = Geometry(vocab=vocab, hidden=256, layers=1, heads=4, kv_heads=4, head_dim=64, intermediate=1024,

@@ -179,7 +179,7 @@ def test_lf_ppo_rollout_is_a_generation_phase_of_mini_batches(tmp_path):
     plan = plan_for(ctx, Overrides())[0]
     assert (plan.batch, plan.seq, plan.logits_seq) == (2, 768, None)
     assert (plan.generation.rows, plan.generation.scores_prompt) == (2, True)
-    from trainlint.memory.estimate import generation_parts, kv_cache_bytes, value_head_logps_bytes
+    from trainlint.memory.phases import generation_parts, kv_cache_bytes, value_head_logps_bytes
     # Qwen2.5-1.5B: 28 layers, 2 KV heads x 128, 151,936 vocabulary; bf16
     assert kv_cache_bytes(plan.geometry, 2, 768, 2) == 2 * 28 * 2 * 128 * 2 * 768 * 2
     assert value_head_logps_bytes(plan, 2, 768) == 2 * 768 * 151_936 * (2 + 4 + 4)
@@ -191,7 +191,8 @@ def test_lf_ppo_rollout_stays_below_its_training_step_so_tl303_is_silent(tmp_pat
     """The scoring mini-batch is the training mini-batch (both per_device_train_batch_size rows over prompt +
     completion), and the training forward keeps its logits with grad: the round peaks below the step."""
     found, ctx = lint(tmp_path, LF_PPO.format(cutoff=2048, batch=8, new=2048, extra=""), gpu="H100-80GB")
-    from trainlint.memory.estimate import estimate, phase_peaks
+    from trainlint.memory.estimate import estimate
+    from trainlint.memory.phases import phase_peaks
     plan = plan_for(ctx, Overrides())[0]
     peaks = phase_peaks(plan)
     assert plan.seq == 4096 and peaks["train"] == estimate(plan).peak

@@ -12,8 +12,9 @@ from trainlint.config import Settings
 from trainlint.knowledge.versions import project_pins
 from trainlint.launch.discover import clear_caches
 from trainlint.lint import lint_file
-from trainlint.memory.estimate import (activation_bytes_per_layer, eval_logits_bytes, eval_peak, generation_parts,
-                                       jsd_loss_bytes, models_bytes, optimizer_bytes, weights_bytes)
+from trainlint.memory.estimate import (activation_bytes_per_layer, jsd_loss_bytes, models_bytes, optimizer_bytes,
+                                       weights_bytes)
+from trainlint.memory.phases import eval_logits_bytes, eval_peak, generation_parts
 from trainlint.planning import Overrides, plan_for
 from trainlint.run import resolve
 
@@ -248,7 +249,7 @@ def test_seq_kd_the_teacher_generates_with_its_own_model_and_the_phase_is_the_la
     instead of it >= 1.8), never at the same time as the student, so the phase is the larger of the two; a 7B
     teacher by id (Qwen2.5-7B: 28 layers, 4 KV heads of 128) makes the KV cache its own: 2 x 28 x 4 x 128 x 2 rows x
     1,024 tokens x 2 bytes; the student's (24 x 2 x 64) is smaller."""
-    from trainlint.memory.estimate import kv_cache_bytes
+    from trainlint.memory.phases import kv_cache_bytes
 
     src = GKD.format(module="trl", student=STUDENT, dtype="torch_dtype",
                      extra=', seq_kd=True, teacher_model_init_kwargs={"torch_dtype": "bfloat16"}', targs="")

@@ -213,7 +213,8 @@ def test_tl701_qwen3_30b_a3b_lora_fits_80gb_not_24gb(lint):
 def test_gpt_oss_on_transformers_4_evaluates_every_expert():
     from dataclasses import replace
 
-    from trainlint.memory.estimate import EvalPhase, eval_peak
+    from trainlint.memory.estimate import EvalPhase
+    from trainlint.memory.phases import eval_peak
 
     g = Geometry(vocab=1024, hidden=256, layers=2, heads=4, kv_heads=4, head_dim=64, intermediate=128, params=10**6,
                  moe_experts=32, moe_top_k=4, moe_intermediate=128, moe_layers=2)

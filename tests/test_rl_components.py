@@ -18,7 +18,8 @@ from trainlint.knowledge.versions import project_pins
 from trainlint.launch.discover import clear_caches
 from trainlint.lint import lint_file
 from trainlint.memory import GIB
-from trainlint.memory.estimate import estimate, generation_peak, kv_cache_bytes
+from trainlint.memory.estimate import estimate
+from trainlint.memory.phases import generation_peak, kv_cache_bytes
 from trainlint.planning import Overrides, plan_for
 from trainlint.run import Run, resolve
 
@@ -343,7 +344,7 @@ def test_ppo_rollout_keeps_every_rows_generation_logits(tmp_path):
         "PPOTrainer", 64, 1024, 64, True)
     plan = plan_for(run.ctx, Overrides())[0]
     kept = 64 * 1024 * 151936 * 4
-    from trainlint.memory.estimate import generation_parts
+    from trainlint.memory.phases import generation_parts
 
     # all 64 rows scored at once: the reference's logits over prompt + response beside the kept ones
     parts = dict(generation_parts(plan))
@@ -390,7 +391,7 @@ GRPO_EVAL = ''', eval_strategy="steps", eval_steps=50, per_device_eval_batch_siz
 def test_grpo_eval_step_generates_its_eval_batch_of_completions_from_0_15(tmp_path):
     from dataclasses import replace
 
-    from trainlint.memory.estimate import eval_peak
+    from trainlint.memory.phases import eval_peak
 
     run = run_of(tmp_path, grpo(GRPO_EVAL, ", eval_dataset=dataset"), "1.16.0")
     e = run.evaluation.value

@@ -18,7 +18,8 @@ from trainlint.launch.discover import clear_caches
 from trainlint.lint import lint_file
 from dataclasses import replace
 
-from trainlint.memory.estimate import estimate, eval_peak, generation_peak
+from trainlint.memory.estimate import estimate
+from trainlint.memory.phases import eval_peak, generation_peak
 from trainlint.planning import Overrides, plan_for
 
 BENCH = Path(__file__).resolve().parents[1] / "bench"

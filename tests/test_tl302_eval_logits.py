@@ -180,7 +180,7 @@ LIGER = TRAINER.replace('eval_steps=100', 'eval_steps=100, bf16=True, use_liger_
 
 def test_liger_training_with_an_eval_that_needs_logits_says_what_one_eval_step_builds(lint):
     from trainlint.memory import fmt_bytes
-    from trainlint.memory.estimate import EVAL_STEP_BYTES
+    from trainlint.memory.phases import EVAL_STEP_BYTES
 
     src = LIGER.replace("compute_metrics=compute_metrics)", "compute_metrics=compute_metrics,\n"
                         "                  preprocess_logits_for_metrics=keep)")

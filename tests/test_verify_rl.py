@@ -141,7 +141,7 @@ def test_grpo_runs_two_steps_with_hf_generate_and_reports_train_and_generation_p
     # the prediction is memory.estimate.phase_peaks of the script's plan on the CPU's kernels
     from trainlint.config import Settings
     from trainlint.lint import enabled_codes, lint_file
-    from trainlint.memory.estimate import phase_peaks
+    from trainlint.memory.phases import phase_peaks
     from trainlint.planning import Overrides, plan_for
     from dataclasses import replace
 
@@ -243,7 +243,7 @@ def test_simulate_reports_each_phase_at_full_size_beside_the_estimates(tmp_path,
 
     from trainlint.config import Settings
     from trainlint.lint import enabled_codes, lint_file
-    from trainlint.memory.estimate import phase_peaks
+    from trainlint.memory.phases import phase_peaks
     from trainlint.planning import Overrides, plan_for
 
     (tmp_path / "small-qwen").mkdir()

@@ -9,8 +9,8 @@ from dataclasses import dataclass
 
 from trainlint.knowledge.gpus import describe_gpu
 from trainlint.memory import GIB, fmt_bytes
-from trainlint.memory.estimate import (CONSUMERS, CUDA_OVERHEAD, ROWS, Estimate, Lever, eval_peak, generation_parts,
-                                      generation_peak)
+from trainlint.memory.estimate import CONSUMERS, CUDA_OVERHEAD, ROWS, Estimate, Lever
+from trainlint.memory.phases import eval_peak, generation_parts, generation_peak
 from trainlint.memory.max_batch import MaxBatch
 
 LABELS = {

@@ -92,7 +92,8 @@ def _unfused_eval(ctx: FileContext, args: ArgsObject | None, vocab: int) -> str 
         return None
     from dataclasses import replace
 
-    from trainlint.memory.estimate import eval_logits_bytes, logits_bytes
+    from trainlint.memory.estimate import logits_bytes
+    from trainlint.memory.phases import eval_logits_bytes
     from trainlint.planning import Overrides, PlanError, plan_for
 
     try:

@@ -26,7 +26,8 @@ def check(self: Rule, ctx: FileContext):
     gen = resolve(ctx).generation
     if gen.value is None or gen.value.vllm == "server":
         return
-    from trainlint.memory.estimate import estimate, generation_parts, generation_peak
+    from trainlint.memory.estimate import estimate
+    from trainlint.memory.phases import generation_parts, generation_peak
     from trainlint.planning import Overrides, PlanError, plan_for
 
     try:

@@ -23,7 +23,8 @@ def check(self: Rule, ctx: FileContext):
     fit = run_fit(ctx)
     if fit is None or not fit.plan.vllm_share:
         return
-    from trainlint.memory.estimate import CUDA_OVERHEAD, eval_peak, generation_peak
+    from trainlint.memory.estimate import CUDA_OVERHEAD
+    from trainlint.memory.phases import eval_peak, generation_peak
 
     plan = fit.plan
     own = max(fit.estimate.peak, eval_peak(plan), generation_peak(plan)) + CUDA_OVERHEAD

@@ -179,7 +179,7 @@ def predicted_phases(plan, device: str, hf_generate: bool) -> dict[str, int]:
     harness turned use_vllm off, or the simulation generates with the model)."""
     from dataclasses import replace
 
-    from trainlint.memory.estimate import phase_peaks
+    from trainlint.memory.phases import phase_peaks
 
     if not device.startswith("cuda"):
         plan = replace(plan, device="cpu")
