@@ -786,3 +786,44 @@ def test_a_followed_function_runs_only_where_its_call_site_does(tmp_path):
     assert set(loads) == {"eager", "sdpa"}
     eager_guards = [(g.value, holds) for g, holds in loads["eager"].guards if g.state == "param"]
     assert any(holds for _, holds in eager_guards) and len(eager_guards) >= 2  # `args.task` and `== "generate"`
+
+
+BOUND_GUARD = '''
+import argparse
+from transformers import AutoModelForCausalLM
+
+
+def train(name, quantize):
+    if quantize:
+        model = AutoModelForCausalLM.from_pretrained(name, load_in_4bit=True)
+    else:
+        model = AutoModelForCausalLM.from_pretrained(name)
+    return model
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--name", default="meta-llama/Llama-3.2-1B")
+    parser.add_argument("--quantize", action="store_true")
+    args = parser.parse_args()
+    train(args.name, args.quantize)
+'''
+
+
+def test_a_guard_bound_to_an_option_at_the_call_site_stays_that_option(tmp_path):
+    """`if quantize:` inside train(quantize=args.quantize) becomes the command-line option, which a launch then
+    decides; it must not go back to the unbound parameter (that left both loads in every run)."""
+    from trainlint.facts import extract_facts
+    from trainlint.facts.inline import Follower
+    from trainlint.facts.model import Param
+    import libcst as cst
+
+    script = tmp_path / "train.py"
+    script.write_text(BOUND_GUARD)
+    facts = extract_facts(cst.parse_module(BOUND_GUARD), str(script), BOUND_GUARD)
+    followed = Follower(tmp_path, lambda p: p.name).follow(facts, script)
+    loads = [m.call for m in followed.models]
+    assert len(loads) == 2
+    for call in loads:
+        symbols = [g.value for g, _ in call.guards if g.state == "param"]
+        assert symbols and all(isinstance(s, Param) for s in symbols), symbols

@@ -75,7 +75,8 @@ def map_fields(obj, walk):
 def keep_guard_symbols(before, after):
     """`after` (a Call whose values were bound at a call site or under a launch) with each guard condition that
     became unknown given back its symbol (`args.use_lora`): two calls in branches that cannot both run are then
-    still seen as such (Call.excludes); a condition that became known stays known."""
+    still seen as such (Call.excludes); a condition that became known, or another symbol (a function's parameter
+    bound to a command-line option at its call site), is kept as it became."""
     from dataclasses import replace
 
-    return replace(after, guards=tuple(new if new[0].known else old for old, new in zip(before.guards, after.guards)))
+    return replace(after, guards=tuple(old if new[0].unknown else new for old, new in zip(before.guards, after.guards)))
