@@ -497,3 +497,99 @@ def test_the_committed_llava_measurements_stay_within_ten_percent():
         assert abs(err) <= 10, (name, est, measured, err)
     before = {name: err for name, _, _, err in _accuracy().compare(without_tower=True, llava=True)}
     assert before["llava-1.5-7b_lora-attn_1img-576_nogc"] < -5  # the tower's weights and activations
+
+
+# -- Gemma 3's SigLIP tower (issue 28 item 1, the SigLIP families) ---------------------------------------------------
+
+def _gemma3_config(h=64, f=96, heads=4, depth=2, image=112, tokens=16):
+    from transformers import Gemma3Config
+
+    return Gemma3Config(text_config=dict(hidden_size=32, intermediate_size=64, num_hidden_layers=1,
+                                         num_attention_heads=2, num_key_value_heads=1, head_dim=16, vocab_size=300),
+                        vision_config=dict(model_type="siglip_vision_model", hidden_size=h, image_size=image,
+                                           intermediate_size=f, num_attention_heads=heads, num_hidden_layers=depth,
+                                           patch_size=14, vision_use_head=False),
+                        mm_tokens_per_image=tokens, boi_token_index=290, eoi_token_index=291, image_token_index=292)
+
+
+def test_the_siglip_tower_and_gemma3_projector_count_as_transformers_builds_them():
+    torch = pytest.importorskip("torch")
+    from transformers import Gemma3ForConditionalGeneration
+
+    cfg = _gemma3_config(depth=3)
+    with torch.device("meta"):
+        model = Gemma3ForConditionalGeneration(cfg)
+    built = sum(p.numel() for p in model.model.vision_tower.parameters()) + sum(
+        p.numel() for p in model.model.multi_modal_projector.parameters())
+    g = spec_from_config(cfg.to_dict(), "x", "config.json").vision
+    assert (g.kind, g.depth, g.hidden, g.out_hidden, g.pool, g.in_total, g.params) == (
+        "siglip", 3, 64, 32, 2, False, None)
+    assert vision.tower_params(vision.Tower(3, 64, 96, 4, 32, 14, 1, 1, False, False, kind="siglip",
+                                            image_size=112, pool=2)) == built
+    # the catalog's gemma-3-4b entry: its num_parameters is the whole model, the tower (419,816,304) inside it
+    spec = _from_catalog("google/gemma-3-4b-it", "x", None)
+    g = spec.vision
+    assert (g.kind, g.depth, g.hidden, g.intermediate, g.heads, g.out_hidden, g.image_size, g.pool, g.in_total) == (
+        "siglip", 27, 1152, 4304, 16, 2560, 896, 4, True)
+    tower = vision.Tower(27, 1152, 4304, 16, 2560, 14, 1, 1, False, False, kind="siglip", image_size=896, pool=4)
+    assert g.params == vision.tower_params(tower) == 416_866_032 + 2_950_272
+    assert tower.positions_per_image == 4096
+
+
+def test_a_siglip_tower_with_a_head_or_another_activation_is_not_modelled():
+    config = _gemma3_config().to_dict()
+    assert spec_from_config(config, "x", "config.json").vision is not None
+    for change in ({"vision_use_head": True}, {"hidden_act": "quick_gelu"}, {"model_type": "clip_vision_model"}):
+        other = dict(config, vision_config={**config["vision_config"], **change})
+        assert spec_from_config(other, "x", "config.json").vision is None, change
+    assert spec_from_config(dict(config, mm_tokens_per_image=15), "x", "config.json").vision is None
+
+
+@pytest.mark.parametrize("training", ["frozen", "lora", "full"])
+def test_the_gemma3_tower_and_projector_keep_what_the_formula_counts(training):
+    """Every tensor autograd saves in Gemma 3's get_image_features (SigLIP layers, post_layernorm, the projector's
+    avg-pool and RMSNorm), with the patch embedding's output requiring grad (what transformers 5's
+    enable_input_require_grads does under checkpointing), against memory/vision.py."""
+    torch = pytest.importorskip("torch")
+    from peft import LoraConfig, get_peft_model
+    from transformers import Gemma3ForConditionalGeneration
+
+    import trainlint.verify.measure  # noqa: F401  (training-mode dropout as CUDA runs it: a bool mask)
+
+    h, f, heads, depth, r, image = 64, 96, 4, 2, 4, 112
+    previous = torch.get_default_dtype()
+    torch.set_default_dtype(torch.bfloat16)
+    try:
+        model = Gemma3ForConditionalGeneration._from_config(_gemma3_config(h, f, heads, depth, image),
+                                                            attn_implementation="sdpa")
+        adapted: tuple[str, ...] = ()
+        if training == "lora":
+            model = get_peft_model(model, LoraConfig(r=r, lora_dropout=0.05, target_modules=["q_proj", "v_proj", "fc2"]))
+            adapted = ("self_attn.q_proj", "self_attn.v_proj", "mlp.fc2")
+            core = model.get_base_model().model
+        else:
+            model.requires_grad_(training == "full")
+            core = model.model
+        model.train()
+        core.vision_tower.embeddings.patch_embedding.register_forward_hook(lambda m, i, o: o.requires_grad_(True))
+        skip = {t.untyped_storage().data_ptr() for t in (*model.parameters(), *model.buffers())}
+        pixels = torch.randn(1, 3, image, image)
+        skip.add(pixels.untyped_storage().data_ptr())
+        storages = {}
+
+        def pack(t):
+            storages[t.untyped_storage().data_ptr()] = t.untyped_storage().nbytes()
+            return t
+
+        with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+            core.get_image_features(pixels)
+    finally:
+        torch.set_default_dtype(previous)
+    kept = sum(b for ptr, b in storages.items() if ptr not in skip)
+    tower = vision.Tower(depth, h, f, heads, 32, 14, 1, 1, False, False, kind="siglip", image_size=image, pool=2)
+    n = tower.positions_per_image
+    plan = vision.VisionPlan(tower, n, "lora" if adapted else training, adapted, hooked=training == "frozen")
+    # CPU keeps each LayerNorm's mean and rstd in bf16 (4 bytes a position, CUDA fp32: 8): 2 per layer and
+    # post_layernorm; the RMSNorm's (1 + weight) in fp32 is one h-wide vector, not counted per patch
+    cpu = (2 * depth + 1) * n * (vision.LAYER_NORM_STATS - 4)
+    assert kept == vision.activation_bytes(plan, 1, 2, r) - cpu + 4 * h

@@ -292,9 +292,11 @@ class TowerConfig:
     gated_mlp: bool
     rms_norm: bool
     params: int | None  # stated by the catalog (the tower transformers builds on the meta device); None: computed
-    kind: str = "qwen"  # "clip": LLaVA-1.5's CLIP ViT and projector (memory/vision.py Tower.kind)
+    kind: str = "qwen"  # "clip": LLaVA-1.5's CLIP ViT and projector; "siglip": Gemma 3's (memory/vision.py Tower.kind)
     image_size: int = 0
     unused_layers: int = 0
+    pool: int = 1  # "siglip": Gemma 3's projector avg-pool kernel
+    in_total: bool = False  # the model's stated num_parameters already holds the tower (memory/vision.py Tower)
 
 
 def _int(d: dict, key: str) -> int | None:
@@ -310,6 +312,8 @@ def tower_config(config: dict, model_type: str | None) -> TowerConfig | None:
     d = config.get("vision") if isinstance(config.get("vision"), dict) else config.get("vision_config")
     if model_type == "llava" and isinstance(d, dict):
         return _clip_tower(config, d)
+    if model_type == "gemma3" and isinstance(d, dict):
+        return _siglip_tower(config, d)
     kind = {"qwen2_vl": "2", "qwen2_5_vl": "2.5"}.get(model_type or "")
     if kind is None or not isinstance(d, dict):
         return None
@@ -348,6 +352,33 @@ def _clip_tower(config: dict, d: dict) -> TowerConfig | None:
     # (5.25.0 llava/modeling_llava.py get_image_features: output_hidden_states=True, hidden_states[layer])
     return TowerConfig(depth, hidden, inter, heads, out, patch, 1, 1, gated_mlp=False, rms_norm=False,
                        params=_int(d, "num_parameters"), kind="clip", image_size=size, unused_layers=-layer - 1)
+
+
+def _siglip_tower(config: dict, d: dict) -> TowerConfig | None:
+    """Gemma 3's tower from its config.json (`vision_config`: a SiglipVisionConfig; unstated fields are the class
+    defaults, transformers 5.25.0 siglip/configuration_siglip.py: hidden_act gelu_pytorch_tanh) or the catalog's
+    `vision` (out_hidden_size: the text width; `in_num_parameters`: the entry's num_parameters counts the tower).
+    The projector pools patches_per_side / sqrt(mm_tokens_per_image) patches a side into one token (5.25.0
+    gemma3/modeling_gemma3.py Gemma3MultiModalProjector l.647-650; mm_tokens_per_image 256 by default,
+    configuration_gemma3.py l.207). A tower with the attention-pooling head (vision_use_head true) or another
+    activation is not modelled (None)."""
+    if d.get("model_type", "siglip_vision_model") != "siglip_vision_model" or \
+            d.get("hidden_act", "gelu_pytorch_tanh") != "gelu_pytorch_tanh" or d.get("vision_use_head") is True:
+        return None
+    text = config.get("text_config") if isinstance(config.get("text_config"), dict) else {}
+    out = _int(d, "out_hidden_size") or _int(text, "hidden_size")
+    depth, hidden, inter, heads = (_int(d, "num_hidden_layers"), _int(d, "hidden_size"), _int(d, "intermediate_size"),
+                                   _int(d, "num_attention_heads"))
+    patch, size = _int(d, "patch_size"), _int(d, "image_size")
+    tokens = _int(d, "mm_tokens_per_image") or _int(config, "mm_tokens_per_image") or 256
+    if None in (depth, hidden, inter, heads, out, patch, size):
+        return None
+    side, token_side = size // patch, round(tokens ** 0.5)
+    if token_side * token_side != tokens or side % token_side:
+        return None
+    return TowerConfig(depth, hidden, inter, heads, out, patch, 1, 1, gated_mlp=False, rms_norm=False,
+                       params=_int(d, "num_parameters"), kind="siglip", image_size=size, pool=side // token_side,
+                       in_total=d.get("in_num_parameters") is True)
 
 
 # -- image tokens of the other vision-language families (issue 28 item 1, "processor settings per family") ---------

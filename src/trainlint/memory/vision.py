@@ -2,7 +2,8 @@
 of the image patches it keeps for backward (issue 28 item 1). Pure arithmetic over a VisionPlan; estimate.py adds
 these terms to its consumers.
 
-Modelled: LLaVA-1.5's CLIP tower and projector (`kind="clip"`, below), and the Qwen2-VL / Qwen2.5-VL towers (transformers 5.25.0 models/qwen2_vl, qwen2_5_vl modeling files; each
+Modelled: LLaVA-1.5's CLIP tower and projector (`kind="clip"`, below), Gemma 3's SigLIP tower and its pooling
+projector (`kind="siglip"`, below), and the Qwen2-VL / Qwen2.5-VL towers (transformers 5.25.0 models/qwen2_vl, qwen2_5_vl modeling files; each
 block's saved tensors counted to the byte against the blocks transformers builds; Qwen3-VL's tower is not modelled): `depth` blocks over the image patches (norm, attention with a fused qkv Linear and `proj`, an MLP),
 then the patch merger (each merge x merge group of patches becomes one text token: a norm and two Linears
 `merger.mlp.0` (4h -> 4h) and `merger.mlp.2` (4h -> text hidden)). One sample's patches are merge^2 times its image
@@ -56,9 +57,16 @@ class Tower:
     params: int | None = None  # stated (the catalog's count from the tower transformers builds); None: tower_params
     # "qwen": the Qwen-VL towers above; "clip": a CLIP ViT under a LLaVA-style projector (LLaVA-1.5: one position per
     # patch plus the CLS, separate q/k/v/out_proj, LayerNorm, quick_gelu, then Linear-GELU-Linear to the text width)
+    # "siglip": Gemma 3's SigLIP ViT (no CLS, the same Linears as CLIP, gelu_pytorch_tanh, a post_layernorm over
+    # every patch) under Gemma3MultiModalProjector (an avg-pool of pool x pool patches, an RMSNorm, a matmul by an
+    # nn.Parameter to the text width: transformers 5.25.0 gemma3/modeling_gemma3.py l.635-668)
     kind: str = "qwen"
-    image_size: int = 0  # "clip": the square image the tower sees
+    image_size: int = 0  # "clip" / "siglip": the square image the tower sees
     unused_layers: int = 0  # "clip": the last blocks whose output the model does not read (vision_feature_layer -2: 1)
+    pool: int = 1  # "siglip": the projector's avg-pool kernel (patches per side / sqrt(mm_tokens_per_image))
+    # the model's stated parameter count already holds the tower (the catalog's gemma-3 entries: num_parameters is
+    # the whole Gemma3ForConditionalGeneration): its weights are not added again (weights_bytes, trainable_params)
+    in_total: bool = False
 
     @property
     def parameters(self) -> int:
@@ -66,12 +74,17 @@ class Tower:
 
     @property
     def vit(self) -> bool:
-        return self.kind == "clip"
+        return self.kind in ("clip", "siglip")
+
+    @property
+    def siglip(self) -> bool:
+        return self.kind == "siglip"
 
     @property
     def positions_per_image(self) -> int:
-        """"clip": the tower's sequence for one image, its patches and the CLS."""
-        return (self.image_size // self.patch_size) ** 2 + 1
+        """"clip": the tower's sequence for one image, its patches and the CLS; "siglip": its patches (no CLS,
+        5.25.0 siglip/modeling_siglip.py SiglipVisionEmbeddings)."""
+        return (self.image_size // self.patch_size) ** 2 + (0 if self.siglip else 1)
 
     @property
     def kept_depth(self) -> int:
@@ -92,6 +105,8 @@ class Tower:
 
     @property
     def merger_linears(self) -> tuple[tuple[int, int], ...]:
+        if self.siglip:  # Gemma3MultiModalProjector has no Linear: its projection is an nn.Parameter PEFT does not adapt
+            return ()
         if self.vit:  # LLaVA's multi_modal_projector: linear_1 (tower -> text width), GELU, linear_2
             return (self.hidden, self.out_hidden), (self.out_hidden, self.out_hidden)
         wide = self.hidden * self.merge ** 2
@@ -103,6 +118,14 @@ def tower_params(t: Tower) -> int:
     blocks (two norms, the Linears with their biases) and the merger (a norm and two Linears with biases). Equal to the
     towers transformers 5.25.0 builds from the catalog's vision configs (tests/test_vision_estimate.py)."""
     h = t.hidden
+    if t.siglip:
+        # transformers 5.25.0 siglip/modeling_siglip.py: SiglipVisionEmbeddings (a Conv2d with its bias, a position per
+        # patch), the encoder layers (two LayerNorms, q/k/v/out_proj and fc1/fc2 with biases), post_layernorm (no
+        # head: vision_use_head False); gemma3/modeling_gemma3.py Gemma3MultiModalProjector (mm_soft_emb_norm's
+        # weight, mm_input_projection_weight h x text width)
+        blocks = t.depth * (2 * 2 * h + sum(i * o + o for i, o in t.block_linears.values()))
+        embed = 3 * t.patch_size ** 2 * h + h + t.positions_per_image * h
+        return embed + blocks + 2 * h + h + h * t.out_hidden
     if t.vit:
         # transformers 5.25.0 clip/modeling_clip.py: CLIPVisionEmbeddings (a Conv2d without bias, the CLS
         # embedding, a position per patch and the CLS), pre_layrnorm, the encoder layers (two LayerNorms, q/k/v/out
@@ -154,7 +177,7 @@ def trainable_params(v: VisionPlan | None, r: int | None) -> int:
     if v is None:
         return 0
     if v.trained == "full":
-        return v.tower.parameters
+        return 0 if v.tower.in_total else v.tower.parameters
     return lora_params(v, r) if r and v.trained == "lora" else 0
 
 
@@ -165,7 +188,7 @@ def weights_bytes(v: VisionPlan | None, dtype_bytes: int, r: int | None) -> int:
     if v is None:
         return 0
     adapters = lora_params(v, r) * 4 if r and v.trained == "lora" else 0
-    return v.tower.parameters * dtype_bytes + adapters
+    return (0 if v.tower.in_total else v.tower.parameters * dtype_bytes) + adapters
 
 
 def vision_layer_bytes_per_patch(v: VisionPlan, act_bytes: int, r: int | None) -> int:
@@ -205,7 +228,11 @@ def vision_layer_bytes_per_patch(v: VisionPlan, act_bytes: int, r: int | None) -
 
 
 def _vit_layer_bytes_per_position(v: VisionPlan, act_bytes: int, r: int | None) -> int:
-    """A CLIP encoder layer (transformers 5.25.0 clip/modeling_clip.py `CLIPEncoderLayer`, `CLIPAttention` on SDPA,
+    """A SigLIP encoder layer (5.25.0 siglip/modeling_siglip.py `SiglipEncoderLayer` l.325-356, `SiglipMLP` l.310-322)
+    keeps what a CLIP one does but for its activation: gelu_pytorch_tanh saves only its input (1 x 2 f, GeluBackward
+    with approximate="tanh"), quick_gelu (x * sigmoid(1.702 x)) its input and the sigmoid (2 x 2 f).
+
+    A CLIP encoder layer (transformers 5.25.0 clip/modeling_clip.py `CLIPEncoderLayer`, `CLIPAttention` on SDPA,
     `CLIPMLP` with quick_gelu, the vision_config default): per position, each LayerNorm's 16-bit input and its mean
     and rstd (8 bytes, fp32 on CUDA; bf16 on CPU), SDPA's q, k, v and output (4 x 2 h) and fp32 logsumexp (4 per
     head), quick_gelu's input and its sigmoid (2 x 2 f); trained weights also read the LayerNorms' outputs (2 x 2 h)
@@ -214,7 +241,7 @@ def _vit_layer_bytes_per_position(v: VisionPlan, act_bytes: int, r: int | None) 
     (tests/test_vision_estimate.py, with the bool dropout mask CUDA keeps: trainlint.verify.measure)."""
     t = v.tower
     h, f = t.hidden, t.intermediate
-    bits16 = 2 * 2 * h + 4 * 2 * h + 2 * 2 * f
+    bits16 = 2 * 2 * h + 4 * 2 * h + (1 if t.siglip else 2) * 2 * f
     if v.trained == "full":
         bits16 += 2 * 2 * h + 2 * f
     lora = 0
@@ -230,6 +257,18 @@ def merger_bytes_per_patch(v: VisionPlan, act_bytes: int, r: int | None) -> int:
     adapted Linear, 5 bytes per input element (h per patch each) and 4 per rank per merged token."""
     if not v.keeps_activations:
         return 0
+    if v.tower.siglip:
+        # per patch: post_layernorm's 16-bit input and mean/rstd (its output is the avg-pool's input, kept as a
+        # contiguous copy: avg_pool2d's backward reads its input); per pooled token (pool^2 patches): the RMSNorm's
+        # fp32 input and rsqrt (Gemma3RMSNorm computes in fp32, gemma3/modeling_gemma3.py l.119-133); trained, also
+        # its fp32 normalised output (the (1 + w) product's input for w's gradient) and its 16-bit output (the
+        # matmul's input for mm_input_projection_weight's gradient)
+        h, k2 = v.tower.hidden, v.tower.pool ** 2
+        kept = int(2 * 2 * h * act_bytes / 2) + LAYER_NORM_STATS
+        per_token = NORM_FP32_INPUT * h + 4
+        if v.trained == "full":
+            per_token += NORM_FP32_INPUT * h + int(2 * h * act_bytes / 2)
+        return kept + per_token // k2
     if v.tower.vit:
         # LLaVA's projector per position (the image tokens are the positions less the CLS): the GELU's input
         # (2 x text width) and, trained or adapted, linear_1's and linear_2's inputs

@@ -160,7 +160,7 @@ def tower_plan(ctx: FileContext, spec, images: Decided[ImageTokens | None], adap
         return Decided(None, None, True, "no vision tower modelled")
     tower = Tower(geo.depth, geo.hidden, geo.intermediate, geo.heads, geo.out_hidden, geo.patch_size,
                   geo.temporal_patch_size, geo.merge, geo.gated_mlp, geo.rms_norm, params=geo.params, kind=geo.kind,
-                  image_size=geo.image_size, unused_layers=geo.unused_layers)
+                  image_size=geo.image_size, unused_layers=geo.unused_layers, pool=geo.pool, in_total=geo.in_total)
     if tower.vit:  # every image is scaled to the tower's size: its patches and the CLS
         patches = tower.positions_per_image * images.value.images
     else:
@@ -212,5 +212,7 @@ def adapt(plan: VisionPlan, fam: VisionFamily, targets: object, exclude: object 
     if isinstance(exclude, tuple):
         exclude = list(exclude)
     hit = tuple(vision_towers.adapted_blocks(fam, targets, exclude) or ())
-    merger = isinstance(targets, str) and targets.lower() == "all-linear" and not vision_towers.merger_excluded(exclude)
+    # Gemma 3's projector has no Linear (memory/vision.py Tower.merger_linears): "all-linear" leaves it as it is
+    merger = isinstance(targets, str) and targets.lower() == "all-linear" and bool(plan.tower.merger_linears) and \
+        not vision_towers.merger_excluded(exclude)
     return replace(plan, trained="lora" if hit or merger else "frozen", adapted=hit, merger_adapted=merger)
