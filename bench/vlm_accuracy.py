@@ -8,6 +8,7 @@ model's own ForCausalLMLoss, no TRL chunking), for-loop AdamW (no foreach tempor
 
     python bench/vlm_accuracy.py
     python bench/vlm_accuracy.py --llava   # LLaVA-1.5-7B (bench/measure_vlm_llava.py, bench/vlm/llava15_lora.py)
+    python bench/vlm_accuracy.py --gemma3  # Gemma-3-4B-it (bench/measure_vlm_gemma3.py, bench/vlm/gemma3_lora.py)
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ SCRIPT = ROOT / "bench" / "vlm" / "qwen25vl_lora.py"
 MEASUREMENTS = ROOT / "bench" / "vlm_measurements.json"
 LLAVA_SCRIPT = ROOT / "bench" / "vlm" / "llava15_lora.py"
 LLAVA_MEASUREMENTS = ROOT / "bench" / "vlm_measurements_llava.json"
+GEMMA3_SCRIPT = ROOT / "bench" / "vlm" / "gemma3_lora.py"
+GEMMA3_MEASUREMENTS = ROOT / "bench" / "vlm_measurements_gemma3.json"
 TEXT_ATTN = ("q_proj", "k_proj", "v_proj", "o_proj")
 
 
@@ -49,13 +52,14 @@ def plan_for_record(base, rec: dict):
                    loss="full", optimizer="adamw_torch_fused", device="cpu")
 
 
-def llava_plan_for_record(base, rec: dict):
-    """The LLaVA base plan with the measured row's shape: its sequence, its targets (a list that reaches the CLIP
-    tower, or a regex over the text decoder alone: the text adapters are q/k/v/o_proj either way), checkpointing."""
+def llava_plan_for_record(base, rec: dict, family: str = "LLaVA"):
+    """The LLaVA (or Gemma 3) base plan with the measured row's shape: its sequence, its targets (a list that reaches
+    the CLIP / SigLIP tower, or a regex over the text decoder alone: the text adapters are q/k/v/o_proj either way),
+    checkpointing."""
     from trainlint.knowledge import vision_towers
     from trainlint.run.vision import adapt
 
-    fam = next(f for f in vision_towers.FAMILIES if f.name == "LLaVA")
+    fam = next(f for f in vision_towers.FAMILIES if f.name == family)
     targets = rec["lora"]["target_modules"]
     tower = adapt(replace(base.vision, patches=rec["tower_positions_per_image"] * rec["images"], hooked=False), fam,
                   targets)
@@ -64,25 +68,34 @@ def llava_plan_for_record(base, rec: dict):
                    lora_targets=TEXT_ATTN, vision=tower, loss="full", optimizer="adamw_torch_fused", device="cpu")
 
 
-def compare(without_tower: bool = False, llava: bool = False) -> list[tuple[str, int, int, float]]:
+def compare(without_tower: bool = False, llava: bool = False, gemma3: bool = False) -> list[tuple[str, int, int, float]]:
     """(name, estimate, measured, error in %) per measured row; `without_tower`: the estimate before the tower was
-    modelled (no tower weights, adapters or activations)."""
+    modelled (no tower activations or adapters; its weights, for Gemma 3 inside the catalog's num_parameters, stay
+    counted there)."""
     from trainlint.memory.estimate import estimate
 
-    base = base_plan(LLAVA_SCRIPT if llava else SCRIPT)
+    script, measurements = (GEMMA3_SCRIPT, GEMMA3_MEASUREMENTS) if gemma3 else (LLAVA_SCRIPT, LLAVA_MEASUREMENTS) \
+        if llava else (SCRIPT, MEASUREMENTS)
+    base = base_plan(script)
     out = []
-    for rec in json.loads((LLAVA_MEASUREMENTS if llava else MEASUREMENTS).read_text())["configs"]:
-        plan = llava_plan_for_record(base, rec) if llava else plan_for_record(base, rec)
-        est = estimate(replace(plan, vision=None) if without_tower else plan).peak
+    for rec in json.loads(measurements.read_text())["configs"]:
+        if gemma3:
+            plan = llava_plan_for_record(base, rec, "Gemma 3")
+        else:
+            plan = llava_plan_for_record(base, rec) if llava else plan_for_record(base, rec)
+        if without_tower:
+            plan = replace(plan, vision=None)
+        est = estimate(plan).peak
         out.append((rec["name"], est, rec["peak"], 100 * (est - rec["peak"]) / rec["peak"]))
     return out
 
 
 def main(argv: list[str]) -> int:
-    llava = "--llava" in argv
+    llava, gemma3 = "--llava" in argv, "--gemma3" in argv
     print(f"{'configuration':<48} {'estimate':>10} {'measured':>10} {'error':>7} {'without the tower':>18}")
-    for (name, est, measured, err), (_, before, _, berr) in zip(compare(llava=llava),
-                                                                compare(without_tower=True, llava=llava)):
+    for (name, est, measured, err), (_, before, _, berr) in zip(compare(llava=llava, gemma3=gemma3),
+                                                                compare(without_tower=True, llava=llava,
+                                                                        gemma3=gemma3)):
         print(f"{name:<48} {est / 2**30:8.2f} G {measured / 2**30:8.2f} G {err:+6.1f}% "
               f"{before / 2**30:8.2f} G {berr:+6.1f}%")
     return 0

@@ -593,3 +593,27 @@ def test_the_gemma3_tower_and_projector_keep_what_the_formula_counts(training):
     # post_layernorm; the RMSNorm's (1 + weight) in fp32 is one h-wide vector, not counted per patch
     cpu = (2 * depth + 1) * n * (vision.LAYER_NORM_STATS - 4)
     assert kept == vision.activation_bytes(plan, 1, 2, r) - cpu + 4 * h
+
+
+GEMMA3_SCRIPT = ROOT / "bench" / "vlm" / "gemma3_lora.py"
+
+
+def test_gemma3_with_q_k_v_o_targets_adapts_siglip_attention_and_counts_its_weights_once(tmp_path):
+    plan = _plan(tmp_path, GEMMA3_SCRIPT.read_text())
+    v = plan.vision
+    assert v.trained == "lora" and v.adapted == ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj")
+    assert v.patches == 4096 and plan.seq == 258  # max_length=None: 256 image tokens and <start/end_of_image>
+    assert plan.geometry.params == 4_300_079_472  # the catalog's whole model, the tower inside it
+    # the tower's weights are in that count: only its fp32 adapters are added (27 layers x 3 x r(1152 + 1152))
+    assert vision.weights_bytes(v, 2, 16) == 27 * 3 * 16 * 2304 * 4
+    # non-reentrant checkpointing: each of the 27 layers keeps its input; post_layernorm and the projector their own
+    assert vision.checkpoint_bytes(v, 1, 2, 16) == 4096 * (27 * 1152 * 2 + 2 * 2 * 1152 + 8 + (4 * 1152 + 4) // 16)
+
+
+def test_the_committed_gemma3_measurements_stay_within_ten_percent():
+    rows = _accuracy().compare(gemma3=True)
+    assert len(rows) == 4
+    for name, est, measured, err in rows:
+        assert abs(err) <= 10, (name, est, measured, err)
+    before = {name: err for name, _, _, err in _accuracy().compare(without_tower=True, gemma3=True)}
+    assert before["gemma-3-4b_lora-attn_1img-256_nogc"] < -20  # 27 SigLIP layers x 4,096 patches
