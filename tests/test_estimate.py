@@ -417,3 +417,49 @@ def test_levers_offer_4bit_base_weights_to_a_lora_run_and_shorter_sequences_at_b
     assert "sequences of 2,048 tokens instead of 4,096" in names
     names = [lv.name for lv in estimate(Plan(LLAMA31_8B, batch=4, seq=4096, lora_r=16, quantization="4bit")).levers]
     assert not any(n.startswith("4-bit base") or n.startswith("sequences of") for n in names)
+
+
+@pytest.mark.parametrize("lora", [True, False])
+def test_gemma3_norms_keep_what_the_sandwich_and_qk_norm_terms_count(lora):
+    """Every tensor the six Gemma3RMSNorms of a Gemma 3 decoder layer save (input, post-attention, pre- and
+    post-feedforward, q_norm, k_norm; counted with saved_tensors_hooks active only inside those modules; the second
+    layer, whose input requires grad under LoRA as every layer's but the first does) against
+    the estimate's terms: the Llama count's two norms (4 bytes per hidden element, 6 with a trained weight), the
+    sandwich difference and the q/k norm term."""
+    torch = pytest.importorskip("torch")
+    from peft import LoraConfig, get_peft_model
+    from transformers import Gemma3ForCausalLM, Gemma3TextConfig
+
+    from trainlint.memory.estimate import qk_norm_bytes_per_token, sandwich_norm_bytes_per_token
+
+    h, f, nh, kv, hd, n = 256, 512, 8, 4, 64, 64
+    previous = torch.get_default_dtype()
+    torch.set_default_dtype(torch.bfloat16)
+    try:
+        model = Gemma3ForCausalLM._from_config(Gemma3TextConfig(
+            hidden_size=h, intermediate_size=f, num_hidden_layers=2, num_attention_heads=nh, num_key_value_heads=kv,
+            head_dim=hd, vocab_size=100, query_pre_attn_scalar=hd), attn_implementation="sdpa")
+        if lora:
+            model = get_peft_model(model, LoraConfig(r=4, target_modules=["q_proj", "v_proj"]))
+        model.train()
+        params = {p.untyped_storage().data_ptr() for p in model.parameters()}
+        norms = [m for name, m in model.named_modules() if type(m).__name__ == "Gemma3RMSNorm" and ".layers.1." in name]
+        assert len(norms) == 6
+        storages: dict[int, int] = {}
+        hooks = torch.autograd.graph.saved_tensors_hooks(
+            lambda t: storages.__setitem__(t.untyped_storage().data_ptr(), t.untyped_storage().nbytes()) or t,
+            lambda t: t)
+        for m in norms:
+            m.register_forward_pre_hook(lambda *_: hooks.__enter__())
+            m.register_forward_hook(lambda *_: hooks.__exit__(None, None, None))
+        model(input_ids=torch.randint(0, 100, (1, n)))
+    finally:
+        torch.set_default_dtype(previous)
+    # each norm's (1 + weight) in fp32 is one vector per layer, not per token
+    vectors = 4 * (4 * h + 2 * hd)
+    kept = sum(b for ptr, b in storages.items() if ptr not in params) - vectors
+    g = Geometry(vocab=100, hidden=h, layers=1, heads=nh, kv_heads=kv, head_dim=hd, intermediate=f, params=0,
+                 sandwich_norms=True, qk_norms=True)
+    llama_two = 2 * (4 + (0 if lora else 2)) * h
+    rsqrt = 4 * 4  # the four hidden-size norms' rsqrt per token, below the per-hidden-element count
+    assert kept == n * (llama_two + sandwich_norm_bytes_per_token(g, lora) + qk_norm_bytes_per_token(g, lora) + rsqrt)

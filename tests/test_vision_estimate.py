@@ -610,10 +610,10 @@ def test_gemma3_with_q_k_v_o_targets_adapts_siglip_attention_and_counts_its_weig
     assert vision.checkpoint_bytes(v, 1, 2, 16) == 4096 * (27 * 1152 * 2 + 2 * 2 * 1152 + 8 + (4 * 1152 + 4) // 16)
 
 
-def test_the_committed_gemma3_measurements_stay_within_ten_percent():
+def test_the_committed_gemma3_measurements_stay_within_one_percent():
     rows = _accuracy().compare(gemma3=True)
     assert len(rows) == 4
     for name, est, measured, err in rows:
-        assert abs(err) <= 10, (name, est, measured, err)
+        assert abs(err) <= 1, (name, est, measured, err)  # with Gemma 3's sandwich and q/k norms in the text count
     before = {name: err for name, _, _, err in _accuracy().compare(without_tower=True, gemma3=True)}
     assert before["gemma-3-4b_lora-attn_1img-256_nogc"] < -20  # 27 SigLIP layers x 4,096 patches

@@ -33,9 +33,14 @@ SOFTCAPPED = frozenset({"gemma2", "t5gemma", "vaultgemma"})
 # by default (GPT2Config.attn_pdrop = 0.1, models/gpt2/configuration_gpt2.py:86; modeling_gpt2.py:68).
 EAGER_SOFTMAX_MODEL_DTYPE = frozenset({"gpt2"})
 ATTENTION_DROPOUT_BY_DEFAULT = frozenset({"gpt2"})
-# Blocks with four RMSNorms computing in fp32 (models/gemma2/modeling_gemma2.py:291-295, 56-63):
+# Blocks with four RMSNorms computing in fp32 (models/gemma2/modeling_gemma2.py:291-295, 56-63; Gemma 3 the same:
+# 5.25.0 models/gemma3/modeling_gemma3.py Gemma3DecoderLayer l.367-370 and forward l.384-400, Gemma3RMSNorm l.119-133):
 # memory.estimate.sandwich_norm_bytes_per_token.
-SANDWICH_NORMS = frozenset({"gemma2"})
+SANDWICH_NORMS = frozenset({"gemma2", "gemma3", "gemma3_text"})
+# Attention that normalises q and k per head with an RMSNorm computing in fp32 (5.25.0 models/gemma3/modeling_gemma3.py
+# Gemma3Attention q_norm / k_norm l.310-311, applied l.329-330): memory.estimate.qk_norm_bytes_per_token. Qwen3's and
+# OLMo2's q/k norms were not read here.
+QK_NORMS_FP32 = frozenset({"gemma3", "gemma3_text"})
 
 # SDPA became the default attention in transformers 4.36 (`_autoset_attn_implementation`); before it,
 # eager was used unless the script chose flash-attention (`use_flash_attention_2=True`).
