@@ -617,3 +617,105 @@ def test_the_committed_gemma3_measurements_stay_within_one_percent():
         assert abs(err) <= 1, (name, est, measured, err)  # with Gemma 3's sandwich and q/k norms in the text count
     before = {name: err for name, _, _, err in _accuracy().compare(without_tower=True, gemma3=True)}
     assert before["gemma-3-4b_lora-attn_1img-256_nogc"] < -20  # 27 SigLIP layers x 4,096 patches
+
+
+# -- Qwen3-VL's tower (issue 28 item 1): deepstack mergers, linear_fc1/fc2 under gelu_pytorch_tanh -----------------
+
+def _qwen3_config(h=64, f=96, heads=4, depth=4, out=32, stack=(1, 2)):
+    from transformers import Qwen3VLConfig
+
+    return Qwen3VLConfig(text_config=dict(hidden_size=out, intermediate_size=64, num_hidden_layers=1,
+                                          num_attention_heads=2, num_key_value_heads=1, head_dim=16, vocab_size=300),
+                         vision_config=dict(depth=depth, hidden_size=h, intermediate_size=f, num_heads=heads,
+                                            out_hidden_size=out, num_position_embeddings=64,
+                                            deepstack_visual_indexes=list(stack)))
+
+
+def _qwen3_tower(config) -> vision.Tower:
+    g = spec_from_config(config.to_dict(), "x", "config.json").vision
+    return vision.Tower(g.depth, g.hidden, g.intermediate, g.heads, g.out_hidden, g.patch_size, g.temporal_patch_size,
+                        g.merge, g.gated_mlp, g.rms_norm, kind=g.kind, deepstack=g.deepstack,
+                        pos_embeddings=g.pos_embeddings)
+
+
+def test_the_qwen3_vl_tower_counts_as_transformers_builds_it():
+    torch = pytest.importorskip("torch")
+    from transformers import Qwen3VLForConditionalGeneration
+
+    cfg = _qwen3_config()
+    with torch.device("meta"):
+        model = Qwen3VLForConditionalGeneration(cfg)
+    tower = _qwen3_tower(cfg)
+    assert (tower.kind, tower.deepstack, tower.pos_embeddings, tower.patch_size) == ("qwen3", 2, 64, 16)
+    assert vision.tower_params(tower) == sum(p.numel() for p in model.model.visual.parameters())
+    # another activation is not modelled
+    assert spec_from_config(dict(cfg.to_dict(), vision_config={**cfg.vision_config.to_dict(), "hidden_act": "silu"}),
+                            "x", "config.json").vision is None
+
+
+@pytest.mark.parametrize("training", ["qkv", "all-linear", "full"])
+def test_the_qwen3_vl_tower_keeps_what_the_formula_counts(training):
+    """Every tensor autograd saves in Qwen3-VL's vision model (blocks, merger, deepstack mergers), with the patch
+    embedding's output requiring grad as a block's input does, against memory/vision.py."""
+    torch = pytest.importorskip("torch")
+    from peft import LoraConfig, get_peft_model
+    from transformers import Qwen3VLForConditionalGeneration
+
+    import trainlint.verify.measure  # noqa: F401  (training-mode dropout as CUDA runs it: a bool mask)
+
+    cfg, r, side = _qwen3_config(), 4, 8
+    previous = torch.get_default_dtype()
+    torch.set_default_dtype(torch.bfloat16)
+    try:
+        model = Qwen3VLForConditionalGeneration._from_config(cfg, attn_implementation="sdpa")
+        if training == "full":
+            model.requires_grad_(True)
+            core = model.model
+        else:
+            model = get_peft_model(model, LoraConfig(r=r, lora_dropout=0.05,
+                                                     target_modules=training if training == "all-linear" else [training]))
+            core = model.get_base_model().model
+        model.train()
+        core.visual.patch_embed.register_forward_hook(lambda m, i, o: o.requires_grad_(True))
+        skip = {t.untyped_storage().data_ptr() for t in (*model.parameters(), *model.buffers())}
+        pixels = torch.randn(side * side, 3 * 2 * 16 * 16)
+        skip.add(pixels.untyped_storage().data_ptr())
+        storages = {}
+
+        def pack(t):
+            storages[t.untyped_storage().data_ptr()] = t.untyped_storage().nbytes()
+            return t
+
+        with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+            core.visual(pixels, grid_thw=torch.tensor([[1, side, side]]))
+    finally:
+        torch.set_default_dtype(previous)
+    kept = sum(b for ptr, b in storages.items() if ptr not in skip)
+    tower = _qwen3_tower(cfg)
+    fam = next(f for f in vision_towers.FAMILIES if f.name == "Qwen3-VL")
+    from trainlint.run.vision import adapt
+
+    n = side * side
+    plan = vision.VisionPlan(tower, n, "full") if training == "full" else adapt(vision.VisionPlan(tower, n), fam,
+                                                                                 training if training == "all-linear"
+                                                                                 else [training])
+    assert plan.merger_adapted == (training == "all-linear")
+    # the rotary's fp32 cos and sin are computed once and shared by every block (n x head_dim each); CPU keeps each
+    # LayerNorm's mean and rstd in bf16 (4 bytes a row, CUDA fp32: 8): 2 per block, the merger's per patch and the
+    # deepstack mergers' per merged token
+    shared = 2 * n * (tower.hidden // tower.heads) * 4
+    cpu = (2 * tower.depth * n + n + tower.deepstack * n // 4) * (vision.LAYER_NORM_STATS - 4)
+    assert kept == vision.activation_bytes(plan, 1, 2, r) + shared - cpu
+
+
+def test_qwen3_vl_targets_naming_linear_fc2_adapt_its_mergers_too():
+    from trainlint.run.vision import adapt
+
+    fam = next(f for f in vision_towers.FAMILIES if f.name == "Qwen3-VL")
+    tower = vision.Tower(2, 64, 96, 4, 32, 16, kind="qwen3", gated_mlp=False, rms_norm=False, deepstack=1)
+    plan = adapt(vision.VisionPlan(tower, 64), fam, ["linear_fc2"])
+    assert plan.adapted == ("mlp.linear_fc2",) and plan.merger_adapted
+    assert not adapt(vision.VisionPlan(tower, 64), fam, ["qkv"]).merger_adapted
+    assert not adapt(vision.VisionPlan(tower, 64), fam, ["linear_fc2"], ["visual.merger.linear_fc2",
+                                                                         "visual.deepstack_merger_list.0.linear_fc2"]
+                     ).merger_adapted

@@ -192,12 +192,30 @@ def adapted_blocks(fam: VisionFamily, target_modules: object, exclude_modules: o
     return hit
 
 
+def merger_targeted(target_modules: object, exclude_modules: object = None) -> bool:
+    """Whether a target_modules list or regex reaches Qwen3-VL's merger Linears (`visual.merger.linear_fc1` / `_fc2`,
+    and the deepstack mergers' of the same names: 5.25.0 qwen3_vl/modeling_qwen3_vl.py l.170-182): the names it
+    shares with the blocks' MLP, so `["linear_fc1", "linear_fc2"]` adapts the mergers too (PEFT's suffix match)."""
+    if isinstance(target_modules, str) and target_modules.lower() == "all-linear":
+        return False  # decided by the caller
+    if not _readable(target_modules) or not (exclude_modules is None or _readable(exclude_modules)):
+        return False
+    for prefix in ("", "model."):
+        for leaf in ("linear_fc1", "linear_fc2"):
+            for key in (f"{prefix}visual.merger.{leaf}", f"{prefix}visual.deepstack_merger_list.0.{leaf}"):
+                if _peft_matches(target_modules, key) and not (  # type: ignore[arg-type]
+                        exclude_modules is not None and _peft_matches(exclude_modules, key)):  # type: ignore[arg-type]
+                    return True
+    return False
+
+
 def merger_excluded(exclude_modules: object) -> bool:
     """Whether exclude_modules leaves out the patch merger's Linears (`visual.merger.mlp.0` / `.2`)."""
     if exclude_modules is None or not _readable(exclude_modules):
         return False
-    return any(_peft_matches(exclude_modules, f"{prefix}visual.merger.mlp.{i}")  # type: ignore[arg-type]
-               for prefix in ("", "model.") for i in (0, 2))
+    # Qwen2-VL / Qwen2.5-VL: merger.mlp.0 / .2; Qwen3-VL: merger.linear_fc1 / linear_fc2 (5.25.0 l.170-182)
+    return any(_peft_matches(exclude_modules, f"{prefix}visual.merger.{leaf}")  # type: ignore[arg-type]
+               for prefix in ("", "model.") for leaf in ("mlp.0", "mlp.2", "linear_fc1", "linear_fc2"))
 
 
 def _readable(targets: object) -> bool:
@@ -279,7 +297,9 @@ class TowerConfig:
     mlp_ratio, hidden_size = the text model's width; LayerNorm, fc1/fc2: qwen2_vl/modeling_qwen2_vl.py
     `Qwen2VLVisionBlock`, `VisionMlp`); Qwen2.5-VL `Qwen2_5_VLVisionConfig` (hidden_size, intermediate_size,
     out_hidden_size; RMSNorm, gate/up/down with biases: modeling_qwen2_5_vl.py l.85-96, l.342-348); Qwen3-VL
-    `Qwen3VLVisionConfig` is not read (see tower_config)."""
+    `Qwen3VLVisionConfig` (configuration_qwen3_vl.py l.44-57: depth, hidden_size, intermediate_size, num_heads,
+    out_hidden_size, patch_size 16, num_position_embeddings 2304, deepstack_visual_indexes (8, 16, 24), hidden_act
+    gelu_pytorch_tanh; LayerNorm blocks with linear_fc1/linear_fc2: modeling_qwen3_vl.py l.77-87, l.327-352)."""
 
     depth: int
     hidden: int
@@ -296,6 +316,8 @@ class TowerConfig:
     image_size: int = 0
     unused_layers: int = 0
     pool: int = 1  # "siglip": Gemma 3's projector avg-pool kernel
+    deepstack: int = 0  # "qwen3": the deepstack mergers (len(deepstack_visual_indexes))
+    pos_embeddings: int = 0  # "qwen3": the learned position grid's rows (num_position_embeddings)
     in_total: bool = False  # the model's stated num_parameters already holds the tower (memory/vision.py Tower)
 
 
@@ -307,16 +329,16 @@ def _int(d: dict, key: str) -> int | None:
 def tower_config(config: dict, model_type: str | None) -> TowerConfig | None:
     """The tower of a Qwen2-VL / 2.5-VL config.json (`vision_config`) or catalog entry (`vision`, whose
     hidden_size is the tower's width); None for another model type or a config that does not state the geometry."""
-    # Qwen3-VL's tower is not modelled: its deepstack mergers and learned position embedding are not in
-    # memory/vision.py's count (its image tokens still are: ImageProcessor)
     d = config.get("vision") if isinstance(config.get("vision"), dict) else config.get("vision_config")
     if model_type == "llava" and isinstance(d, dict):
         return _clip_tower(config, d)
     if model_type == "gemma3" and isinstance(d, dict):
         return _siglip_tower(config, d)
-    kind = {"qwen2_vl": "2", "qwen2_5_vl": "2.5"}.get(model_type or "")
+    kind = {"qwen2_vl": "2", "qwen2_5_vl": "2.5", "qwen3_vl": "3", "qwen3_vl_moe": "3"}.get(model_type or "")
     if kind is None or not isinstance(d, dict):
         return None
+    if kind == "3":
+        return _qwen3_tower(d)
     if "embed_dim" in d:  # Qwen2-VL's own config.json: hidden_size is the text model's width there
         hidden, out = _int(d, "embed_dim"), _int(d, "hidden_size")
     else:
@@ -329,6 +351,25 @@ def tower_config(config: dict, model_type: str | None) -> TowerConfig | None:
     return TowerConfig(depth, hidden, inter, heads, out, _int(d, "patch_size") or (16 if kind == "3" else 14),
                        _int(d, "temporal_patch_size") or 2, _int(d, "spatial_merge_size") or 2,
                        gated_mlp=kind == "2.5", rms_norm=kind == "2.5", params=_int(d, "num_parameters"))
+
+
+def _qwen3_tower(d: dict) -> TowerConfig | None:
+    """Qwen3-VL's (and Qwen3-VL-MoE's: the same vision model, qwen3_vl_moe/modeling_qwen3_vl_moe.py) tower from its
+    config.json `vision_config` or the catalog's `vision`; unstated fields are Qwen3VLVisionConfig's defaults
+    (transformers 5.25.0). Another activation is not modelled (None)."""
+    if d.get("hidden_act", "gelu_pytorch_tanh") != "gelu_pytorch_tanh":
+        return None
+    depth, hidden, inter, heads, out = (_int(d, "depth"), _int(d, "hidden_size"), _int(d, "intermediate_size"),
+                                        _int(d, "num_heads"), _int(d, "out_hidden_size"))
+    stack = d.get("deepstack_visual_indexes", (8, 16, 24))
+    if None in (depth, hidden, inter, heads, out) or not isinstance(stack, (list, tuple)) or \
+            not all(isinstance(i, int) and not isinstance(i, bool) for i in stack):
+        return None
+    return TowerConfig(depth, hidden, inter, heads, out, _int(d, "patch_size") or 16, _int(d, "temporal_patch_size") or 2,
+                       _int(d, "spatial_merge_size") or 2, gated_mlp=False, rms_norm=False,
+                       params=_int(d, "num_parameters"), kind="qwen3",
+                       deepstack=len(stack),  # a merger is built per index (the configs' indexes are blocks)
+                       pos_embeddings=_int(d, "num_position_embeddings") or 2304)
 
 
 def _clip_tower(config: dict, d: dict) -> TowerConfig | None:

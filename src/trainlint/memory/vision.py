@@ -4,7 +4,7 @@ these terms to its consumers.
 
 Modelled: LLaVA-1.5's CLIP tower and projector (`kind="clip"`, below), Gemma 3's SigLIP tower and its pooling
 projector (`kind="siglip"`, below), and the Qwen2-VL / Qwen2.5-VL towers (transformers 5.25.0 models/qwen2_vl, qwen2_5_vl modeling files; each
-block's saved tensors counted to the byte against the blocks transformers builds; Qwen3-VL's tower is not modelled): `depth` blocks over the image patches (norm, attention with a fused qkv Linear and `proj`, an MLP),
+block's saved tensors counted to the byte against the blocks transformers builds; Qwen3-VL's too, `kind="qwen3"`, with its deepstack mergers): `depth` blocks over the image patches (norm, attention with a fused qkv Linear and `proj`, an MLP),
 then the patch merger (each merge x merge group of patches becomes one text token: a norm and two Linears
 `merger.mlp.0` (4h -> 4h) and `merger.mlp.2` (4h -> text hidden)). One sample's patches are merge^2 times its image
 tokens (knowledge/vision_towers.py ImageProcessor.tokens).
@@ -67,6 +67,12 @@ class Tower:
     # the model's stated parameter count already holds the tower (the catalog's gemma-3 entries: num_parameters is
     # the whole Gemma3ForConditionalGeneration): its weights are not added again (weights_bytes, trainable_params)
     in_total: bool = False
+    # "qwen3": Qwen3-VL's tower (transformers 5.25.0 qwen3_vl/modeling_qwen3_vl.py): Qwen2-VL's LayerNorm blocks with
+    # an MLP linear_fc1 / linear_fc2 under gelu_pytorch_tanh (l.77-87), a patch embedding with a bias (l.90-107), a
+    # learned position grid (`pos_embed`, num_position_embeddings rows, l.635) and, after the blocks listed in
+    # deepstack_visual_indexes, a merger each (`deepstack_merger_list`, its LayerNorm over the merged 4h row, l.653-661)
+    deepstack: int = 0
+    pos_embeddings: int = 0
 
     @property
     def parameters(self) -> int:
@@ -79,6 +85,10 @@ class Tower:
     @property
     def siglip(self) -> bool:
         return self.kind == "siglip"
+
+    @property
+    def qwen3(self) -> bool:
+        return self.kind == "qwen3"
 
     @property
     def positions_per_image(self) -> int:
@@ -100,7 +110,7 @@ class Tower:
             return {"self_attn.q_proj": (h, h), "self_attn.k_proj": (h, h), "self_attn.v_proj": (h, h),
                     "self_attn.out_proj": (h, h), "mlp.fc1": (h, f), "mlp.fc2": (f, h)}
         mlp = {"mlp.gate_proj": (h, f), "mlp.up_proj": (h, f), "mlp.down_proj": (f, h)} if self.gated_mlp else \
-            {"mlp.fc1": (h, f), "mlp.fc2": (f, h)}
+            {"mlp.linear_fc1": (h, f), "mlp.linear_fc2": (f, h)} if self.qwen3 else {"mlp.fc1": (h, f), "mlp.fc2": (f, h)}
         return {"attn.qkv": (h, 3 * h), "attn.proj": (h, h), **mlp}
 
     @property
@@ -140,7 +150,11 @@ def tower_params(t: Tower) -> int:
         linears -= sum(o for name, (_, o) in t.block_linears.items() if name.startswith("mlp."))
     block = 2 * norm + linears
     merger = norm + sum(i * o + o for i, o in t.merger_linears)
-    return 3 * t.temporal_patch_size * t.patch_size ** 2 * h + t.depth * block + merger
+    embed = 3 * t.temporal_patch_size * t.patch_size ** 2 * h
+    if t.qwen3:  # the patch embedding's bias, the position grid, the deepstack mergers (a LayerNorm over 4h each)
+        embed += h + t.pos_embeddings * h
+        merger += t.deepstack * (2 * h * t.merge ** 2 + sum(i * o + o for i, o in t.merger_linears))
+    return embed + t.depth * block + merger
 
 
 @dataclass(frozen=True)
@@ -169,7 +183,7 @@ def lora_params(v: VisionPlan, r: int) -> int:
     """LoRA's A (r x d_in) and B (d_out x r) on each adapted Linear of every block, and the merger's."""
     per_block = sum(r * sum(v.tower.block_linears[name]) for name in v.adapted if name in v.tower.block_linears)
     merger = sum(r * (i + o) for i, o in v.tower.merger_linears) if v.merger_adapted else 0
-    return v.tower.depth * per_block + merger
+    return v.tower.depth * per_block + merger * (1 + v.tower.deepstack)
 
 
 def trainable_params(v: VisionPlan | None, r: int | None) -> int:
@@ -203,6 +217,8 @@ def vision_layer_bytes_per_patch(v: VisionPlan, act_bytes: int, r: int | None) -
       `qkv`'s (2 h) when their weights train;
     - MLP (gated): the gate output, its SiLU and the up output (3 x 2 f), and when trained the input (2 h) and the
       down projection's input (2 f); (fc1/fc2): fc1's output and the activation's (2 x 2 f), plus the inputs trained;
+      Qwen3-VL's linear_fc1/linear_fc2 (5.25.0 qwen3_vl/modeling_qwen3_vl.py l.77-87, `Qwen3VLVisionBlock` l.327-352,
+      otherwise Qwen2-VL's block): gelu_pytorch_tanh keeps only linear_fc1's output (1 x 2 f);
     - each LoRA-adapted Linear: 5 bytes per input element and 4 per rank (LORA_BYTES_PER_INPUT / _PER_RANK).
     16-bit terms scale with the activation dtype; the fp32 ones do not. Counted tensor by tensor with
     saved_tensors_hooks on a block transformers builds (tests/test_vision_estimate.py), to the byte."""
@@ -211,7 +227,8 @@ def vision_layer_bytes_per_patch(v: VisionPlan, act_bytes: int, r: int | None) -
     full = v.trained == "full"
     if t.vit:
         return _vit_layer_bytes_per_position(v, act_bytes, r)
-    bits16 = 6 * 2 * h + (3 if t.gated_mlp else 2) * 2 * f  # SDPA's tensors; the MLP's activations
+    # SDPA's tensors; the MLP's activations (Qwen3-VL's gelu_pytorch_tanh keeps only its input)
+    bits16 = 6 * 2 * h + (3 if t.gated_mlp else 1 if t.qwen3 else 2) * 2 * f
     if full:
         bits16 += 2 * 2 * h + 2 * h + 2 * f  # qkv/proj inputs, the MLP's and its down projection's inputs
     if t.rms_norm:
@@ -286,6 +303,16 @@ def merger_bytes_per_patch(v: VisionPlan, act_bytes: int, r: int | None) -> int:
         kept += int(2 * 2 * h * act_bytes / 2)
     if v.merger_adapted and r:
         kept += 2 * LORA_BYTES_PER_INPUT * h + 2 * LORA_BYTES_PER_RANK * r // m2
+    if v.tower.qwen3:
+        # the merger's LayerNorm stats (8 bytes per patch); each deepstack merger keeps what the merger keeps but its
+        # norm's input (the block's output, already kept as the next block's input) and with its stats per merged
+        # token (8 / merge^2 per patch): Qwen3VLVisionPatchMerger(use_postshuffle_norm=True), l.170-182
+        kept += LAYER_NORM_STATS + v.tower.deepstack * (kept - norm + LAYER_NORM_STATS // m2)
+        if v.trained == "full":
+            # the trained position grid's gather: its bilinear interpolation's 4 taps per patch, int64 indices and fp32
+            # weights (5.25.0 vision_utils.py get_vision_interpolation_indices_and_weights; modeling_qwen3_vl.py
+            # `self.pos_embed(interp_indices) * interp_weights[:, :, None]`)
+            kept += 4 * 8 + 4 * 4
     return kept
 
 

@@ -160,7 +160,8 @@ def tower_plan(ctx: FileContext, spec, images: Decided[ImageTokens | None], adap
         return Decided(None, None, True, "no vision tower modelled")
     tower = Tower(geo.depth, geo.hidden, geo.intermediate, geo.heads, geo.out_hidden, geo.patch_size,
                   geo.temporal_patch_size, geo.merge, geo.gated_mlp, geo.rms_norm, params=geo.params, kind=geo.kind,
-                  image_size=geo.image_size, unused_layers=geo.unused_layers, pool=geo.pool, in_total=geo.in_total)
+                  image_size=geo.image_size, unused_layers=geo.unused_layers, pool=geo.pool, in_total=geo.in_total,
+                  deepstack=geo.deepstack, pos_embeddings=geo.pos_embeddings)
     if tower.vit:  # every image is scaled to the tower's size: its patches and the CLS
         patches = tower.positions_per_image * images.value.images
     else:
@@ -206,7 +207,8 @@ def tower_plan(ctx: FileContext, spec, images: Decided[ImageTokens | None], adap
 
 def adapt(plan: VisionPlan, fam: VisionFamily, targets: object, exclude: object = None) -> VisionPlan:
     """The tower under LoRA with these target_modules (less exclude_modules): the block Linears they match
-    (knowledge/vision_towers.py adapted_blocks, PEFT's matching) and, with "all-linear", the merger's two Linears
+    (knowledge/vision_towers.py adapted_blocks, PEFT's matching) and, with "all-linear" (or, for Qwen3-VL, a target
+    naming linear_fc1 / linear_fc2), the merger's two Linears
     (PEFT adapts every Linear but the output layer: peft 0.21.2 tuners_utils.py `_maybe_include_all_linear_layers`)
     unless exclude_modules leaves out the tower (LLaMA-Factory's freeze_vision_tower)."""
     if isinstance(exclude, tuple):
@@ -215,4 +217,7 @@ def adapt(plan: VisionPlan, fam: VisionFamily, targets: object, exclude: object 
     # Gemma 3's projector has no Linear (memory/vision.py Tower.merger_linears): "all-linear" leaves it as it is
     merger = isinstance(targets, str) and targets.lower() == "all-linear" and bool(plan.tower.merger_linears) and \
         not vision_towers.merger_excluded(exclude)
+    # Qwen3-VL's mergers share linear_fc1 / linear_fc2 with its blocks' MLP: a list naming either adapts them too
+    # (both Linears are then counted as adapted: one of two named is an overcount of that one's adapters)
+    merger = merger or (plan.tower.qwen3 and vision_towers.merger_targeted(targets, exclude))
     return replace(plan, trained="lora" if hit or merger else "frozen", adapted=hit, merger_adapted=merger)
