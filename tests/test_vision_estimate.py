@@ -719,3 +719,28 @@ def test_qwen3_vl_targets_naming_linear_fc2_adapt_its_mergers_too():
     assert not adapt(vision.VisionPlan(tower, 64), fam, ["linear_fc2"], ["visual.merger.linear_fc2",
                                                                          "visual.deepstack_merger_list.0.linear_fc2"]
                      ).merger_adapted
+
+
+def test_the_catalogs_qwen3_vl_8b_tower_is_the_one_transformers_builds(tmp_path):
+    torch = pytest.importorskip("torch")
+    from transformers import Qwen3VLVisionConfig
+    from transformers.models.qwen3_vl.modeling_qwen3_vl import Qwen3VLVisionModel
+
+    spec = _from_catalog("Qwen/Qwen3-VL-8B-Instruct", "x", None)
+    g = spec.vision
+    with torch.device("meta"):
+        built = Qwen3VLVisionModel(Qwen3VLVisionConfig(depth=g.depth, hidden_size=g.hidden,
+                                                       intermediate_size=g.intermediate, num_heads=g.heads,
+                                                       out_hidden_size=g.out_hidden))
+    tower = vision.Tower(g.depth, g.hidden, g.intermediate, g.heads, g.out_hidden, g.patch_size, g.temporal_patch_size,
+                         g.merge, g.gated_mlp, g.rms_norm, kind=g.kind, deepstack=g.deepstack,
+                         pos_embeddings=g.pos_embeddings)
+    assert g.params == vision.tower_params(tower) == sum(p.numel() for p in built.parameters()) == 576_388_336
+    # a script with all-linear LoRA: the tower's blocks and its three mergers adapted, 1,280 tokens x 4 patches
+    source = vlm(1280 * 32 * 32, '"all-linear"').replace("Qwen2_5_VLForConditionalGeneration",
+                                                        "Qwen3VLForConditionalGeneration").replace(
+        "Qwen/Qwen2.5-VL-7B-Instruct", "Qwen/Qwen3-VL-8B-Instruct")
+    plan = _plan(tmp_path, source)
+    v = plan.vision
+    assert v.tower.kind == "qwen3" and v.merger_adapted and v.patches == 1280 * 4
+    assert v.adapted == ("attn.qkv", "attn.proj", "mlp.linear_fc1", "mlp.linear_fc2")
