@@ -327,8 +327,9 @@ def _int(d: dict, key: str) -> int | None:
 
 
 def tower_config(config: dict, model_type: str | None) -> TowerConfig | None:
-    """The tower of a Qwen2-VL / 2.5-VL config.json (`vision_config`) or catalog entry (`vision`, whose
-    hidden_size is the tower's width); None for another model type or a config that does not state the geometry."""
+    """The tower of a Qwen2-VL / 2.5-VL / 3-VL, LLaVA (CLIP) or Gemma 3 (SigLIP) config.json (`vision_config`) or
+    catalog entry (`vision`, whose hidden_size is the tower's width); None for another model type or a config that
+    does not state the geometry."""
     d = config.get("vision") if isinstance(config.get("vision"), dict) else config.get("vision_config")
     if model_type == "llava" and isinstance(d, dict):
         return _clip_tower(config, d)

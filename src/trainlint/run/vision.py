@@ -152,8 +152,9 @@ def tower_plan(ctx: FileContext, spec, images: Decided[ImageTokens | None], adap
     """The vision tower in the step (memory/vision.py): its geometry (the model's config.json `vision_config` or the
     catalog's), the patches of one sample (merge^2 per image token), and what trains in it: LoRA adapters where
     target_modules match its block Linears (knowledge/vision_towers.py adapted_blocks; "all-linear" also its
-    merger's), all of it under full fine-tuning, nothing otherwise. None when the model is not a Qwen-VL family with
-    a known tower, or its image tokens are not known."""
+    merger's), all of it under full fine-tuning, nothing otherwise. None when the model is not a family whose tower
+    is modelled (Qwen2-VL / 2.5-VL / 3-VL, LLaVA-1.5's CLIP, Gemma 3's SigLIP) with a known geometry, or its image
+    tokens are not known."""
     geo = spec.vision if spec is not None else None
     fam = vision_family(ctx)
     if geo is None or fam is None or images.value is None:
