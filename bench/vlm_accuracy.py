@@ -9,6 +9,7 @@ model's own ForCausalLMLoss, no TRL chunking), for-loop AdamW (no foreach tempor
     python bench/vlm_accuracy.py
     python bench/vlm_accuracy.py --llava   # LLaVA-1.5-7B (bench/measure_vlm_llava.py, bench/vlm/llava15_lora.py)
     python bench/vlm_accuracy.py --gemma3  # Gemma-3-4B-it (bench/measure_vlm_gemma3.py, bench/vlm/gemma3_lora.py)
+    python bench/vlm_accuracy.py --qwen3   # Qwen3-VL-8B (bench/measure_vlm_qwen3.py, bench/vlm/qwen3vl_lora.py)
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ LLAVA_SCRIPT = ROOT / "bench" / "vlm" / "llava15_lora.py"
 LLAVA_MEASUREMENTS = ROOT / "bench" / "vlm_measurements_llava.json"
 GEMMA3_SCRIPT = ROOT / "bench" / "vlm" / "gemma3_lora.py"
 GEMMA3_MEASUREMENTS = ROOT / "bench" / "vlm_measurements_gemma3.json"
+QWEN3_SCRIPT = ROOT / "bench" / "vlm" / "qwen3vl_lora.py"
+QWEN3_MEASUREMENTS = ROOT / "bench" / "vlm_measurements_qwen3.json"
 TEXT_ATTN = ("q_proj", "k_proj", "v_proj", "o_proj")
 
 
@@ -37,16 +40,17 @@ def base_plan(script: Path = SCRIPT):
     return plan_for(ctx, Overrides())[0]
 
 
-def plan_for_record(base, rec: dict):
+def plan_for_record(base, rec: dict, family: str = "Qwen2.5-VL"):
     """The base plan with the measured row's shape."""
     from trainlint.knowledge import vision_towers
     from trainlint.run.vision import adapt
 
-    fam = next(f for f in vision_towers.FAMILIES if f.name == "Qwen2.5-VL")
+    fam = next(f for f in vision_towers.FAMILIES if f.name == family)
     targets = rec["lora"]["target_modules"]
     tower = adapt(replace(base.vision, patches=rec["patches"], hooked=False), fam, targets)
-    # transformers 5.25.0's gradient_checkpointing_enable hooks the frozen tower's input (run/vision.py tower_plan)
-    tower = replace(tower, hooked=rec["gradient_checkpointing"] and tower.trained == "frozen")
+    # transformers 5.25.0's gradient_checkpointing_enable hooks the frozen tower's input (run/vision.py tower_plan),
+    # Qwen2-VL's and Qwen2.5-VL's, not Qwen3-VL's (knowledge/vision_towers.py vision_input_hooked)
+    tower = replace(tower, hooked=rec["gradient_checkpointing"] and tower.trained == "frozen" and fam.hooked_in_5)
     return replace(base, seq=rec["seq"], checkpointing=rec["gradient_checkpointing"], lora_r=rec["lora"]["r"],
                    lora_targets=("all-linear",) if targets == "all-linear" else tuple(targets), vision=tower,
                    loss="full", optimizer="adamw_torch_fused", device="cpu")
@@ -68,19 +72,22 @@ def llava_plan_for_record(base, rec: dict, family: str = "LLaVA"):
                    lora_targets=TEXT_ATTN, vision=tower, loss="full", optimizer="adamw_torch_fused", device="cpu")
 
 
-def compare(without_tower: bool = False, llava: bool = False, gemma3: bool = False) -> list[tuple[str, int, int, float]]:
+def compare(without_tower: bool = False, llava: bool = False, gemma3: bool = False,
+            qwen3: bool = False) -> list[tuple[str, int, int, float]]:
     """(name, estimate, measured, error in %) per measured row; `without_tower`: the estimate before the tower was
     modelled (no tower activations or adapters; its weights, for Gemma 3 inside the catalog's num_parameters, stay
     counted there)."""
     from trainlint.memory.estimate import estimate
 
     script, measurements = (GEMMA3_SCRIPT, GEMMA3_MEASUREMENTS) if gemma3 else (LLAVA_SCRIPT, LLAVA_MEASUREMENTS) \
-        if llava else (SCRIPT, MEASUREMENTS)
+        if llava else (QWEN3_SCRIPT, QWEN3_MEASUREMENTS) if qwen3 else (SCRIPT, MEASUREMENTS)
     base = base_plan(script)
     out = []
     for rec in json.loads(measurements.read_text())["configs"]:
         if gemma3:
             plan = llava_plan_for_record(base, rec, "Gemma 3")
+        elif qwen3:
+            plan = plan_for_record(base, rec, "Qwen3-VL")
         else:
             plan = llava_plan_for_record(base, rec) if llava else plan_for_record(base, rec)
         if without_tower:
@@ -91,11 +98,11 @@ def compare(without_tower: bool = False, llava: bool = False, gemma3: bool = Fal
 
 
 def main(argv: list[str]) -> int:
-    llava, gemma3 = "--llava" in argv, "--gemma3" in argv
+    llava, gemma3, qwen3 = "--llava" in argv, "--gemma3" in argv, "--qwen3" in argv
     print(f"{'configuration':<48} {'estimate':>10} {'measured':>10} {'error':>7} {'without the tower':>18}")
-    for (name, est, measured, err), (_, before, _, berr) in zip(compare(llava=llava, gemma3=gemma3),
+    for (name, est, measured, err), (_, before, _, berr) in zip(compare(llava=llava, gemma3=gemma3, qwen3=qwen3),
                                                                 compare(without_tower=True, llava=llava,
-                                                                        gemma3=gemma3)):
+                                                                        gemma3=gemma3, qwen3=qwen3)):
         print(f"{name:<48} {est / 2**30:8.2f} G {measured / 2**30:8.2f} G {err:+6.1f}% "
               f"{before / 2**30:8.2f} G {berr:+6.1f}%")
     return 0

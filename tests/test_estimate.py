@@ -459,7 +459,7 @@ def test_gemma3_norms_keep_what_the_sandwich_and_qk_norm_terms_count(lora):
     vectors = 4 * (4 * h + 2 * hd)
     kept = sum(b for ptr, b in storages.items() if ptr not in params) - vectors
     g = Geometry(vocab=100, hidden=h, layers=1, heads=nh, kv_heads=kv, head_dim=hd, intermediate=f, params=0,
-                 sandwich_norms=True, qk_norms=True)
+                 sandwich_norms=True, qk_norms=4)
     llama_two = 2 * (4 + (0 if lora else 2)) * h
     rsqrt = 4 * 4  # the four hidden-size norms' rsqrt per token, below the per-hidden-element count
     assert kept == n * (llama_two + sandwich_norm_bytes_per_token(g, lora) + qk_norm_bytes_per_token(g, lora) + rsqrt)

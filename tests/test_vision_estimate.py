@@ -744,3 +744,12 @@ def test_the_catalogs_qwen3_vl_8b_tower_is_the_one_transformers_builds(tmp_path)
     v = plan.vision
     assert v.tower.kind == "qwen3" and v.merger_adapted and v.patches == 1280 * 4
     assert v.adapted == ("attn.qkv", "attn.proj", "mlp.linear_fc1", "mlp.linear_fc2")
+
+
+def test_the_committed_qwen3_vl_measurements_stay_within_one_percent():
+    rows = _accuracy().compare(qwen3=True)
+    assert len(rows) == 4
+    for name, est, measured, err in rows:
+        assert abs(err) <= 1, (name, est, measured, err)
+    before = {name: err for name, _, _, err in _accuracy().compare(without_tower=True, qwen3=True)}
+    assert before["qwen3-vl-8b_lora-all-linear_1img-1280_nogc"] < -15  # 27 blocks x 5,120 patches, 3 deepstack mergers

@@ -37,10 +37,13 @@ ATTENTION_DROPOUT_BY_DEFAULT = frozenset({"gpt2"})
 # 5.25.0 models/gemma3/modeling_gemma3.py Gemma3DecoderLayer l.367-370 and forward l.384-400, Gemma3RMSNorm l.119-133):
 # memory.estimate.sandwich_norm_bytes_per_token.
 SANDWICH_NORMS = frozenset({"gemma2", "gemma3", "gemma3_text"})
-# Attention that normalises q and k per head with an RMSNorm computing in fp32 (5.25.0 models/gemma3/modeling_gemma3.py
-# Gemma3Attention q_norm / k_norm l.310-311, applied l.329-330): memory.estimate.qk_norm_bytes_per_token. Qwen3's and
-# OLMo2's q/k norms were not read here.
-QK_NORMS_FP32 = frozenset({"gemma3", "gemma3_text"})
+# Attention that normalises q and k per head with an RMSNorm computing in fp32, by model type: the bytes per element a
+# trained norm weight's gradient keeps of the normalised output (memory.estimate.qk_norm_bytes_per_token). Gemma 3:
+# 5.25.0 models/gemma3/modeling_gemma3.py Gemma3Attention q_norm / k_norm l.310-311, applied l.329-330, Gemma3RMSNorm's
+# fp32 `output * (1.0 + weight)` (4); Qwen3-VL / Qwen3-VL-MoE text: qwen3_vl/modeling_qwen3_vl.py l.495-513,
+# Qwen3VLTextRMSNorm l.422-436 `weight * hidden_states.to(input_dtype)` (2), qwen3_vl_moe/modeling_qwen3_vl_moe.py
+# l.283-302. Qwen3's (text-only) and OLMo2's q/k norms were not read here.
+QK_NORMS_FP32 = {"gemma3": 4, "gemma3_text": 4, "qwen3_vl": 2, "qwen3_vl_moe": 2}
 
 # SDPA became the default attention in transformers 4.36 (`_autoset_attn_implementation`); before it,
 # eager was used unless the script chose flash-attention (`use_flash_attention_2=True`).

@@ -61,7 +61,9 @@ class Geometry:
     softmax_fp32: bool = True
     attention_dropout: bool = False
     sandwich_norms: bool = False  # four RMSNorms per block computing in fp32 (Gemma 2), not two (Llama)
-    qk_norms: bool = False  # an fp32 RMSNorm over each head's q and k (Gemma 3): qk_norm_bytes_per_token
+    # an fp32 RMSNorm over each head's q and k (Gemma 3, Qwen3-VL): the bytes per element a trained weight keeps of
+    # its normalised output (4: Gemma's fp32 product; 2: a Llama-style 16-bit one); 0: none (qk_norm_bytes_per_token)
+    qk_norms: int = 0
     # Mixture of experts (knowledge/moe.py; 0 experts: dense). `params` counts every expert (all resident);
     # `intermediate` is then the dense layers' MLP width and `moe_intermediate` one expert's.
     moe_experts: int = 0  # routed experts per sparse layer
@@ -443,8 +445,7 @@ def activation_bytes_per_layer(p: Plan, tokens: int, sparse: bool | None = None)
         per_token -= 2 * NORM_OUTPUT_16BIT_BYTES * g.hidden
     if g.sandwich_norms:
         per_token += sandwich_norm_bytes_per_token(g, frozen_norms)
-    if g.qk_norms:
-        per_token += qk_norm_bytes_per_token(g, frozen_norms)
+    per_token += qk_norm_bytes_per_token(g, frozen_norms)
     extra_token, extra_layer = moe_layer_extra(p) if sparse else (0, 0)
     return int(tokens * (per_token + lora + extra_token)) + extra_layer
 
@@ -533,14 +534,16 @@ def sandwich_norm_bytes_per_token(g: Geometry, frozen: bool = False) -> int:
 
 
 def qk_norm_bytes_per_token(g: Geometry, frozen: bool = False) -> int:
-    """Gemma 3's q_norm and k_norm (transformers 5.25.0 gemma3/modeling_gemma3.py l.310-311, l.329-330): Gemma3RMSNorm
-    over each head's head_dim, computing in fp32 (l.119-133): it keeps `x.float()` (4 bytes per element) and the
-    rsqrt (4 bytes per head row) and, for a trained weight, the fp32 normalised output; per token over the heads'
-    queries and the KV heads' keys. Counted with saved_tensors_hooks on a Gemma 3 layer (tests/test_vision_estimate.py,
-    bench/README.md Gemma-3-4B-it: the text rows without checkpointing were 5.9% short without it and the four
-    norms)."""
+    """q_norm and k_norm over each head's head_dim (Gemma 3: transformers 5.25.0 gemma3/modeling_gemma3.py l.310-311,
+    l.329-330, Gemma3RMSNorm l.119-133; Qwen3-VL's text: qwen3_vl/modeling_qwen3_vl.py l.495-513), computing in fp32:
+    each keeps its fp32 input (4 bytes per element) and the rsqrt (4 bytes per head row) and, for a trained weight,
+    the normalised output (g.qk_norms bytes per element); per token over the heads' queries and the KV heads' keys.
+    Counted with saved_tensors_hooks on a Gemma 3 layer (tests/test_estimate.py); bench/README.md Gemma-3-4B-it and
+    Qwen3-VL-8B: the text rows without checkpointing were 4-6% short without it."""
+    if not g.qk_norms:
+        return 0
     rows = g.heads + g.kv_heads
-    return rows * g.head_dim * (NORM_INPUT_FP32_BYTES + (0 if frozen else GEMMA2_NORM_OUTPUT_BYTES)) + 4 * rows
+    return rows * g.head_dim * (NORM_INPUT_FP32_BYTES + (0 if frozen else g.qk_norms)) + 4 * rows
 
 
 def checkpoint_inputs_bytes(p: Plan) -> int:

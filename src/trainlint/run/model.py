@@ -92,7 +92,7 @@ def geometry(ctx: FileContext, model: ModelLoad) -> Decided[Geometry]:
                    head_width=width, head_per_token=per_token, rms_norm=spec.model_type not in LAYERNORM_TYPES,
                    softmax_fp32=spec.model_type not in EAGER_SOFTMAX_MODEL_DTYPE,
                    attention_dropout=spec.model_type in ATTENTION_DROPOUT_BY_DEFAULT,
-                   sandwich_norms=spec.model_type in SANDWICH_NORMS, qk_norms=spec.model_type in QK_NORMS_FP32,
+                   sandwich_norms=spec.model_type in SANDWICH_NORMS, qk_norms=QK_NORMS_FP32.get(spec.model_type or "", 0),
                    **_moe_fields(ctx, model, spec, assumptions))
     return Decided(geo, model.model_id.origin if model.model_id.known else None, not assumptions,
                    spec.source or "", tuple(assumptions))
