@@ -463,3 +463,25 @@ def test_gemma3_norms_keep_what_the_sandwich_and_qk_norm_terms_count(lora):
     llama_two = 2 * (4 + (0 if lora else 2)) * h
     rsqrt = 4 * 4  # the four hidden-size norms' rsqrt per token, below the per-hidden-element count
     assert kept == n * (llama_two + sandwich_norm_bytes_per_token(g, lora) + qk_norm_bytes_per_token(g, lora) + rsqrt)
+
+
+def test_gemma3_text_measurements_stay_within_one_percent():
+    """bench/gemma3_text_measurements.json (Gemma-3-1B-it, b2 x 1024, no checkpointing, fake tensors at full size)
+    against the estimate of bench/vlm/gemma3_1b_text.py with each row's shape, as measured (the model's full-logits
+    loss, CPU kernels). Before gemma3_text had the sandwich and q/k norms: -9.4% (full) and -6.1% (LoRA)."""
+    from trainlint.config import Settings
+    from trainlint.lint import lint_file
+    from trainlint.planning import Overrides, plan_for
+
+    root = Path(__file__).resolve().parents[1] / "bench"
+    script = root / "vlm" / "gemma3_1b_text.py"
+    base = plan_for(lint_file(script, Settings(root=script.parent), set()).context, Overrides())[0]
+    rows = json.loads((root / "gemma3_text_measurements.json").read_text())["configs"]
+    assert len(rows) == 2
+    for rec in rows:
+        assert rec["params"] - (rec["trainable_params"] if rec["lora_r"] else 0) == base.geometry.params
+        plan = replace(base, seq=rec["seq"], batch=rec["batch"], loss="full", optimizer="adamw_torch_fused",
+                       device="cpu", lora_r=rec["lora_r"],
+                       lora_targets=tuple(rec["target_modules"]) if rec["lora_r"] else base.lora_targets)
+        err = 100 * (estimate(plan).peak - rec["peak"]) / rec["peak"]
+        assert abs(err) <= 1, (rec["name"], err)

@@ -1,0 +1,103 @@
+#!/usr/bin/env python3
+"""Ground truth for Gemma 3's text block (four fp32 RMSNorms and an fp32 q_norm / k_norm per head: memory/estimate.py
+sandwich_norm_bytes_per_token, qk_norm_bytes_per_token): Gemma-3-1B-it (gemma3_text) at full size, batch 2 x 1,024
+tokens, no checkpointing, full fine-tuning and LoRA r=16 on q/k/v/o_proj, two steps under FakeTensorMode and the
+project's MemTracker, the model's own full-logits loss, for-loop AdamW, transformers 5.25.0.
+
+Gemma3TextConfig from google/gemma-3-1b-it's geometry (the catalog entry: vocab 262,144, hidden 1152, 26 layers,
+4 heads, 1 KV head, head_dim 256, intermediate 6912; sliding_window 512), bf16, SDPA. The weight init's truncated
+normal is skipped under FakeTensors (its rejection loop reads values), as in bench/measure_vlm_gemma3.py.
+
+    python bench/measure_gemma3_text.py     # writes bench/gemma3_text_measurements.json
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+OUT = ROOT / "bench" / "gemma3_text_measurements.json"
+CONFIG = dict(vocab_size=262144, hidden_size=1152, intermediate_size=6912, num_hidden_layers=26,
+              num_attention_heads=4, num_key_value_heads=1, head_dim=256, sliding_window=512,
+              query_pre_attn_scalar=256, max_position_embeddings=32768)
+TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj"]
+CONFIGS = [("gemma-3-1b_full_b2_s1024_nogc", None), ("gemma-3-1b_lora-attn_b2_s1024_nogc", 16)]
+BATCH, SEQ = 2, 1024
+
+
+def measure(name, r):
+    import torch
+    import transformers
+    from torch import nn
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.fx.experimental.symbolic_shapes import ShapeEnv
+    from transformers import Gemma3ForCausalLM, Gemma3TextConfig
+
+    import trainlint.verify.measure as M
+
+    t0 = time.perf_counter()
+    mode = FakeTensorMode(allow_non_fake_inputs=True, shape_env=ShapeEnv())
+    nn.Module._apply = M._fake_safe_apply
+    trunc = torch.nn.init._no_grad_trunc_normal_
+    torch.nn.init._no_grad_trunc_normal_ = lambda tensor, *args, **kwargs: tensor
+    mode.__enter__()
+    try:
+        previous = torch.get_default_dtype()
+        torch.set_default_dtype(torch.bfloat16)
+        try:
+            model = Gemma3ForCausalLM._from_config(Gemma3TextConfig(**CONFIG), attn_implementation="sdpa")
+        finally:
+            torch.set_default_dtype(previous)
+        if r:
+            from peft import LoraConfig, get_peft_model
+            model = get_peft_model(model, LoraConfig(r=r, lora_alpha=2 * r, lora_dropout=0.05, target_modules=TARGETS,
+                                                     task_type="CAUSAL_LM"))
+        params = sum(p.numel() for p in model.parameters())
+        trainable = [p for p in model.parameters() if p.requires_grad]
+        model.train()
+        opt = M._make_optimizer("adamw", trainable)
+        ids = torch.randint(0, 1000, (BATCH, SEQ))
+        mt = M.StepMemTracker()
+        mt.track_external(model, opt, ids)
+
+        def fwd():  # the outputs (logits) die here, as in Trainer.compute_loss
+            return model(input_ids=ids, labels=ids, use_cache=False).loss
+
+        with mt:
+            for step in (1, 2):
+                mt.reset_mod_stats()
+                M.measured_step(mt, step, fwd, opt)
+        top, cats = mt.peaks["all"]
+        rec = {"name": name, "batch": BATCH, "seq": SEQ, "lora_r": r, "target_modules": TARGETS if r else None,
+               "gradient_checkpointing": False, "dtype": "bf16", "attn": "sdpa", "optimizer": "adamw (torch for-loop)",
+               "params": params, "trainable_params": sum(p.numel() for p in trainable), "peak": int(top),
+               "peak_at": f"step{cats['_step']}/{cats['_phase']}",
+               "peak_categories": {k: int(v) for k, v in cats.items() if not k.startswith("_")},
+               "transformers": transformers.__version__, "torch": torch.__version__, "fake": True,
+               "seconds": round(time.perf_counter() - t0, 1)}
+        del mt, opt, model, trainable
+    finally:
+        mode.__exit__(None, None, None)
+        nn.Module._apply = M._orig_module_apply
+        torch.nn.init._no_grad_trunc_normal_ = trunc
+    gc.collect()
+    return rec
+
+
+def main() -> int:
+    rows = []
+    for name, r in CONFIGS:
+        rec = measure(name, r)
+        print(name, f"{rec['peak'] / 2**30:.2f} GiB at {rec['peak_at']} ({rec['seconds']} s)", flush=True)
+        rows.append(rec)
+    OUT.write_text(json.dumps({"configs": rows}, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(ROOT / "src"))
+    raise SystemExit(main())
