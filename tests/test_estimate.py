@@ -485,3 +485,69 @@ def test_gemma3_text_measurements_stay_within_one_percent():
                        lora_targets=tuple(rec["target_modules"]) if rec["lora_r"] else base.lora_targets)
         err = 100 * (estimate(plan).peak - rec["peak"]) / rec["peak"]
         assert abs(err) <= 1, (rec["name"], err)
+
+
+def _qk_norm_saved_bytes(family: str, lora: bool, dtype_name: str, h=256, nh=8, kv=4, n=64) -> tuple[int, Geometry]:
+    """The bytes autograd saves inside the q_norm and k_norm of the second decoder layer of a tiny `family` model
+    (saved_tensors_hooks active only inside those two modules; parameters left out: a frozen weight is saved as
+    itself), and the Geometry the estimate builds for that family (run/model.py's QK_NORMS_FP32 fields)."""
+    torch = pytest.importorskip("torch")
+    import transformers
+    from peft import LoraConfig, get_peft_model
+
+    from trainlint.knowledge.libraries import QK_NORMS_FP32, QK_NORMS_WHOLE_PROJECTION
+
+    hd = h // nh
+    common = dict(hidden_size=h, intermediate_size=2 * h, num_hidden_layers=2, num_attention_heads=nh,
+                  num_key_value_heads=kv, vocab_size=100)
+    cls, cfg = {
+        "qwen3": (transformers.Qwen3ForCausalLM, transformers.Qwen3Config(head_dim=hd, **common)),
+        "qwen3_moe": (transformers.Qwen3MoeForCausalLM, transformers.Qwen3MoeConfig(
+            head_dim=hd, num_experts=4, num_experts_per_tok=2, moe_intermediate_size=64, **common)),
+        "olmo2": (transformers.Olmo2ForCausalLM, transformers.Olmo2Config(**common)),
+        "olmoe": (transformers.OlmoeForCausalLM, transformers.OlmoeConfig(num_experts=4, num_experts_per_tok=2,
+                                                                           **common)),
+    }[family]
+    previous = torch.get_default_dtype()
+    torch.set_default_dtype(getattr(torch, dtype_name))
+    try:
+        model = cls._from_config(cfg, attn_implementation="sdpa")
+        if lora:
+            model = get_peft_model(model, LoraConfig(r=4, target_modules=["q_proj", "v_proj"]))
+        model.train()
+        params = {p.untyped_storage().data_ptr() for p in model.parameters()}
+        norms = [m for name, m in model.named_modules()
+                 if ".layers.1." in name and name.rsplit(".", 1)[-1] in ("q_norm", "k_norm")]
+        assert len(norms) == 2
+        storages: dict[int, int] = {}
+        hooks = torch.autograd.graph.saved_tensors_hooks(
+            lambda t: storages.__setitem__(t.untyped_storage().data_ptr(), t.untyped_storage().nbytes()) or t,
+            lambda t: t)
+        for m in norms:
+            m.register_forward_pre_hook(lambda *_: hooks.__enter__())
+            m.register_forward_hook(lambda *_: hooks.__exit__(None, None, None))
+        model(input_ids=torch.randint(0, 100, (1, n)))
+    finally:
+        torch.set_default_dtype(previous)
+    kept = sum(b for ptr, b in storages.items() if ptr not in params)
+    g = Geometry(vocab=100, hidden=h, layers=1, heads=nh, kv_heads=kv, head_dim=hd, intermediate=2 * h, params=0,
+                 qk_norms=QK_NORMS_FP32[family], qk_norm_per_head=family not in QK_NORMS_WHOLE_PROJECTION)
+    return kept, g
+
+
+@pytest.mark.parametrize("family,lora,dtype_name", [
+    ("qwen3", True, "bfloat16"), ("qwen3", False, "bfloat16"), ("qwen3", False, "float32"),
+    ("qwen3_moe", True, "bfloat16"), ("olmo2", True, "bfloat16"), ("olmo2", False, "bfloat16"),
+    ("olmoe", False, "bfloat16")])
+def test_q_k_norms_keep_what_the_qk_norm_term_counts(family, lora, dtype_name):
+    """Qwen3 / Qwen3-MoE normalise each head (a row per head: 4-byte rsqrt each), OLMo2 / OLMoE each whole projection
+    (one row per token for q and one for k); Qwen3's and OLMoE's trained weight keeps the normalised output in the
+    model dtype (2 bytes in bf16, 4 in fp32), OLMo2's keeps its fp32 product (4); a LoRA-frozen weight keeps none."""
+    from trainlint.memory.estimate import qk_norm_bytes_per_token
+
+    n = 64
+    kept, g = _qk_norm_saved_bytes(family, lora, dtype_name, n=n)
+    act_bytes = 4 if dtype_name == "float32" else 2
+    assert kept == n * qk_norm_bytes_per_token(g, lora, act_bytes)
+    assert kept > 0
+

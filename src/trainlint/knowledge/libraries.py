@@ -42,8 +42,17 @@ SANDWICH_NORMS = frozenset({"gemma2", "gemma3", "gemma3_text"})
 # 5.25.0 models/gemma3/modeling_gemma3.py Gemma3Attention q_norm / k_norm l.310-311, applied l.329-330, Gemma3RMSNorm's
 # fp32 `output * (1.0 + weight)` (4); Qwen3-VL / Qwen3-VL-MoE text: qwen3_vl/modeling_qwen3_vl.py l.495-513,
 # Qwen3VLTextRMSNorm l.422-436 `weight * hidden_states.to(input_dtype)` (2), qwen3_vl_moe/modeling_qwen3_vl_moe.py
-# l.283-302. Qwen3's (text-only) and OLMo2's q/k norms were not read here.
-QK_NORMS_FP32 = {"gemma3": 4, "gemma3_text": 4, "qwen3_vl": 2, "qwen3_vl_moe": 2}
+# l.283-302. Qwen3 / Qwen3-MoE: qwen3/modeling_qwen3.py Qwen3Attention q_norm / k_norm over head_dim l.229-230, applied
+# l.245-246, Qwen3RMSNorm l.50-64 `self.weight * hidden_states.to(input_dtype)` (2); qwen3_moe/modeling_qwen3_moe.py
+# l.147-148, l.163-164, Qwen3MoeRMSNorm l.286 the same. OLMo2: olmo2/modeling_olmo2.py Olmo2Attention l.209-210,
+# applied l.224-225 to the whole q_proj / k_proj output (not per head), Olmo2RMSNorm l.49-63 `(self.weight *
+# hidden_states).to(input_dtype)`, an fp32 product (4). OLMoE: olmoe/modeling_olmoe.py l.222-225, l.239-240, whole
+# projections too, OlmoeRMSNorm l.44-58 Llama-style (2). Not modelled: Llama 4's weightless L2 qk_norm on its RoPE
+# layers (llama4/modeling_llama4.py l.334-360) and StableLM's optional per-head LayerNorm (qk_layernorm).
+QK_NORMS_FP32 = {"gemma3": 4, "gemma3_text": 4, "qwen3_vl": 2, "qwen3_vl_moe": 2, "qwen3": 2, "qwen3_moe": 2,
+                 "olmo2": 4, "olmoe": 2}
+# ...of those, the ones normalising each whole projection (one row per token) rather than each head.
+QK_NORMS_WHOLE_PROJECTION = frozenset({"olmo2", "olmoe"})
 
 # SDPA became the default attention in transformers 4.36 (`_autoset_attn_implementation`); before it,
 # eager was used unless the script chose flash-attention (`use_flash_attention_2=True`).

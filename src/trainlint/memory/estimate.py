@@ -61,9 +61,12 @@ class Geometry:
     softmax_fp32: bool = True
     attention_dropout: bool = False
     sandwich_norms: bool = False  # four RMSNorms per block computing in fp32 (Gemma 2), not two (Llama)
-    # an fp32 RMSNorm over each head's q and k (Gemma 3, Qwen3-VL): the bytes per element a trained weight keeps of
-    # its normalised output (4: Gemma's fp32 product; 2: a Llama-style 16-bit one); 0: none (qk_norm_bytes_per_token)
+    # an fp32 RMSNorm over q and k (Gemma 3, Qwen3, Qwen3-VL, OLMo2, OLMoE): the bytes per element a trained weight
+    # keeps of its normalised output (4: an fp32 product, Gemma's or OLMo2's; 2: a Llama-style 16-bit one); 0: none
+    # (qk_norm_bytes_per_token). qk_norm_per_head: over each head's head_dim (Gemma 3, Qwen3); False: over the whole
+    # q and k projections, one row per token each (OLMo2, OLMoE)
     qk_norms: int = 0
+    qk_norm_per_head: bool = True
     # Mixture of experts (knowledge/moe.py; 0 experts: dense). `params` counts every expert (all resident);
     # `intermediate` is then the dense layers' MLP width and `moe_intermediate` one expert's.
     moe_experts: int = 0  # routed experts per sparse layer
@@ -445,7 +448,7 @@ def activation_bytes_per_layer(p: Plan, tokens: int, sparse: bool | None = None)
         per_token -= 2 * NORM_OUTPUT_16BIT_BYTES * g.hidden
     if g.sandwich_norms:
         per_token += sandwich_norm_bytes_per_token(g, frozen_norms)
-    per_token += qk_norm_bytes_per_token(g, frozen_norms)
+    per_token += qk_norm_bytes_per_token(g, frozen_norms, p.act_bytes)
     extra_token, extra_layer = moe_layer_extra(p) if sparse else (0, 0)
     return int(tokens * (per_token + lora + extra_token)) + extra_layer
 
@@ -533,17 +536,25 @@ def sandwich_norm_bytes_per_token(g: Geometry, frozen: bool = False) -> int:
     return (4 * gemma - 2 * llama) * g.hidden
 
 
-def qk_norm_bytes_per_token(g: Geometry, frozen: bool = False) -> int:
-    """q_norm and k_norm over each head's head_dim (Gemma 3: transformers 5.25.0 gemma3/modeling_gemma3.py l.310-311,
-    l.329-330, Gemma3RMSNorm l.119-133; Qwen3-VL's text: qwen3_vl/modeling_qwen3_vl.py l.495-513), computing in fp32:
-    each keeps its fp32 input (4 bytes per element) and the rsqrt (4 bytes per head row) and, for a trained weight,
-    the normalised output (g.qk_norms bytes per element); per token over the heads' queries and the KV heads' keys.
-    Counted with saved_tensors_hooks on a Gemma 3 layer (tests/test_estimate.py); bench/README.md Gemma-3-4B-it and
-    Qwen3-VL-8B: the text rows without checkpointing were 4-6% short without it."""
+def qk_norm_bytes_per_token(g: Geometry, frozen: bool = False, act_bytes: int = 2) -> int:
+    """q_norm and k_norm (Gemma 3: transformers 5.25.0 gemma3/modeling_gemma3.py l.310-311, l.329-330, Gemma3RMSNorm
+    l.119-133; Qwen3-VL's text: qwen3_vl/modeling_qwen3_vl.py l.495-513; Qwen3: qwen3/modeling_qwen3.py l.229-230,
+    applied l.245-246 to `q_proj(x).view(..., -1, head_dim)`, Qwen3RMSNorm l.50-64; Qwen3-MoE the same,
+    qwen3_moe/modeling_qwen3_moe.py l.147-148, l.163-164, Qwen3MoeRMSNorm l.286; OLMo2: olmo2/modeling_olmo2.py
+    l.209-210, l.224-225, over the whole q_proj / k_proj output, Olmo2RMSNorm l.49-63; OLMoE: olmoe/modeling_olmoe.py
+    l.222-225, l.239-240, OlmoeRMSNorm l.44-58), computing in fp32. Each keeps its fp32 input (`hidden_states.to(torch.float32)`, saved by
+    `pow(2)` and the product with the rsqrt: 4 bytes per element) and the rsqrt (4 bytes per normalised row) and, for
+    a trained weight (`self.weight * ...` saves the other factor), the normalised output: g.qk_norms bytes per
+    element (2: Qwen3's `hidden_states.to(input_dtype)`, the model dtype's, so 4 in an fp32 model; 4: Gemma 3's and
+    OLMo2's fp32 product). Per token over the heads' queries and the KV heads' keys; a row per head
+    (g.qk_norm_per_head) or one per projection. A frozen weight (LoRA) saves the weight, not the output. Counted with
+    saved_tensors_hooks on Gemma 3, Qwen3, OLMo2 and OLMoE layers (tests/test_estimate.py); bench/README.md
+    Gemma-3-4B-it, Qwen3-VL-8B and Qwen3-8B / Qwen3-4B: the rows without checkpointing were 4-6% short without it."""
     if not g.qk_norms:
         return 0
-    rows = g.heads + g.kv_heads
-    return rows * g.head_dim * (NORM_INPUT_FP32_BYTES + (0 if frozen else g.qk_norms)) + 4 * rows
+    rows = g.heads + g.kv_heads if g.qk_norm_per_head else 2
+    out = max(g.qk_norms, act_bytes)
+    return (g.heads + g.kv_heads) * g.head_dim * (NORM_INPUT_FP32_BYTES + (0 if frozen else out)) + 4 * rows
 
 
 def checkpoint_inputs_bytes(p: Plan) -> int:

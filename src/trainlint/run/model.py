@@ -11,7 +11,7 @@ from trainlint.facts import ModelLoad, Value, known
 from trainlint.facts.values import UNSET
 from trainlint.knowledge.heads import DEFAULT_NUM_LABELS, head_for
 from trainlint.knowledge.libraries import (ATTENTION_DROPOUT_BY_DEFAULT, EAGER_SOFTMAX_MODEL_DTYPE, SANDWICH_NORMS,
-                                          QK_NORMS_FP32, SOFTCAPPED)
+                                          QK_NORMS_FP32, QK_NORMS_WHOLE_PROJECTION, SOFTCAPPED)
 from trainlint.knowledge.models import ModelSpec, tied_default
 from trainlint.knowledge.moe import FUSED_IN_4, LLAMA4_LINEARIZED, PEFT_CONVERTS
 from typing import TYPE_CHECKING
@@ -92,7 +92,9 @@ def geometry(ctx: FileContext, model: ModelLoad) -> Decided[Geometry]:
                    head_width=width, head_per_token=per_token, rms_norm=spec.model_type not in LAYERNORM_TYPES,
                    softmax_fp32=spec.model_type not in EAGER_SOFTMAX_MODEL_DTYPE,
                    attention_dropout=spec.model_type in ATTENTION_DROPOUT_BY_DEFAULT,
-                   sandwich_norms=spec.model_type in SANDWICH_NORMS, qk_norms=QK_NORMS_FP32.get(spec.model_type or "", 0),
+                   sandwich_norms=spec.model_type in SANDWICH_NORMS,
+                   qk_norms=QK_NORMS_FP32.get(spec.model_type or "", 0),
+                   qk_norm_per_head=spec.model_type not in QK_NORMS_WHOLE_PROJECTION,
                    **_moe_fields(ctx, model, spec, assumptions))
     return Decided(geo, model.model_id.origin if model.model_id.known else None, not assumptions,
                    spec.source or "", tuple(assumptions))
