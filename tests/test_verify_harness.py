@@ -236,8 +236,8 @@ def _cuda_rows(predicted_peaks: tuple[int, int], measured_peaks: tuple[int, int]
     original = RunResult("original", {"ok": True, "steady_peak": measured_peaks[0]})
     fixed = RunResult("fixed", {"ok": True, "steady_peak": measured_peaks[1]})
     estimates = tuple(SimpleNamespace(peak=p, plan=None) for p in predicted_peaks)  # the estimate's peaks
-    # the finding's figure (memory.estimate.fix_saving) is what the estimate predicted: the peaks' difference
-    with patch("trainlint.verify.run.fix_saving", lambda plan, code: predicted_peaks[0] - predicted_peaks[1]):
+    # the finding's figure (memory.estimate.saving_of) is what the estimate predicted: the peaks' difference
+    with patch("trainlint.verify.run.saving_of", lambda plan, code: predicted_peaks[0] - predicted_peaks[1]):
         return verdicts([finding], [finding], original, fixed, estimates, "cuda:0 NVIDIA H200")[0]
 
 

@@ -9,6 +9,7 @@ from typing import Callable, Iterable, Iterator
 from trainlint.codes import RuleInfo
 from trainlint.context import FileContext
 from trainlint.diagnostics import Diagnostic, Span
+from trainlint.knowledge.versions import NEWEST_KNOWN
 
 DOCS_URL = "https://github.com/trainlint/trainlint/blob/main/rules/{code}.md"
 
@@ -71,8 +72,9 @@ def _with_versions(ctx: FileContext, diag: Diagnostic) -> Diagnostic:
     transformers<4.47.0"): the finding holds for that release, not the newest."""
     versions = ctx.versions
     used = [lv for lv in versions.all() if ctx.facts.imports_module(lv.name)] or [versions.transformers]
-    if all(lv.source == _DEFAULT_VERSION for lv in used):
-        return diag
+    if all(lv.source.startswith(_DEFAULT_VERSION) and lv.version == NEWEST_KNOWN.get(lv.name) and not lv.bounded_by
+           for lv in used):
+        return diag  # the newest releases, unpinned: nothing to name (a lower bound from the calls moves nothing)
     root = f"{ctx.settings.root}/"
     shown = tuple(f"{lv.name} {lv.version}: {lv.source.replace(root, '')}" for lv in used)
     brief = [f"{lv.name} {lv.version}: {lv.bounded_by}" for lv in used if lv.bounded_by]

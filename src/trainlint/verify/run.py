@@ -370,7 +370,7 @@ def verdicts(found: list[Diagnostic], applied: list[Diagnostic], original: RunRe
         own = saving_of(est_orig.plan, d.code) if check is not None and check.priced and est_orig is not None and \
             est_fixed is not None else None
         if own is not None:
-            # the finding's own figure (memory.estimate.fix_saving: its message's and estimate's lever's); the runs
+            # the finding's own figure (memory.estimate.saving_of: its message's and estimate's lever's); the runs
             # are compared with the estimate of the fixed script, which differs when several fixes were applied
             row["predicted_saving"] = compare = own
             if est_orig.peak - est_fixed.peak != compare:
