@@ -186,6 +186,7 @@ def plan_for(ctx: FileContext, overrides: Overrides) -> tuple[Plan, ModelLoad, l
         attention=attention.value,
         loss=loss.path.value,
         loss_chunks=loss.chunks or 1,
+        fused_head=loss.fused_head,
         reference_logits=trl_shape is not None and trl_shape.reference is not None,
         reference_weights=reference_weights,
         models=models,

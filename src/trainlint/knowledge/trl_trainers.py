@@ -113,6 +113,18 @@ LOSS: dict[str, tuple[LossRow, ...]] = {
         LossRow((1, 10), None, False),
     ),
 }
+# The trainers whose training loss runs TRL's fused LM head (`add_fused_lm_head`, trainer/utils.py, whose forward calls
+# kernels/chunked_logprob.py `ChunkedLogProbFunction`) from 1.15: 1.16.0 sft_trainer.py:1144, dpo_trainer.py:960,
+# kto_trainer.py:967, grpo_trainer.py:1068, rloo_trainer.py:716; 1.15.0 sft_trainer.py:1137, dpo_trainer.py:936.
+# DistillationTrainer's chunked divergence (>= 1.10) and SFT's `chunked_nll` (1.4-1.14) are other code paths.
+FUSED_LM_HEAD = frozenset({"SFTTrainer", "DPOTrainer", "KTOTrainer", "GRPOTrainer", "RLOOTrainer"})
+
+
+def fused_lm_head(trainer: str, trl: LibraryVersion) -> bool:
+    """Whether `trainer`'s training loss at this TRL version is the fused LM head (FUSED_LM_HEAD)."""
+    return trainer in FUSED_LM_HEAD and trl.at_least(1, 15)
+
+
 # DPO / KTO keep a frozen copy of the policy as the reference model when none is passed, unless the model is a
 # PeftModel (the reference is the model with its adapters disabled) or `precompute_ref_log_probs=True`:
 # 0.8.6 dpo_trainer.py:291-295, 0.19.1 :323-327 and kto_trainer.py:472-476 (`create_reference_model(model)`);

@@ -23,6 +23,36 @@ CONSUMERS = ("weights", "gradients", "optimizer", "activations", "logits", "atte
 
 # L1 'Five consumers': NF4 with double quantization is about 0.52 bytes per parameter (3.9 GB for a 7B).
 NF4_BYTES = 0.52
+# TRL >= 1.15's fused LM head under no_grad (trl 1.16.0 kernels/chunked_logprob.py `ChunkedLogProbFunction.forward`,
+# l.340-370): one [min(rows, TOKEN_CHUNK_SIZE) x chunk_size] tile in the compute dtype (`mm_buf`; TOKEN_CHUNK_SIZE 4,096
+# l.31, chunk_size trainer/utils.py:1506 `_CHUNKED_LOGPROB_CHUNK_SIZE` 32,768) and per-row fp32 statistics. On CUDA the
+# Triton kernel folds each tile in place; without Triton (CPU) `_forward_tile` (l.235-245) adds three fp32 copies of
+# the tile (`tile.float()`, the transformed logits, `exp(z - m)`). `mm_buf` is allocated `chunk_size` wide whatever
+# the vocabulary (l.347: `torch.empty((min(N, TOKEN_CHUNK_SIZE), chunk_size))`); the fp32 copies are as wide as the
+# tile (`mm_buf[:n, :end - start]`, l.355), so below 32,768 they shrink with the vocabulary and the buffer does not.
+# Measured under FakeTensorMode: 1,792 MiB at 4,096 rows and more in bf16 on CPU (4,096 x 32,768 x (2 + 12)),
+# 896 MiB at 2,048 rows whatever the hidden size for vocabularies >= 32,768; 2,048 rows of a 4,096 vocabulary:
+# 2,048 x (32,768 x 2 + 4,096 x 12) (tests/test_eval_phase.py).
+FUSED_HEAD_ROWS, FUSED_HEAD_COLUMNS, FUSED_HEAD_CPU_EXTRA = 4096, 32768, 12
+
+# TRL >= 1.15's fused LM head in the training step (trl 1.16.0 kernels/chunked_logprob.py `ChunkedLogProbFunction`).
+# The forward (l.340-391) has the no-grad working set above and saves `hidden`, `weight`, `targets`, `log_z` and the
+# entropy (l.386: per-row fp32 statistics); `hidden` is a copy of the scored hidden states (trainer/utils.py
+# l.1618, l.1642-1646: `hidden_states[mask]` under Triton, else `hidden_states[:, :-1].reshape(-1, h)` of a
+# non-contiguous slice), alive from the forward to the head's backward. The backward (l.394-465), the first thing backward runs (all
+# checkpoints / activations still alive), allocates an fp32 `grad_hidden` [N x h] (l.406-408), an fp32 `grad_weight`
+# [V x h] when the head is trainable (l.409-411), its own `mm_buf` (l.413) and the fp32 grad_logprobs (l.414); per tile
+# on CUDA the Triton kernel turns the tile into its gradient in place and `_addmm_fp32` accumulates with
+# `out_dtype=torch.float32` (l.52-62: no copies); without Triton (CPU, 1.16 only: 1.15.0 imports triton
+# unconditionally) `_backward_tile` (l.257-296) holds FUSED_HEAD_CPU_BACKWARD bytes per tile element at once (seven
+# fp32 tensors: `tile.float()`, z, log_p, p, grad, `is_target.float() - p` and its product with grad_logprobs, and the
+# bool `is_target`), and after it `_addmm_fp32`'s `tile.float()` and `w_chunk.float()` ([32,768 x h]) for 16-bit
+# inputs. Returning, it casts grad_hidden / grad_weight to the inputs' dtypes (l.455-457) while the fp32 ones and
+# `mm_buf` are alive. Measured under FakeTensorMode (forward + backward, tests/test_eval_phase.py
+# `_fused_head_train_peak`): 2,510.3 MiB for 2,048 rows, h 896, V 151,936 in bf16 with a trainable head, 1,991.0 MiB
+# frozen, 783.3 MiB at 64 rows (the cast), 124.2 MiB at 64 rows frozen (the fp32 copies of the matmul), all to the MiB.
+FUSED_HEAD_CPU_BACKWARD = 29
+
 # R 3.1: TRL's chunked LM head (1.16, CPU torch path) measured flat at ~3.9-4.0 GiB excess for
 # H4096/V128256 and H2560/V262144 from 4k to 16k tokens.
 CHUNKED_LOSS_BYTES = 4.0 * GIB
@@ -162,6 +192,7 @@ class Plan:
     checkpointing: bool = False
     attention: str = "sdpa"  # "eager" | "sdpa" | "sdpa-math" (SDPA on the math kernel: knowledge/sdpa.py)
     loss: str = "full"  # "full" | "chunked" | "liger" | "chunked-upcast"
+    fused_head: bool = False  # "chunked" through TRL >= 1.15's fused LM head (fused_head_train_bytes), not a flat figure
     loss_chunks: int = 1  # "chunked-upcast": the chunks its fp32 upcast is split into (axolotl's default 8; reported)
     reference_logits: bool = False  # a reference / teacher model's logits are built in the same step (TRL DPO, KTO, GKD)
     reference_weights: bool = False  # a frozen copy of the weights kept as the reference (TRL DPO / KTO without PEFT)
@@ -664,6 +695,8 @@ def logits_bytes(p: Plan) -> int:
         return loss_peak_bytes(p.batch, p.seq if g.head_per_token else 1, g.head_width, p.act_bytes,
                                trainable_head=True, softcap=False) if g.head_width else 0
     full = loss_peak_bytes(p.batch, seq, g.vocab, p.act_bytes, trainable_head=not p.lora_r, softcap=g.softcap)
+    if p.loss == "chunked" and p.fused_head:
+        return fused_head_train_bytes(p)
     if p.loss == "chunked":
         return int(min(CHUNKED_LOSS_BYTES, full))
     if p.loss == "liger":
@@ -677,6 +710,41 @@ def logits_bytes(p: Plan) -> int:
         # alive; its logits are at least one more [batch x seq x vocab] tensor in the activation dtype
         full += tokens * g.vocab * p.act_bytes
     return full
+
+
+def fused_head_tokens(p: Plan) -> int:
+    """The positions TRL's fused LM head scores in one training forward: on CUDA (Triton) the labelled ones only
+    (trl 1.16.0 trainer/utils.py l.1642-1646, `compact`; 1.15.0 l.1638-1642 always), which the plan knows for GRPO /
+    RLOO (the completion, Plan.logits_seq) and bounds by every shifted position otherwise (DPO / KTO / SFT: the
+    prompt's share is not known); on CPU every shifted position (`hidden_states[:, :-1]`)."""
+    if p.device == "cuda" and p.logits_seq:
+        return p.batch * p.logits_seq
+    return p.batch * max(p.seq - 1, 1)
+
+
+def fused_head_backward_bytes(p: Plan, tokens: int) -> int:
+    """The fused LM head's working set in its backward over `tokens` scored positions (FUSED_HEAD_CPU_BACKWARD): the
+    fp32 grad_hidden, the fp32 grad_weight of a trainable head (full fine-tuning: `not p.lora_r`), the 32,768-column
+    tile buffer, and the largest of: on CPU the fold's fp32 copies of a tile and the 16-bit matmul's fp32 copies, and
+    the casts of the fp32 gradients back to the inputs' dtypes."""
+    g = p.geometry
+    rows, cols = min(tokens, FUSED_HEAD_ROWS), min(g.vocab, FUSED_HEAD_COLUMNS)
+    head = not p.lora_r
+    base = tokens * g.hidden * 4 + (g.vocab * g.hidden * 4 if head else 0) + rows * FUSED_HEAD_COLUMNS * p.act_bytes
+    cast = (tokens * g.hidden * p.act_bytes if p.act_bytes < 4 else 0) + \
+        (g.vocab * g.hidden * p.dtype_bytes if head and p.dtype_bytes < 4 else 0)
+    if p.device != "cpu":
+        return base + cast
+    fold = FUSED_HEAD_CPU_BACKWARD * rows * cols
+    matmul = 4 * cols * (rows + g.hidden) if p.act_bytes < 4 else 0
+    return base + max(fold, matmul, cast)
+
+
+def fused_head_train_bytes(p: Plan) -> int:
+    """The logits consumer with TRL's fused LM head (Plan.fused_head): the saved copy of the scored hidden states and
+    the head's backward working set, both at the start of backward (fused_head_backward_bytes)."""
+    tokens = fused_head_tokens(p)
+    return tokens * p.geometry.hidden * p.act_bytes + fused_head_backward_bytes(p, tokens)
 
 
 def chunked_upcast_bytes(p: Plan) -> int:

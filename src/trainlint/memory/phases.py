@@ -8,8 +8,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from trainlint.memory.estimate import (Geometry, Plan, _core, activation_bytes_per_layer, jsd_loss_bytes, logits_bytes,
-                                       models_bytes, optimizer_bytes, shard, weights_bytes)
+from trainlint.memory.estimate import (FUSED_HEAD_COLUMNS, FUSED_HEAD_CPU_EXTRA, FUSED_HEAD_ROWS, Geometry, Plan, _core,
+                                       activation_bytes_per_layer, jsd_loss_bytes, logits_bytes, models_bytes,
+                                       optimizer_bytes, shard, weights_bytes)
 
 
 # Bytes per logit of one eval step's forward with labels under no_grad (LM head output + ForCausalLMLoss's fp32 upcast +
@@ -17,17 +18,7 @@ from trainlint.memory.estimate import (Geometry, Plan, _core, activation_bytes_p
 # of a tiny Llama, the slope over vocabularies 4,096 and 16,384): 10.0 for fp32 weights, 11.0 for bf16 weights.
 EVAL_STEP_BYTES = {4: 10, 2: 11}
 
-# TRL >= 1.15's fused LM head under no_grad (trl 1.16.0 kernels/chunked_logprob.py `ChunkedLogProbFunction.forward`,
-# l.340-370): one [min(rows, TOKEN_CHUNK_SIZE) x chunk_size] tile in the compute dtype (`mm_buf`; TOKEN_CHUNK_SIZE 4,096
-# l.31, chunk_size trainer/utils.py:1506 `_CHUNKED_LOGPROB_CHUNK_SIZE` 32,768) and per-row fp32 statistics. On CUDA the
-# Triton kernel folds each tile in place; without Triton (CPU) `_forward_tile` (l.235-245) adds three fp32 copies of
-# the tile (`tile.float()`, the transformed logits, `exp(z - m)`). `mm_buf` is allocated `chunk_size` wide whatever
-# the vocabulary (l.347: `torch.empty((min(N, TOKEN_CHUNK_SIZE), chunk_size))`); the fp32 copies are as wide as the
-# tile (`mm_buf[:n, :end - start]`, l.355), so below 32,768 they shrink with the vocabulary and the buffer does not.
-# Measured under FakeTensorMode: 1,792 MiB at 4,096 rows and more in bf16 on CPU (4,096 x 32,768 x (2 + 12)),
-# 896 MiB at 2,048 rows whatever the hidden size for vocabularies >= 32,768; 2,048 rows of a 4,096 vocabulary:
-# 2,048 x (32,768 x 2 + 4,096 x 12) (tests/test_eval_phase.py).
-FUSED_HEAD_ROWS, FUSED_HEAD_COLUMNS, FUSED_HEAD_CPU_EXTRA = 4096, 32768, 12
+# TRL >= 1.15's fused LM head under no_grad: memory.estimate FUSED_HEAD_ROWS, FUSED_HEAD_COLUMNS, FUSED_HEAD_CPU_EXTRA.
 
 
 def fused_head_nograd_bytes(p: Plan, tokens: int) -> int:
@@ -54,7 +45,8 @@ def eval_logits_bytes(p: Plan) -> int:
         kept, n = e.batch * p.seq * g.vocab * e.kept_bytes, max(e.kept_batches or 1, 1)
         return max(step + (n - 1) * kept, 2 * n * kept)
     if not e.logits:
-        return logits_bytes(replace(p, batch=e.batch, reference_logits=False))
+        # (the training step's fused-head figure bills its backward; under no_grad the loss path's flat figure stays)
+        return logits_bytes(replace(p, batch=e.batch, reference_logits=False, fused_head=False))
     if g.head_width is not None:  # a classifier's num_labels-wide logits (knowledge/heads.py)
         return loss_peak_bytes(e.batch, p.seq if g.head_per_token else 1, g.head_width, p.act_bytes) if g.head_width \
             else 0

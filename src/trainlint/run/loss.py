@@ -220,10 +220,13 @@ class Loss:
     shape: LogitsShape | None  # only on the "full" path
     reference_copy: str | None  # the TRL trainer that keeps a frozen copy of the model
     chunks: int | None = None  # on the "chunked-upcast" path: the chunks the fp32 upcast is split into
+    fused_head: bool = False  # on the "chunked" path: TRL >= 1.15's fused LM head (knowledge/trl_trainers.py FUSED_LM_HEAD)
 
 
 def resolve_loss(ctx: FileContext) -> Loss:
     path = loss_path(ctx)
     upcast = chunked_upcast(ctx) if path.value == "chunked-upcast" else None
+    fused = path.value == "chunked" and any(
+        t.library == "trl" and trl_trainers.fused_lm_head(t.class_name, ctx.versions.trl) for t in ctx.facts.trainers)
     return Loss(path, logits_shape(ctx) if path.value == "full" else None, reference_copy(ctx),
-                upcast[1] if upcast is not None else None)
+                upcast[1] if upcast is not None else None, fused)
