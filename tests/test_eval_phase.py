@@ -293,3 +293,90 @@ def test_fused_head_buffer_is_32768_columns_wide_below_that_vocabulary():
     predicted = fused_head_nograd_bytes(plan, rows)
     assert predicted == rows * (32768 * 2 + vocab * 12)
     assert 0 <= _fused_head_peak(rows, 256, vocab) - predicted <= 64 * rows
+
+
+def _fused_head_train_peak(rows: int, hidden: int, vocab: int, head: bool) -> int:
+    """TRL's ChunkedLogProbFunction forward and backward on fake bf16 tensors (CPU: its torch folds), the tracker's
+    peak above the inputs (hidden states, head weight, targets); `head`: the weight requires grad."""
+    import torch
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.fx.experimental.symbolic_shapes import ShapeEnv
+    from trl.kernels import ChunkedLogProbFunction
+
+    from trainlint.verify.measure import StepMemTracker
+
+    with FakeTensorMode(shape_env=ShapeEnv()):
+        states = torch.randn(rows, hidden, dtype=torch.bfloat16, requires_grad=True)
+        weight = torch.randn(vocab, hidden, dtype=torch.bfloat16, requires_grad=head)
+        targets = torch.randint(0, vocab, (rows,))
+        tracker = StepMemTracker()
+        tracker.track_external(states, weight, targets)
+        with tracker:
+            tracker.set_phase(1, "train")
+            out = ChunkedLogProbFunction.apply(states, weight, None, targets, 1.0, 32768, None, 1.0, ())
+            loss = -out[0].sum()
+            del out
+            loss.backward()
+            del loss
+        return int(tracker.peaks["all"][0]) - (rows * hidden * 2 + vocab * hidden * 2 + rows * 8)
+
+
+@pytest.mark.skipif(not pinned_installed("torch", "trl"), reason="needs the test extra's torch and trl")
+@pytest.mark.parametrize("rows,head,where", [(2048, True, "fold"), (2048, False, "fold"), (64, True, "cast"),
+                                             (64, False, "matmul")])
+def test_fused_head_backward_working_set_is_what_trl_allocates(rows, head, where):
+    """Ground truth: TRL 1.16's fused head, forward + backward, CPU folds; fused_head_backward_bytes to within the
+    per-row fp32 statistics. Each case peaks at another moment of the backward: the tile fold's fp32 copies, the casts
+    of the fp32 gradients (few rows, a trainable head), the 16-bit matmul's fp32 copies (few rows, frozen head)."""
+    from trainlint.memory.estimate import FUSED_HEAD_CPU_BACKWARD, fused_head_backward_bytes
+
+    hidden, vocab = 896, 151936
+    geometry = Geometry(vocab=vocab, hidden=hidden, layers=1, heads=14, kv_heads=2, head_dim=64, intermediate=4864,
+                        params=0)
+    plan = Plan(geometry=geometry, batch=1, seq=rows, dtype_bytes=2, act_bytes=2, device="cpu",
+                lora_r=None if head else 16)
+    predicted = fused_head_backward_bytes(plan, rows)
+    fixed = rows * hidden * 4 + (vocab * hidden * 4 if head else 0) + rows * 32768 * 2
+    moment = {"fold": FUSED_HEAD_CPU_BACKWARD * rows * 32768, "cast": rows * hidden * 2 + vocab * hidden * 2,
+              "matmul": 4 * 32768 * (rows + hidden)}[where]
+    assert predicted == fixed + moment
+    assert 0 <= _fused_head_train_peak(rows, hidden, vocab, head) - predicted <= 64 * rows
+    # CUDA (Triton folds in place, fp32-output matmuls): the tile buffer, the fp32 gradients and their casts
+    cuda = fused_head_backward_bytes(replace(plan, device="cuda"), rows)
+    assert cuda == fixed + rows * hidden * 2 + (vocab * hidden * 2 if head else 0)
+
+
+FUSED_SFT = """\
+import torch
+from transformers import AutoModelForCausalLM
+from trl import SFTConfig, SFTTrainer
+
+model = AutoModelForCausalLM.from_pretrained("Qwen/Qwen2.5-0.5B", dtype=torch.bfloat16)
+args = SFTConfig(output_dir="out", per_device_train_batch_size=4, max_length=1024, gradient_checkpointing=True)
+trainer = SFTTrainer(model=model, args=args, train_dataset=train_ds)
+trainer.train()
+"""
+
+
+@pytest.mark.parametrize("source,pin,fused", [(DPO, "1.16.0", True), (DPO, "1.15.0", True), (FUSED_SFT, "1.16.0", True),
+                                              (FUSED_SFT, "1.14.2", False), (DPO, "1.13.0", False)])
+def test_training_logits_are_the_fused_heads_where_trl_runs_it(tmp_path, source, pin, fused):
+    """DPO / SFT from TRL 1.15 train through the fused LM head: the logits consumer is fused_head_train_bytes (on CUDA:
+    no fp32 tile copies, so ~1 GiB for 4 rows x 1,024 tokens of Qwen2.5-0.5B, not the flat 4 GiB); SFT 1.14's
+    chunked_nll is another code path (the flat CHUNKED_LOSS_BYTES, below the full logits here), DPO 1.13 builds the full logits."""
+    from trainlint.memory.estimate import CHUNKED_LOSS_BYTES, fused_head_train_bytes
+
+    result = as_json(_project(tmp_path, pin), source)
+    logits = result["consumers"]["logits"]
+    rows = 4  # DPO: 2 pairs, chosen + rejected; SFT: 4 rows
+    geometry = Geometry(vocab=151936, hidden=896, layers=24, heads=14, kv_heads=2, head_dim=64, intermediate=4864,
+                        params=0)
+    plan = Plan(geometry=geometry, batch=rows, seq=1024, dtype_bytes=2, act_bytes=2, loss="chunked", fused_head=True)
+    if fused:
+        assert logits == fused_head_train_bytes(plan)
+        n = rows * 1023
+        assert logits == n * 896 * (2 + 4 + 2) + 151936 * 896 * (4 + 2) + n * 32768 * 2
+    elif source is FUSED_SFT:
+        assert logits == CHUNKED_LOSS_BYTES
+    else:
+        assert logits > CHUNKED_LOSS_BYTES

@@ -277,7 +277,7 @@ def test_estimate_counts_the_pair_and_the_reference_logits(tmp_path):
     import sys
     import textwrap
 
-    from trainlint.memory.estimate import CHUNKED_LOSS_BYTES, Geometry, Plan, logits_bytes
+    from trainlint.memory.estimate import CHUNKED_LOSS_BYTES, Geometry, Plan, fused_head_train_bytes, logits_bytes
 
     script = tmp_path / "dpo.py"
     script.write_text(textwrap.dedent(DPO.format(extra="")))
@@ -311,7 +311,9 @@ def test_estimate_counts_the_pair_and_the_reference_logits(tmp_path):
     assert pre["consumers"]["logits"] == without
     script.write_text(textwrap.dedent(DPO.format(extra="")))
     (tmp_path / "requirements.txt").write_text("trl==1.15.0\ntransformers==4.57.6\n")
-    assert run()["consumers"]["logits"] == CHUNKED_LOSS_BYTES  # the fused head: TRL's chunked loss (R 3.1)
+    # the fused head (memory.estimate.fused_head_train_bytes): no logits, its backward's fp32 gradients and tile buffer
+    fused = fused_head_train_bytes(Plan(g, batch=4, seq=2048, loss="chunked", fused_head=True))
+    assert run()["consumers"]["logits"] == fused < CHUNKED_LOSS_BYTES
 
 
 def test_dpo_notebook_pinned_to_an_old_trl_on_gemma_is_flagged(tmp_path):
