@@ -315,7 +315,7 @@ class TowerConfig:
     kind: str = "qwen"  # "clip": LLaVA-1.5's CLIP ViT and projector; "siglip": Gemma 3's (memory/vision.py Tower.kind)
     image_size: int = 0
     unused_layers: int = 0
-    pool: int = 1  # "siglip": Gemma 3's projector avg-pool kernel
+    pool: int = 1  # "siglip": Gemma 3's projector avg-pool kernel; "idefics3": the connector's scale_factor
     deepstack: int = 0  # "qwen3": the deepstack mergers (len(deepstack_visual_indexes))
     pos_embeddings: int = 0  # "qwen3": the learned position grid's rows (num_position_embeddings)
     in_total: bool = False  # the model's stated num_parameters already holds the tower (memory/vision.py Tower)
@@ -335,6 +335,8 @@ def tower_config(config: dict, model_type: str | None) -> TowerConfig | None:
         return _clip_tower(config, d)
     if model_type == "gemma3" and isinstance(d, dict):
         return _siglip_tower(config, d)
+    if model_type == "idefics3" and isinstance(d, dict):
+        return _idefics3_tower(config, d)
     kind = {"qwen2_vl": "2", "qwen2_5_vl": "2.5", "qwen3_vl": "3", "qwen3_vl_moe": "3"}.get(model_type or "")
     if kind is None or not isinstance(d, dict):
         return None
@@ -420,6 +422,29 @@ def _siglip_tower(config: dict, d: dict) -> TowerConfig | None:
         return None
     return TowerConfig(depth, hidden, inter, heads, out, patch, 1, 1, gated_mlp=False, rms_norm=False,
                        params=_int(d, "num_parameters"), kind="siglip", image_size=size, pool=side // token_side,
+                       in_total=d.get("in_num_parameters") is True)
+
+
+def _idefics3_tower(config: dict, d: dict) -> TowerConfig | None:
+    """Idefics3's tower from its config.json (`vision_config`: an Idefics3VisionConfig, unstated fields the class
+    defaults, transformers 5.25.0 idefics3/configuration_idefics3.py: hidden_act gelu_pytorch_tanh; `scale_factor`
+    at the top, default 2, l.90) or the catalog's `vision` (scale_factor, out_hidden_size: the text width). The
+    connector shuffles scale_factor x scale_factor patches into one token (modeling_idefics3.py l.368-383), so a
+    tile's tokens are (image_size / patch_size / scale_factor)^2. SmolVLM's model is the same code
+    (smolvlm/modeling_smolvlm.py) but its checkpoints' processors (512 px tiles, other token counts) were not read:
+    only model_type idefics3 comes here. Another activation is not modelled (None)."""
+    if d.get("hidden_act", "gelu_pytorch_tanh") != "gelu_pytorch_tanh":
+        return None
+    text = config.get("text_config") if isinstance(config.get("text_config"), dict) else {}
+    out = _int(d, "out_hidden_size") or _int(text, "hidden_size")
+    depth, hidden, inter, heads = (_int(d, "num_hidden_layers"), _int(d, "hidden_size"), _int(d, "intermediate_size"),
+                                   _int(d, "num_attention_heads"))
+    patch, size = _int(d, "patch_size"), _int(d, "image_size")
+    scale = _int(d, "scale_factor") or _int(config, "scale_factor") or 2
+    if None in (depth, hidden, inter, heads, out, patch, size) or (size // patch) % scale:
+        return None
+    return TowerConfig(depth, hidden, inter, heads, out, patch, 1, 1, gated_mlp=False, rms_norm=False,
+                       params=_int(d, "num_parameters"), kind="idefics3", image_size=size, pool=scale,
                        in_total=d.get("in_num_parameters") is True)
 
 

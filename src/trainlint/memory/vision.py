@@ -60,6 +60,11 @@ class Tower:
     # "siglip": Gemma 3's SigLIP ViT (no CLS, the same Linears as CLIP, gelu_pytorch_tanh, a post_layernorm over
     # every patch) under Gemma3MultiModalProjector (an avg-pool of pool x pool patches, an RMSNorm, a matmul by an
     # nn.Parameter to the text width: transformers 5.25.0 gemma3/modeling_gemma3.py l.635-668)
+    # "idefics3": Idefics3 / SmolVLM's SigLIP copy (transformers 5.25.0 idefics3/modeling_idefics3.py: the same encoder
+    # layers as SigLIP, l.258-291, a Conv2d patch embedding with its bias and a position per patch, l.83-100,
+    # post_layernorm, l.418) run over every tile of the split image, then Idefics3Connector (l.362-383): a pixel
+    # shuffle of `pool` x `pool` patches (config.scale_factor) into one 16-bit row of pool^2 x h and one Linear
+    # without bias (`connector.modality_projection.proj`, l.246-255) to the text width
     kind: str = "qwen"
     image_size: int = 0  # "clip" / "siglip": the square image the tower sees
     unused_layers: int = 0  # "clip": the last blocks whose output the model does not read (vision_feature_layer -2: 1)
@@ -80,11 +85,15 @@ class Tower:
 
     @property
     def vit(self) -> bool:
-        return self.kind in ("clip", "siglip")
+        return self.kind in ("clip", "siglip", "idefics3")
 
     @property
     def siglip(self) -> bool:
         return self.kind == "siglip"
+
+    @property
+    def idefics3(self) -> bool:
+        return self.kind == "idefics3"
 
     @property
     def qwen3(self) -> bool:
@@ -93,8 +102,9 @@ class Tower:
     @property
     def positions_per_image(self) -> int:
         """"clip": the tower's sequence for one image, its patches and the CLS; "siglip": its patches (no CLS,
-        5.25.0 siglip/modeling_siglip.py SiglipVisionEmbeddings)."""
-        return (self.image_size // self.patch_size) ** 2 + (0 if self.siglip else 1)
+        5.25.0 siglip/modeling_siglip.py SiglipVisionEmbeddings); "idefics3": the patches of one tile (its images
+        are cut into tiles of image_size px, each through the tower)."""
+        return (self.image_size // self.patch_size) ** 2 + (1 if self.kind == "clip" else 0)
 
     @property
     def kept_depth(self) -> int:
@@ -115,6 +125,8 @@ class Tower:
 
     @property
     def merger_linears(self) -> tuple[tuple[int, int], ...]:
+        if self.idefics3:  # the connector's one Linear over the shuffled pool^2 x h row
+            return (self.hidden * self.pool ** 2, self.out_hidden),
         if self.siglip:  # Gemma3MultiModalProjector has no Linear: its projection is an nn.Parameter PEFT does not adapt
             return ()
         if self.vit:  # LLaVA's multi_modal_projector: linear_1 (tower -> text width), GELU, linear_2
@@ -128,6 +140,13 @@ def tower_params(t: Tower) -> int:
     blocks (two norms, the Linears with their biases) and the merger (a norm and two Linears with biases). Equal to the
     towers transformers 5.25.0 builds from the catalog's vision configs (tests/test_vision_estimate.py)."""
     h = t.hidden
+    if t.idefics3:
+        # transformers 5.25.0 idefics3/modeling_idefics3.py Idefics3VisionEmbeddings (a Conv2d with its bias, a
+        # position per patch of a tile, l.89-100), the encoder layers (two LayerNorms, q/k/v/out_proj and fc1/fc2
+        # with biases), post_layernorm (l.418), Idefics3SimpleMLP's proj (no bias, l.251)
+        blocks = t.depth * (2 * 2 * h + sum(i * o + o for i, o in t.block_linears.values()))
+        embed = 3 * t.patch_size ** 2 * h + h + t.positions_per_image * h
+        return embed + blocks + 2 * h + sum(i * o for i, o in t.merger_linears)
     if t.siglip:
         # transformers 5.25.0 siglip/modeling_siglip.py: SiglipVisionEmbeddings (a Conv2d with its bias, a position per
         # patch), the encoder layers (two LayerNorms, q/k/v/out_proj and fc1/fc2 with biases), post_layernorm (no
@@ -258,7 +277,7 @@ def _vit_layer_bytes_per_position(v: VisionPlan, act_bytes: int, r: int | None) 
     (tests/test_vision_estimate.py, with the bool dropout mask CUDA keeps: trainlint.verify.measure)."""
     t = v.tower
     h, f = t.hidden, t.intermediate
-    bits16 = 2 * 2 * h + 4 * 2 * h + (1 if t.siglip else 2) * 2 * f
+    bits16 = 2 * 2 * h + 4 * 2 * h + (2 if t.kind == "clip" else 1) * 2 * f
     if v.trained == "full":
         bits16 += 2 * 2 * h + 2 * f
     lora = 0
@@ -274,6 +293,18 @@ def merger_bytes_per_patch(v: VisionPlan, act_bytes: int, r: int | None) -> int:
     adapted Linear, 5 bytes per input element (h per patch each) and 4 per rank per merged token."""
     if not v.keeps_activations:
         return 0
+    if v.tower.idefics3:
+        # per patch: post_layernorm's 16-bit input and its mean / rstd (5.25.0 idefics3/modeling_idefics3.py l.468;
+        # the pixel shuffle is views and reshapes, l.368-377, saving nothing); the connector's Linear (l.246-255):
+        # trained, its input, the shuffled copy (2 h per patch); adapted, PEFT's fp32 dropout output and mask (5 bytes
+        # per input element, h per patch) and lora_A's output (4 r per merged token, pool^2 patches)
+        h, k2 = v.tower.hidden, v.tower.pool ** 2
+        kept = int(2 * h * act_bytes / 2) + LAYER_NORM_STATS
+        if v.trained == "full":
+            kept += int(2 * h * act_bytes / 2)
+        if v.merger_adapted and r:
+            kept += LORA_BYTES_PER_INPUT * h + LORA_BYTES_PER_RANK * r // k2
+        return kept
     if v.tower.siglip:
         # per patch: post_layernorm's 16-bit input and mean/rstd (its output is the avg-pool's input, kept as a
         # contiguous copy: avg_pool2d's backward reads its input); per pooled token (pool^2 patches): the RMSNorm's

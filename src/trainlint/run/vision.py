@@ -163,7 +163,13 @@ def tower_plan(ctx: FileContext, spec, images: Decided[ImageTokens | None], adap
                   geo.temporal_patch_size, geo.merge, geo.gated_mlp, geo.rms_norm, params=geo.params, kind=geo.kind,
                   image_size=geo.image_size, unused_layers=geo.unused_layers, pool=geo.pool, in_total=geo.in_total,
                   deepstack=geo.deepstack, pos_embeddings=geo.pos_embeddings)
-    if tower.vit:  # every image is scaled to the tower's size: its patches and the CLS
+    if tower.idefics3:
+        # each tile of the split image and the global image go through the tower: a tile's prompt is seq + 2 tokens
+        # (its fake and <row_i_col_j> tokens), the rows' newlines and the global image's 3 extra tokens fewer than a
+        # tile more (knowledge/vision_towers.py idefics3_tokens), so the tiles are per_image // (seq + 2)
+        seq = tower.positions_per_image // tower.pool ** 2
+        patches = tower.positions_per_image * (images.value.per_image // (seq + 2)) * images.value.images
+    elif tower.vit:  # every image is scaled to the tower's size: its patches and the CLS
         patches = tower.positions_per_image * images.value.images
     else:
         tokens = (images.value.per_image - IMAGE_WRAP_TOKENS) * images.value.images
