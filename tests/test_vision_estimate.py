@@ -753,3 +753,132 @@ def test_the_committed_qwen3_vl_measurements_stay_within_one_percent():
         assert abs(err) <= 1, (name, est, measured, err)
     before = {name: err for name, _, _, err in _accuracy().compare(without_tower=True, qwen3=True)}
     assert before["qwen3-vl-8b_lora-all-linear_1img-1280_nogc"] < -15  # 27 blocks x 5,120 patches, 3 deepstack mergers
+
+
+# -- Idefics3's tower (issue 28 item 1): SigLIP-copy layers over every tile, the pixel-shuffle connector ------------
+
+def _idefics3_config(h=64, f=96, heads=4, depth=2, image=56, scale=2):
+    from transformers import Idefics3Config
+
+    return Idefics3Config(text_config=dict(model_type="llama", hidden_size=32, intermediate_size=64,
+                                           num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=1,
+                                           vocab_size=300),
+                          vision_config=dict(hidden_size=h, image_size=image, intermediate_size=f,
+                                             num_attention_heads=heads, num_hidden_layers=depth, patch_size=14),
+                          scale_factor=scale, image_token_id=290)
+
+
+def _idefics3_tower(h=64, f=96, heads=4, depth=2, image=56, scale=2, out=32) -> vision.Tower:
+    return vision.Tower(depth, h, f, heads, out, 14, 1, 1, False, False, kind="idefics3", image_size=image, pool=scale)
+
+
+def test_the_idefics3_tower_and_connector_count_as_transformers_builds_them():
+    torch = pytest.importorskip("torch")
+    from transformers import Idefics3ForConditionalGeneration
+
+    cfg = _idefics3_config(depth=3, image=84, scale=3)
+    with torch.device("meta"):
+        model = Idefics3ForConditionalGeneration(cfg)
+    built = sum(p.numel() for p in model.model.vision_model.parameters()) + sum(
+        p.numel() for p in model.model.connector.parameters())
+    g = spec_from_config(cfg.to_dict(), "x", "config.json").vision
+    assert (g.kind, g.depth, g.hidden, g.intermediate, g.out_hidden, g.image_size, g.pool, g.in_total, g.params) == (
+        "idefics3", 3, 64, 96, 32, 84, 3, False, None)
+    assert vision.tower_params(_idefics3_tower(depth=3, image=84, scale=3)) == built
+    # the catalog's Idefics3-8B-Llama3: the tower and connector, outside the entry's (absent) num_parameters
+    spec = _from_catalog("HuggingFaceM4/Idefics3-8B-Llama3", "x", None)
+    g = spec.vision
+    assert (g.kind, g.depth, g.hidden, g.intermediate, g.heads, g.out_hidden, g.image_size, g.pool, g.in_total) == (
+        "idefics3", 27, 1152, 4304, 16, 4096, 364, 2, False)
+    tower = _idefics3_tower(1152, 4304, 16, 27, 364, 2, 4096)
+    assert g.params == vision.tower_params(tower) == 412_926_192 + 18_874_368
+    assert tower.positions_per_image == 676 and tower.merger_linears == ((4608, 4096),)
+
+
+def test_an_idefics3_tower_with_another_activation_or_an_odd_shuffle_is_not_modelled():
+    config = _idefics3_config().to_dict()
+    assert spec_from_config(config, "x", "config.json").vision is not None
+    other = dict(config, vision_config={**config["vision_config"], "hidden_act": "gelu"})
+    assert spec_from_config(other, "x", "config.json").vision is None
+    assert spec_from_config(dict(config, scale_factor=3), "x", "config.json").vision is None  # 4 patches a side
+
+
+@pytest.mark.parametrize("training", ["frozen", "lora", "full", "all-linear"])
+def test_the_idefics3_tower_and_connector_keep_what_the_formula_counts(training):
+    """Every tensor autograd saves in Idefics3Model.get_image_features (its tiles through the layers, post_layernorm,
+    the pixel shuffle and the connector's Linear), with the patch embedding's output requiring grad (what
+    enable_input_require_grads does under checkpointing), against memory/vision.py."""
+    torch = pytest.importorskip("torch")
+    from peft import LoraConfig, get_peft_model
+    from transformers import Idefics3ForConditionalGeneration
+
+    import trainlint.verify.measure  # noqa: F401  (training-mode dropout as CUDA runs it: a bool mask)
+
+    h, f, heads, depth, r, image, tiles = 64, 96, 4, 2, 4, 56, 5
+    previous = torch.get_default_dtype()
+    torch.set_default_dtype(torch.bfloat16)
+    try:
+        model = Idefics3ForConditionalGeneration._from_config(_idefics3_config(h, f, heads, depth, image),
+                                                              attn_implementation="sdpa")
+        adapted: tuple[str, ...] = ()
+        if training in ("lora", "all-linear"):
+            targets = ["q_proj", "v_proj", "fc2"] if training == "lora" else "all-linear"
+            model = get_peft_model(model, LoraConfig(r=r, lora_dropout=0.05, target_modules=targets))
+            adapted = ("self_attn.q_proj", "self_attn.v_proj", "mlp.fc2") if training == "lora" else \
+                tuple(vision_towers.CLIP_BLOCK)
+            core = model.get_base_model().model
+        else:
+            model.requires_grad_(training == "full")
+            core = model.model
+        model.train()
+        core.vision_model.embeddings.patch_embedding.register_forward_hook(lambda m, i, o: o.requires_grad_(True))
+        skip = {t.untyped_storage().data_ptr() for t in (*model.parameters(), *model.buffers())}
+        pixels = torch.randn(1, tiles, 3, image, image)
+        storages = {}
+
+        def pack(t):
+            storages[t.untyped_storage().data_ptr()] = (t.untyped_storage().nbytes(), t.dtype, tuple(t.shape))
+            return t
+
+        with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+            core.get_image_features(pixels)
+    finally:
+        torch.set_default_dtype(previous)
+    kept = {ptr: v for ptr, v in storages.items() if ptr not in skip}
+    tower = _idefics3_tower(h, f, heads, depth, image)
+    n = tower.positions_per_image * tiles
+    trained = "full" if training == "full" else "lora" if adapted else "frozen"
+    plan = vision.VisionPlan(tower, n, trained, adapted, merger_adapted=training == "all-linear",
+                             hooked=training == "frozen")
+    # CPU keeps each LayerNorm's mean and rstd in bf16 (4 bytes a patch, CUDA fp32: 8): 2 per layer and post_layernorm
+    cpu = (2 * depth + 1) * n * (vision.LAYER_NORM_STATS - 4)
+    # trained, the embeddings also keep what the formula leaves out (outside the blocks, not per-patch activations
+    # the estimate models): the Conv2d's bf16 input (the pixels, 3 x image^2 per tile) and the position
+    # embedding's int64 indices (8 bytes a patch)
+    outside = (tiles * 3 * image * image * 2 + 8 * n) if training == "full" else 0
+    assert sum(b for b, _, _ in kept.values()) == vision.activation_bytes(plan, 1, 2, r) - cpu + outside, kept
+
+
+IDEFICS3_SCRIPT = ROOT / "bench" / "vlm" / "idefics3_lora.py"
+
+
+def test_idefics3_with_q_k_v_o_targets_adapts_its_tower_over_every_tile(tmp_path):
+    plan = _plan(tmp_path, IDEFICS3_SCRIPT.read_text())
+    v = plan.vision
+    assert v.tower.kind == "idefics3" and v.trained == "lora" and not v.merger_adapted
+    assert v.adapted == ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj")
+    # 4 x 4 tiles and the global image, 676 patches each; max_length=None: the image's 2,913 prompt tokens
+    assert v.patches == 17 * 676 and plan.seq == vision_towers.idefics3_tokens(4, 4, 169) == 2913
+    # the tower is outside the catalog entry's parameters: its bf16 weights and its fp32 adapters are added
+    assert vision.weights_bytes(v, 2, 16) == 431_800_560 * 2 + 27 * 3 * 16 * 2304 * 4
+    # non-reentrant checkpointing: each of the 27 layers keeps its input; post_layernorm its input and stats
+    assert vision.checkpoint_bytes(v, 1, 2, 16) == 17 * 676 * (27 * 1152 * 2 + 2 * 1152 + 8)
+
+
+def test_the_committed_idefics3_measurements_stay_within_one_percent():
+    rows = _accuracy().compare(idefics3=True)
+    assert len(rows) == 2
+    for name, est, measured, err in rows:
+        assert abs(err) <= 1, (name, est, measured, err)
+    before = {name: err for name, _, _, err in _accuracy().compare(without_tower=True, idefics3=True)}
+    assert before["idefics3-8b_lora-attn_1img-17tiles_nogc"] < -20  # 27 layers x 11,492 patches
