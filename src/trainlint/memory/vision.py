@@ -3,7 +3,8 @@ of the image patches it keeps for backward (issue 28 item 1). Pure arithmetic ov
 these terms to its consumers.
 
 Modelled: LLaVA-1.5's CLIP tower and projector (`kind="clip"`, below), Gemma 3's SigLIP tower and its pooling
-projector (`kind="siglip"`, below), and the Qwen2-VL / Qwen2.5-VL towers (transformers 5.25.0 models/qwen2_vl, qwen2_5_vl modeling files; each
+projector (`kind="siglip"`, below), Idefics3's SigLIP copy over every tile and its pixel-shuffle connector
+(`kind="idefics3"`, below), and the Qwen2-VL / Qwen2.5-VL towers (transformers 5.25.0 models/qwen2_vl, qwen2_5_vl modeling files; each
 block's saved tensors counted to the byte against the blocks transformers builds; Qwen3-VL's too, `kind="qwen3"`, with its deepstack mergers): `depth` blocks over the image patches (norm, attention with a fused qkv Linear and `proj`, an MLP),
 then the patch merger (each merge x merge group of patches becomes one text token: a norm and two Linears
 `merger.mlp.0` (4h -> 4h) and `merger.mlp.2` (4h -> text hidden)). One sample's patches are merge^2 times its image

@@ -153,7 +153,8 @@ def tower_plan(ctx: FileContext, spec, images: Decided[ImageTokens | None], adap
     catalog's), the patches of one sample (merge^2 per image token), and what trains in it: LoRA adapters where
     target_modules match its block Linears (knowledge/vision_towers.py adapted_blocks; "all-linear" also its
     merger's), all of it under full fine-tuning, nothing otherwise. None when the model is not a family whose tower
-    is modelled (Qwen2-VL / 2.5-VL / 3-VL, LLaVA-1.5's CLIP, Gemma 3's SigLIP) with a known geometry, or its image
+    is modelled (Qwen2-VL / 2.5-VL / 3-VL, LLaVA-1.5's CLIP, Gemma 3's SigLIP,
+    Idefics3's tiled SigLIP copy) with a known geometry, or its image
     tokens are not known."""
     geo = spec.vision if spec is not None else None
     fam = vision_family(ctx)
@@ -168,7 +169,7 @@ def tower_plan(ctx: FileContext, spec, images: Decided[ImageTokens | None], adap
         # (its fake and <row_i_col_j> tokens), the rows' newlines and the global image's 3 extra tokens fewer than a
         # tile more (knowledge/vision_towers.py idefics3_tokens), so the tiles are per_image // (seq + 2)
         seq = tower.positions_per_image // tower.pool ** 2
-        patches = tower.positions_per_image * (images.value.per_image // (seq + 2)) * images.value.images
+        patches = tower.positions_per_image * max(1, images.value.per_image // (seq + 2)) * images.value.images
     elif tower.vit:  # every image is scaled to the tower's size: its patches and the CLS
         patches = tower.positions_per_image * images.value.images
     else:
