@@ -11,6 +11,7 @@ model's own ForCausalLMLoss, no TRL chunking), for-loop AdamW (no foreach tempor
     python bench/vlm_accuracy.py --gemma3  # Gemma-3-4B-it (bench/measure_vlm_gemma3.py, bench/vlm/gemma3_lora.py)
     python bench/vlm_accuracy.py --qwen3   # Qwen3-VL-8B (bench/measure_vlm_qwen3.py, bench/vlm/qwen3vl_lora.py)
     python bench/vlm_accuracy.py --idefics3  # Idefics3-8B (bench/measure_vlm_idefics3.py, bench/vlm/idefics3_lora.py)
+    python bench/vlm_accuracy.py --paligemma  # PaliGemma-3B (bench/measure_vlm_paligemma.py, bench/vlm/paligemma_lora.py)
 """
 
 from __future__ import annotations
@@ -31,6 +32,8 @@ QWEN3_SCRIPT = ROOT / "bench" / "vlm" / "qwen3vl_lora.py"
 QWEN3_MEASUREMENTS = ROOT / "bench" / "vlm_measurements_qwen3.json"
 IDEFICS3_SCRIPT = ROOT / "bench" / "vlm" / "idefics3_lora.py"
 IDEFICS3_MEASUREMENTS = ROOT / "bench" / "vlm_measurements_idefics3.json"
+PALIGEMMA_SCRIPT = ROOT / "bench" / "vlm" / "paligemma_lora.py"
+PALIGEMMA_MEASUREMENTS = ROOT / "bench" / "vlm_measurements_paligemma.json"
 TEXT_ATTN = ("q_proj", "k_proj", "v_proj", "o_proj")
 
 
@@ -60,7 +63,7 @@ def plan_for_record(base, rec: dict, family: str = "Qwen2.5-VL"):
 
 
 def llava_plan_for_record(base, rec: dict, family: str = "LLaVA"):
-    """The LLaVA (or Gemma 3, Idefics3: its rows' tower_positions_per_image counts every tile) base plan with the measured row's shape: its sequence, its targets (a list that reaches
+    """The LLaVA (or Gemma 3, PaliGemma, Idefics3: its rows' tower_positions_per_image counts every tile) base plan with the measured row's shape: its sequence, its targets (a list that reaches
     the CLIP / SigLIP tower, or a regex over the text decoder alone: the text adapters are q/k/v/o_proj either way),
     checkpointing."""
     from trainlint.knowledge import vision_towers
@@ -76,20 +79,22 @@ def llava_plan_for_record(base, rec: dict, family: str = "LLaVA"):
 
 
 def compare(without_tower: bool = False, llava: bool = False, gemma3: bool = False,
-            qwen3: bool = False, idefics3: bool = False) -> list[tuple[str, int, int, float]]:
+            qwen3: bool = False, idefics3: bool = False,
+            paligemma: bool = False) -> list[tuple[str, int, int, float]]:
     """(name, estimate, measured, error in %) per measured row; `without_tower`: the estimate before the tower was
     modelled (no tower activations or adapters; its weights, for Gemma 3 inside the catalog's num_parameters, stay
     counted there)."""
     from trainlint.memory.estimate import estimate
 
-    script, measurements = (IDEFICS3_SCRIPT, IDEFICS3_MEASUREMENTS) if idefics3 else \
+    script, measurements = (PALIGEMMA_SCRIPT, PALIGEMMA_MEASUREMENTS) if paligemma else \
+        (IDEFICS3_SCRIPT, IDEFICS3_MEASUREMENTS) if idefics3 else \
         (GEMMA3_SCRIPT, GEMMA3_MEASUREMENTS) if gemma3 else (LLAVA_SCRIPT, LLAVA_MEASUREMENTS) \
         if llava else (QWEN3_SCRIPT, QWEN3_MEASUREMENTS) if qwen3 else (SCRIPT, MEASUREMENTS)
     base = base_plan(script)
     out = []
     for rec in json.loads(measurements.read_text())["configs"]:
-        if gemma3 or idefics3:
-            plan = llava_plan_for_record(base, rec, "Idefics3" if idefics3 else "Gemma 3")
+        if gemma3 or idefics3 or paligemma:
+            plan = llava_plan_for_record(base, rec, "Idefics3" if idefics3 else "PaliGemma" if paligemma else "Gemma 3")
         elif qwen3:
             plan = plan_for_record(base, rec, "Qwen3-VL")
         else:
@@ -103,9 +108,9 @@ def compare(without_tower: bool = False, llava: bool = False, gemma3: bool = Fal
 
 def main(argv: list[str]) -> int:
     llava, gemma3, qwen3 = "--llava" in argv, "--gemma3" in argv, "--qwen3" in argv
-    idefics3 = "--idefics3" in argv
+    idefics3, paligemma = "--idefics3" in argv, "--paligemma" in argv
     print(f"{'configuration':<48} {'estimate':>10} {'measured':>10} {'error':>7} {'without the tower':>18}")
-    kinds = dict(llava=llava, gemma3=gemma3, qwen3=qwen3, idefics3=idefics3)
+    kinds = dict(llava=llava, gemma3=gemma3, qwen3=qwen3, idefics3=idefics3, paligemma=paligemma)
     for (name, est, measured, err), (_, before, _, berr) in zip(compare(**kinds),
                                                                 compare(without_tower=True, **kinds)):
         print(f"{name:<48} {est / 2**30:8.2f} G {measured / 2**30:8.2f} G {err:+6.1f}% "

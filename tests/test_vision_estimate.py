@@ -882,3 +882,137 @@ def test_the_committed_idefics3_measurements_stay_within_one_percent():
         assert abs(err) <= 1, (name, est, measured, err)
     before = {name: err for name, _, _, err in _accuracy().compare(without_tower=True, idefics3=True)}
     assert before["idefics3-8b_lora-attn_1img-17tiles_nogc"] < -20  # 27 layers x 11,492 patches
+
+
+# -- PaliGemma's tower (issue 28 item 1): SigLIP at 224 / 448 / 896 px under one Linear ------------------------------
+
+def _paligemma_config(h=64, f=96, heads=4, depth=2, image=56, out=32):
+    from transformers import PaliGemmaConfig
+
+    return PaliGemmaConfig(text_config=dict(model_type="gemma", hidden_size=out, intermediate_size=64,
+                                            num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=1,
+                                            head_dim=16, vocab_size=300),
+                           vision_config=dict(model_type="siglip_vision_model", hidden_size=h, image_size=image,
+                                              intermediate_size=f, num_attention_heads=heads, num_hidden_layers=depth,
+                                              patch_size=14, vision_use_head=False),
+                           projection_dim=out, image_token_index=290)
+
+
+def _paligemma_tower(h=64, f=96, heads=4, depth=2, image=56, out=32) -> vision.Tower:
+    return vision.Tower(depth, h, f, heads, out, 14, 1, 1, False, False, kind="paligemma", image_size=image)
+
+
+def test_the_paligemma_tower_and_projector_count_as_transformers_builds_them():
+    torch = pytest.importorskip("torch")
+    from transformers import PaliGemmaForConditionalGeneration
+
+    cfg = _paligemma_config(depth=3, image=84)
+    with torch.device("meta"):
+        model = PaliGemmaForConditionalGeneration(cfg)
+    built = sum(p.numel() for p in model.model.vision_tower.parameters()) + sum(
+        p.numel() for p in model.model.multi_modal_projector.parameters())
+    g = spec_from_config(cfg.to_dict(), "x", "config.json").vision
+    assert (g.kind, g.depth, g.hidden, g.intermediate, g.out_hidden, g.image_size, g.in_total, g.params) == (
+        "paligemma", 3, 64, 96, 32, 84, False, None)
+    assert vision.tower_params(_paligemma_tower(depth=3, image=84)) == built
+    spec = _from_catalog("google/paligemma-3b-pt-224", "x", None)
+    g = spec.vision
+    assert (g.kind, g.depth, g.hidden, g.intermediate, g.heads, g.out_hidden, g.image_size, g.in_total) == (
+        "paligemma", 27, 1152, 4304, 16, 2048, 224, False)
+    tower = _paligemma_tower(1152, 4304, 16, 27, 224, 2048)
+    assert g.params == vision.tower_params(tower) == 412_442_352 + 2_361_344
+    assert tower.positions_per_image == 256
+
+
+def test_a_paligemma_tower_with_its_head_or_another_activation_is_not_modelled():
+    config = _paligemma_config().to_dict()
+    assert spec_from_config(config, "x", "config.json").vision is not None
+    vc = {k: v for k, v in config["vision_config"].items() if k != "vision_use_head"}
+    # unstated, vision_use_head is SiglipVisionConfig's default (true): the pooling head runs, not modelled
+    for other_vc in (vc, {**vc, "vision_use_head": True}, {**vc, "vision_use_head": False, "hidden_act": "gelu"}):
+        assert spec_from_config(dict(config, vision_config=other_vc), "x", "config.json").vision is None, other_vc
+
+
+def test_paligemma_image_tokens_follow_the_checkpoints_resolution():
+    from transformers import PaliGemmaConfig
+
+    assert vision_towers.tiled_family("paligemma", None).max_tokens == 256
+    for size in (224, 448, 896):
+        fam = vision_towers.tiled_family(None, f"google/paligemma-3b-pt-{size}")
+        cfg = PaliGemmaConfig(vision_config=dict(model_type="siglip_vision_model", image_size=size, patch_size=14))
+        assert fam.name == "PaliGemma" and fam.max_tokens == cfg.text_config.num_image_tokens
+
+
+@pytest.mark.parametrize("training", ["frozen", "lora", "full", "all-linear"])
+def test_the_paligemma_tower_and_projector_keep_what_the_formula_counts(training):
+    """Every tensor autograd saves in PaliGemmaModel.get_image_features (SigLIP layers, post_layernorm, the projector's
+    Linear), with the patch embedding's output requiring grad, against memory/vision.py."""
+    torch = pytest.importorskip("torch")
+    from peft import LoraConfig, get_peft_model
+    from transformers import PaliGemmaForConditionalGeneration
+
+    import trainlint.verify.measure  # noqa: F401  (training-mode dropout as CUDA runs it: a bool mask)
+
+    h, f, heads, depth, r, image = 64, 96, 4, 2, 4, 56
+    previous = torch.get_default_dtype()
+    torch.set_default_dtype(torch.bfloat16)
+    try:
+        model = PaliGemmaForConditionalGeneration._from_config(_paligemma_config(h, f, heads, depth, image),
+                                                               attn_implementation="sdpa")
+        adapted: tuple[str, ...] = ()
+        if training in ("lora", "all-linear"):
+            targets = ["q_proj", "v_proj", "fc2"] if training == "lora" else "all-linear"
+            model = get_peft_model(model, LoraConfig(r=r, lora_dropout=0.05, target_modules=targets))
+            adapted = ("self_attn.q_proj", "self_attn.v_proj", "mlp.fc2") if training == "lora" else \
+                tuple(vision_towers.CLIP_BLOCK)
+            core = model.get_base_model().model
+        else:
+            model.requires_grad_(training == "full")
+            core = model.model
+        model.train()
+        core.vision_tower.embeddings.patch_embedding.register_forward_hook(lambda m, i, o: o.requires_grad_(True))
+        skip = {t.untyped_storage().data_ptr() for t in (*model.parameters(), *model.buffers())}
+        pixels = torch.randn(2, 3, image, image)
+        skip.add(pixels.untyped_storage().data_ptr())
+        storages = {}
+
+        def pack(t):
+            storages[t.untyped_storage().data_ptr()] = t.untyped_storage().nbytes()
+            return t
+
+        with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+            core.get_image_features(pixels)
+    finally:
+        torch.set_default_dtype(previous)
+    kept = sum(b for ptr, b in storages.items() if ptr not in skip)
+    tower = _paligemma_tower(h, f, heads, depth, image)
+    n = 2 * tower.positions_per_image
+    trained = "full" if training == "full" else "lora" if adapted else "frozen"
+    plan = vision.VisionPlan(tower, n, trained, adapted, merger_adapted=training == "all-linear",
+                             hooked=training == "frozen")
+    cpu = (2 * depth + 1) * n * (vision.LAYER_NORM_STATS - 4)  # LayerNorm stats in bf16 on CPU (CUDA: fp32)
+    assert kept == vision.activation_bytes(plan, 1, 2, r) - cpu
+
+
+PALIGEMMA_SCRIPT = ROOT / "bench" / "vlm" / "paligemma_lora.py"
+
+
+def test_paligemma_with_q_k_v_o_targets_adapts_siglip_attention_and_adds_its_weights(tmp_path):
+    plan = _plan(tmp_path, PALIGEMMA_SCRIPT.read_text())
+    v = plan.vision
+    assert v.tower.kind == "paligemma" and v.trained == "lora" and not v.merger_adapted
+    assert v.adapted == ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj")
+    assert v.patches == 256 and plan.seq == 256  # max_length=None: the image's 256 tokens
+    # the text model's parameters are computed from the entry's geometry (Gemma-2B, tied): the tower is added
+    assert plan.geometry.params == 2_923_335_408 - 414_803_696
+    assert vision.weights_bytes(v, 2, 16) == 414_803_696 * 2 + 27 * 3 * 16 * 2304 * 4
+    assert vision.checkpoint_bytes(v, 1, 2, 16) == 256 * (27 * 1152 * 2 + 2 * 1152 + 8)
+
+
+def test_the_committed_paligemma_measurements_stay_within_one_percent():
+    rows = _accuracy().compare(paligemma=True)
+    assert len(rows) == 2
+    for name, est, measured, err in rows:
+        assert abs(err) <= 1, (name, est, measured, err)
+    before = {name: err for name, _, _, err in _accuracy().compare(without_tower=True, paligemma=True)}
+    assert before["paligemma-3b-224_lora-attn_1img-256_gc"] < -10  # the tower's 0.77 GiB of weights, mostly

@@ -327,7 +327,8 @@ def _int(d: dict, key: str) -> int | None:
 
 
 def tower_config(config: dict, model_type: str | None) -> TowerConfig | None:
-    """The tower of a Qwen2-VL / 2.5-VL / 3-VL, LLaVA (CLIP) or Gemma 3 (SigLIP) config.json (`vision_config`) or
+    """The tower of a Qwen2-VL / 2.5-VL / 3-VL, LLaVA (CLIP), Gemma 3 / PaliGemma (SigLIP) or Idefics3 config.json
+    (`vision_config`) or
     catalog entry (`vision`, whose hidden_size is the tower's width); None for another model type or a config that
     does not state the geometry."""
     d = config.get("vision") if isinstance(config.get("vision"), dict) else config.get("vision_config")
@@ -337,6 +338,8 @@ def tower_config(config: dict, model_type: str | None) -> TowerConfig | None:
         return _siglip_tower(config, d)
     if model_type == "idefics3" and isinstance(d, dict):
         return _idefics3_tower(config, d)
+    if model_type == "paligemma" and isinstance(d, dict):
+        return _paligemma_tower(config, d)
     kind = {"qwen2_vl": "2", "qwen2_5_vl": "2.5", "qwen3_vl": "3", "qwen3_vl_moe": "3"}.get(model_type or "")
     if kind is None or not isinstance(d, dict):
         return None
@@ -448,6 +451,27 @@ def _idefics3_tower(config: dict, d: dict) -> TowerConfig | None:
                        in_total=d.get("in_num_parameters") is True)
 
 
+def _paligemma_tower(config: dict, d: dict) -> TowerConfig | None:
+    """PaliGemma's tower from its config.json (`vision_config`: a SiglipVisionConfig whose unstated fields are the
+    class defaults, transformers 5.25.0 siglip/configuration_siglip.py: image_size 224, hidden_act gelu_pytorch_tanh,
+    vision_use_head True; `projection_dim` at the top, default 2048, paligemma/configuration_paligemma.py l.83) or the
+    catalog's `vision` (out_hidden_size: projection_dim). A tower with the attention-pooling head (vision_use_head
+    true or unstated: the head runs in every forward, 5.25.0 siglip/modeling_siglip.py SiglipVisionTransformer) or
+    another activation is not modelled (None)."""
+    if d.get("model_type", "siglip_vision_model") != "siglip_vision_model" or \
+            d.get("hidden_act", "gelu_pytorch_tanh") != "gelu_pytorch_tanh" or d.get("vision_use_head") is not False:
+        return None
+    out = _int(d, "out_hidden_size") or _int(config, "projection_dim") or _int(d, "projection_dim") or 2048
+    depth, hidden, inter, heads = (_int(d, "num_hidden_layers"), _int(d, "hidden_size"), _int(d, "intermediate_size"),
+                                   _int(d, "num_attention_heads"))
+    patch, size = _int(d, "patch_size") or 14, _int(d, "image_size") or 224
+    if None in (depth, hidden, inter, heads):
+        return None
+    return TowerConfig(depth, hidden, inter, heads, out, patch, 1, 1, gated_mlp=False, rms_norm=False,
+                       params=_int(d, "num_parameters"), kind="paligemma", image_size=size,
+                       in_total=d.get("in_num_parameters") is True)
+
+
 # -- image tokens of the other vision-language families (issue 28 item 1, "processor settings per family") ---------
 
 @dataclass(frozen=True)
@@ -492,6 +516,17 @@ TILED: tuple[TiledImages, ...] = (
                 "the processor classes' defaults (5.25.0 smolvlm/image_processing_smolvlm.py l.195-196, "
                 "processing_smolvlm.py image_seq_len 169 l.108); a checkpoint's own preprocessor_config.json "
                 "(512 px tiles, fewer tokens per tile) was not read"),
+    # PaliGemma's prompt: image_seq_length image tokens per image, then <bos>, the prompt and a newline (5.25.0
+    # paligemma/processing_paligemma.py `build_string_from_input` l.170-178, image_seq_length from the image
+    # processor; PaliGemmaConfig: (image_size / patch_size)^2, configuration_paligemma.py l.94): 256 at 224 px, the
+    # -448 and -896 checkpoints 1,024 and 4,096 (matched by their ids; by model_type alone, 224 px)
+    TiledImages("PaliGemma", (), r"paligemma.*-448", 1024,
+                "448 px, patch 14: 32 x 32 image tokens (5.25.0 paligemma/configuration_paligemma.py l.94)"),
+    TiledImages("PaliGemma", (), r"paligemma.*-896", 4096,
+                "896 px, patch 14: 64 x 64 image tokens (5.25.0 paligemma/configuration_paligemma.py l.94)"),
+    TiledImages("PaliGemma", ("paligemma",), r"paligemma", 256,
+                "224 px, patch 14: 16 x 16 image tokens before <bos> and the prompt (5.25.0 "
+                "paligemma/processing_paligemma.py l.170-178, configuration_paligemma.py l.94)"),
     TiledImages("Llama 3.2 Vision", ("mllama",), r"llama-3\.2-\d+b-vision", 1,
                 "one <|image|> token in the text; the image reaches it through cross-attention layers "
                 "(5.25.0 mllama/processing_mllama.py); up to 4 tiles of 560 px (image_processing_mllama.py "

@@ -66,6 +66,10 @@ class Tower:
     # post_layernorm, l.418) run over every tile of the split image, then Idefics3Connector (l.362-383): a pixel
     # shuffle of `pool` x `pool` patches (config.scale_factor) into one 16-bit row of pool^2 x h and one Linear
     # without bias (`connector.modality_projection.proj`, l.246-255) to the text width
+    # "paligemma": PaliGemma's SigLIP (the tower Gemma 3 has, at 224 / 448 / 896 px, no head) under
+    # PaliGemmaMultiModalProjector, one Linear with a bias from the tower's width to projection_dim (5.25.0
+    # paligemma/modeling_paligemma.py l.74-82; get_image_features l.123-131 reads last_hidden_state, after
+    # post_layernorm)
     kind: str = "qwen"
     image_size: int = 0  # "clip" / "siglip": the square image the tower sees
     unused_layers: int = 0  # "clip": the last blocks whose output the model does not read (vision_feature_layer -2: 1)
@@ -86,7 +90,7 @@ class Tower:
 
     @property
     def vit(self) -> bool:
-        return self.kind in ("clip", "siglip", "idefics3")
+        return self.kind in ("clip", "siglip", "idefics3", "paligemma")
 
     @property
     def siglip(self) -> bool:
@@ -128,6 +132,8 @@ class Tower:
     def merger_linears(self) -> tuple[tuple[int, int], ...]:
         if self.idefics3:  # the connector's one Linear over the shuffled pool^2 x h row
             return (self.hidden * self.pool ** 2, self.out_hidden),
+        if self.kind == "paligemma":  # multi_modal_projector.linear
+            return (self.hidden, self.out_hidden),
         if self.siglip:  # Gemma3MultiModalProjector has no Linear: its projection is an nn.Parameter PEFT does not adapt
             return ()
         if self.vit:  # LLaVA's multi_modal_projector: linear_1 (tower -> text width), GELU, linear_2
@@ -148,6 +154,12 @@ def tower_params(t: Tower) -> int:
         blocks = t.depth * (2 * 2 * h + sum(i * o + o for i, o in t.block_linears.values()))
         embed = 3 * t.patch_size ** 2 * h + h + t.positions_per_image * h
         return embed + blocks + 2 * h + sum(i * o for i, o in t.merger_linears)
+    if t.kind == "paligemma":
+        # transformers 5.25.0 siglip/modeling_siglip.py as for Gemma 3 (embeddings, layers, post_layernorm, no head);
+        # paligemma/modeling_paligemma.py PaliGemmaMultiModalProjector.linear with its bias
+        blocks = t.depth * (2 * 2 * h + sum(i * o + o for i, o in t.block_linears.values()))
+        embed = 3 * t.patch_size ** 2 * h + h + t.positions_per_image * h
+        return embed + blocks + 2 * h + sum(i * o + o for i, o in t.merger_linears)
     if t.siglip:
         # transformers 5.25.0 siglip/modeling_siglip.py: SiglipVisionEmbeddings (a Conv2d with its bias, a position per
         # patch), the encoder layers (two LayerNorms, q/k/v/out_proj and fc1/fc2 with biases), post_layernorm (no
@@ -294,8 +306,10 @@ def merger_bytes_per_patch(v: VisionPlan, act_bytes: int, r: int | None) -> int:
     adapted Linear, 5 bytes per input element (h per patch each) and 4 per rank per merged token."""
     if not v.keeps_activations:
         return 0
-    if v.tower.idefics3:
-        # per patch: post_layernorm's 16-bit input and its mean / rstd (5.25.0 idefics3/modeling_idefics3.py l.468;
+    if v.tower.idefics3 or v.tower.kind == "paligemma":
+        # PaliGemma: the same with no shuffle (pool 1): post_layernorm's output is the projector Linear's input
+        # (paligemma/modeling_paligemma.py l.74-82, l.123-131; PaliGemmaModel.forward scales nothing it saves).
+        # Idefics3, per patch: post_layernorm's 16-bit input and its mean / rstd (5.25.0 idefics3/modeling_idefics3.py l.468;
         # the pixel shuffle is views and reshapes, l.368-377, saving nothing); the connector's Linear (l.246-255):
         # trained, its input, the shuffled copy (2 h per patch); adapted, PEFT's fp32 dropout output and mask (5 bytes
         # per input element, h per patch) and lora_A's output (4 r per merged token, pool^2 patches)
