@@ -456,7 +456,8 @@ def _paligemma_tower(config: dict, d: dict) -> TowerConfig | None:
     class defaults, transformers 5.25.0 siglip/configuration_siglip.py: image_size 224, hidden_act gelu_pytorch_tanh,
     vision_use_head True; `projection_dim` at the top, default 2048, paligemma/configuration_paligemma.py l.83) or the
     catalog's `vision` (out_hidden_size: projection_dim). A tower with the attention-pooling head (vision_use_head
-    true or unstated: the head runs in every forward, 5.25.0 siglip/modeling_siglip.py SiglipVisionTransformer) or
+    true or unstated: SiglipVisionConfig.vision_use_head defaults to True, 5.25.0 siglip/configuration_siglip.py l.103,
+    and the head then runs in every forward, modeling_siglip.py SiglipVisionTransformer l.567-569, l.613) or
     another activation is not modelled (None)."""
     if d.get("model_type", "siglip_vision_model") != "siglip_vision_model" or \
             d.get("hidden_act", "gelu_pytorch_tanh") != "gelu_pytorch_tanh" or d.get("vision_use_head") is not False:
