@@ -10,8 +10,8 @@ model's own ForCausalLMLoss, no TRL chunking), for-loop AdamW (no foreach tempor
     python bench/vlm_accuracy.py --llava   # LLaVA-1.5-7B (bench/measure_vlm_llava.py, bench/vlm/llava15_lora.py)
     python bench/vlm_accuracy.py --gemma3  # Gemma-3-4B-it (bench/measure_vlm_gemma3.py, bench/vlm/gemma3_lora.py)
     python bench/vlm_accuracy.py --qwen3   # Qwen3-VL-8B (bench/measure_vlm_qwen3.py, bench/vlm/qwen3vl_lora.py)
-    python bench/vlm_accuracy.py --idefics3  # Idefics3-8B (bench/measure_vlm_idefics3.py, bench/vlm/idefics3_lora.py)
-    python bench/vlm_accuracy.py --paligemma  # PaliGemma-3B (bench/measure_vlm_paligemma.py, bench/vlm/paligemma_lora.py)
+    python bench/vlm_accuracy.py --idefics3   # Idefics3-8B (bench/measure_vlm_idefics3.py, vlm/idefics3_lora.py)
+    python bench/vlm_accuracy.py --paligemma  # PaliGemma-3B (bench/measure_vlm_paligemma.py, vlm/paligemma_lora.py)
 """
 
 from __future__ import annotations
@@ -63,7 +63,8 @@ def plan_for_record(base, rec: dict, family: str = "Qwen2.5-VL"):
 
 
 def llava_plan_for_record(base, rec: dict, family: str = "LLaVA"):
-    """The LLaVA (or Gemma 3, PaliGemma, Idefics3: its rows' tower_positions_per_image counts every tile) base plan with the measured row's shape: its sequence, its targets (a list that reaches
+    """The LLaVA (or Gemma 3, PaliGemma, Idefics3: its rows' tower_positions_per_image counts every tile) base plan
+    with the measured row's shape: its sequence, its targets (a list that reaches
     the CLIP / SigLIP tower, or a regex over the text decoder alone: the text adapters are q/k/v/o_proj either way),
     checkpointing."""
     from trainlint.knowledge import vision_towers

@@ -309,8 +309,8 @@ def merger_bytes_per_patch(v: VisionPlan, act_bytes: int, r: int | None) -> int:
     if v.tower.idefics3 or v.tower.kind == "paligemma":
         # PaliGemma: the same with no shuffle (pool 1): post_layernorm's output is the projector Linear's input
         # (paligemma/modeling_paligemma.py l.74-82, l.123-131; PaliGemmaModel.forward scales nothing it saves).
-        # Idefics3, per patch: post_layernorm's 16-bit input and its mean / rstd (5.25.0 idefics3/modeling_idefics3.py l.466;
-        # the pixel shuffle is views and reshapes, l.368-377, saving nothing); the connector's Linear (l.246-255):
+        # Idefics3, per patch: post_layernorm's 16-bit input and its mean / rstd (5.25.0
+        # idefics3/modeling_idefics3.py l.466; the pixel shuffle is views and reshapes, l.368-377, saving nothing); the connector's Linear (l.246-255):
         # trained, its input, the shuffled copy (2 h per patch); adapted, PEFT's fp32 dropout output and mask (5 bytes
         # per input element, h per patch) and lora_A's output (4 r per merged token, pool^2 patches)
         h, k2 = v.tower.hidden, v.tower.pool ** 2
