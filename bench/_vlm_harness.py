@@ -60,18 +60,33 @@ def build_bf16(factory):
         torch.set_default_dtype(previous)
 
 
-def add_lora(model, targets, tower: str, r: int = R):
+def add_lora(model, targets, tower: str | None = None, r: int = R):
     """get_peft_model with the bench's LoRA (alpha 2r, dropout 0.05, bias none, CAUSAL_LM); returns the wrapped
-    model, its trainable parameters and the record's "lora" field (`tower`: the name part of the tower's params)."""
+    model, its trainable parameters and the record's "lora" field (`tower`: the name part of the tower's params;
+    None: no tower, trainable_in_tower None)."""
     from peft import LoraConfig, get_peft_model
 
     model = get_peft_model(model, LoraConfig(r=r, lora_alpha=2 * r, lora_dropout=0.05, target_modules=targets,
                                              bias="none", task_type="CAUSAL_LM"))
     trainable = [p for p in model.parameters() if p.requires_grad]
-    in_tower = sum(p.numel() for n, p in model.named_parameters() if p.requires_grad and tower in n)
+    in_tower = None if tower is None else sum(p.numel() for n, p in model.named_parameters()
+                                              if p.requires_grad and tower in n)
     lora = {"r": r, "lora_alpha": 2 * r, "lora_dropout": 0.05, "target_modules": targets,
             "trainable_params": sum(p.numel() for p in trainable), "trainable_in_tower": in_tower}
     return model, trainable, lora
+
+
+def lora_for_training(model, targets, tower: str, gc_on: bool):
+    """add_lora, then (non-reentrant) gradient checkpointing when `gc_on`, train mode and the for-loop AdamW
+    (trainlint.verify.measure._make_optimizer) over the trainable parameters: returns model, trainable, the "lora"
+    field and the optimizer."""
+    import trainlint.verify.measure as M
+
+    model, trainable, lora = add_lora(model, targets, tower)
+    if gc_on:
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    model.train()
+    return model, trainable, lora, M._make_optimizer("adamw", trainable)
 
 
 def two_steps(model, opt, fwd, *inputs) -> dict:

@@ -27,11 +27,11 @@ peaks must agree to the byte.
 
 from __future__ import annotations
 
-import gc
-import json
 import sys
 import time
 from pathlib import Path
+
+import _vlm_harness as H
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "bench" / "vlm_measurements_idefics3.json"
@@ -49,7 +49,6 @@ CONFIGS = [
     ("idefics3-8b_lora-attn_1img-17tiles_gc", 512, ATTN, True),
     ("idefics3-8b_lora-attn_1img-17tiles_nogc", 512, ATTN, False),
 ]
-R = 16
 GRID = 4  # rows = cols of tiles (the processor's longest edge 4 x 364 px)
 
 
@@ -85,14 +84,7 @@ def measure(name, text, targets, gc_on, text_cfg=TEXT_8B, vision_cfg=VISION_8B, 
     import types
 
     import torch
-    import transformers
-    from peft import LoraConfig, get_peft_model
-    from torch import nn
-    from torch._subclasses.fake_tensor import FakeTensorMode
-    from torch.fx.experimental.symbolic_shapes import ShapeEnv
     from transformers import Idefics3Config, Idefics3ForConditionalGeneration
-
-    import trainlint.verify.measure as M
 
     t0 = time.perf_counter()
     cfg = Idefics3Config(text_config=dict(text_cfg), vision_config=dict(vision_cfg), **top)
@@ -102,11 +94,6 @@ def measure(name, text, targets, gc_on, text_cfg=TEXT_8B, vision_cfg=VISION_8B, 
     image = _prompt(seq, top["image_token_id"], vocab)
     ids_list = [1] + image + [10 + i % (vocab // 2 - 10) for i in range(text)]
     torch.manual_seed(0)
-    mode = FakeTensorMode(allow_non_fake_inputs=True, shape_env=ShapeEnv()) if fake else None
-    nn.Module._apply = M._fake_safe_apply if fake else M._orig_module_apply
-    trunc = torch.nn.init._no_grad_trunc_normal_
-    if fake:  # see measure_vlm_gemma3.py: the truncated normal's rejection loop reads values
-        torch.nn.init._no_grad_trunc_normal_ = lambda tensor, *args, **kwargs: tensor
     # the tower's all-true patch mask: on real tensors SDPA's mask is skipped (5.25.0 masking_utils.py
     # _ignore_bidirectional_mask_sdpa: padding_mask.all()), on fake ones it cannot be read (is_tracing) and a
     # tiles x patches^2 mask would be built and kept; every tile here is whole, so the fake run skips it too
@@ -114,72 +101,34 @@ def measure(name, text, targets, gc_on, text_cfg=TEXT_8B, vision_cfg=VISION_8B, 
     bidirectional = modeling.create_bidirectional_mask
     if fake:
         modeling.create_bidirectional_mask = lambda *args, **kwargs: None
-    if mode is not None:
-        mode.__enter__()
     try:
-        previous = torch.get_default_dtype()
-        torch.set_default_dtype(torch.bfloat16)
-        try:
-            model = Idefics3ForConditionalGeneration._from_config(cfg, attn_implementation="sdpa")
-        finally:
-            torch.set_default_dtype(previous)
-        if patched:
-            model.model.get_image_features = types.MethodType(_features, model.model)
-        params = sum(p.numel() for p in model.parameters())
-        tower = sum(p.numel() for p in model.model.vision_model.parameters())
-        projector = sum(p.numel() for p in model.model.connector.parameters())
-        model = get_peft_model(model, LoraConfig(r=R, lora_alpha=2 * R, lora_dropout=0.05, target_modules=targets,
-                                                 bias="none", task_type="CAUSAL_LM"))
-        trainable = [p for p in model.parameters() if p.requires_grad]
-        in_tower = sum(p.numel() for n, p in model.named_parameters() if p.requires_grad and ".vision_model." in n)
-        if gc_on:
-            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
-        model.train()
-        opt = M._make_optimizer("adamw", trainable)
-        ids = torch.tensor([ids_list])
-        size = vision_cfg["image_size"]
-        tiles = GRID * GRID + 1
-        pixels = torch.randn(1, tiles, 3, size, size, dtype=torch.float32)  # the processor's fp32 pixel_values
-        mt = M.StepMemTracker()
-        mt.track_external(model, opt, ids, pixels)
+        # see measure_vlm_gemma3.py: the truncated normal's rejection loop reads values
+        with H.fake_tensors(fake, skip_trunc_normal=True):
+            model = H.build_bf16(lambda: Idefics3ForConditionalGeneration._from_config(cfg, attn_implementation="sdpa"))
+            if patched:
+                model.model.get_image_features = types.MethodType(_features, model.model)
+            params = sum(p.numel() for p in model.parameters())
+            tower = sum(p.numel() for p in model.model.vision_model.parameters())
+            projector = sum(p.numel() for p in model.model.connector.parameters())
+            model, trainable, lora, opt = H.lora_for_training(model, targets, ".vision_model.", gc_on)
+            ids = torch.tensor([ids_list])
+            size = vision_cfg["image_size"]
+            tiles = GRID * GRID + 1
+            pixels = torch.randn(1, tiles, 3, size, size, dtype=torch.float32)  # the processor's fp32 pixel_values
 
-        def fwd():  # the outputs (logits) die here, as in Trainer.compute_loss
-            return model(input_ids=ids, pixel_values=pixels, labels=ids, use_cache=False).loss
+            def fwd():
+                return model(input_ids=ids, pixel_values=pixels, labels=ids, use_cache=False).loss
 
-        with mt:
-            for step in (1, 2):
-                mt.reset_mod_stats()
-                mt.set_phase(step, "forward")
-                loss = fwd()
-                mt.set_phase(step, "backward")
-                loss.backward()
-                del loss
-                mt.set_phase(step, "optimizer_step")
-                opt.step()
-                mt.set_phase(step, "zero_grad")
-                opt.zero_grad(set_to_none=True)
-        top_peak, cats = mt.peaks["all"]
-        phases = {k.split("/", 1)[1]: int(v[0]) for k, v in mt.peaks.items() if k.startswith("step2/")}
-        rec = {"name": name, "family": "Idefics3", "images": 1, "tiles_per_image": tiles,
-               "image_tokens_per_image": len(image), "tower_positions_per_image": side * side * tiles,
-               "text_tokens": text, "seq": len(ids_list),
-               "lora": {"r": R, "lora_alpha": 2 * R, "lora_dropout": 0.05, "target_modules": targets,
-                        "trainable_params": sum(p.numel() for p in trainable), "trainable_in_tower": in_tower},
-               "gradient_checkpointing": gc_on, "use_reentrant": False if gc_on else None, "dtype": "bf16",
-               "attn": "sdpa", "optimizer": "adamw (torch for-loop)", "params": params,
-               "tower_params": tower, "projector_params": projector, "peak": int(top_peak),
-               "peak_at": f"step{cats['_step']}/{cats['_phase']}",
-               "peak_categories": {k: int(v) for k, v in cats.items() if not k.startswith("_")},
-               "step2_phases": phases, "transformers": transformers.__version__, "torch": torch.__version__,
-               "fake": fake, "seconds": round(time.perf_counter() - t0, 1)}
-        del mt, opt, model, trainable
+            measured = H.two_steps(model, opt, fwd, ids, pixels)
+            rec = {"name": name, "family": "Idefics3", "images": 1, "tiles_per_image": tiles,
+                   "image_tokens_per_image": len(image), "tower_positions_per_image": side * side * tiles,
+                   "text_tokens": text, "seq": len(ids_list), "lora": lora,
+                   "gradient_checkpointing": gc_on, "use_reentrant": False if gc_on else None, "dtype": "bf16",
+                   "attn": "sdpa", "optimizer": "adamw (torch for-loop)", "params": params,
+                   "tower_params": tower, "projector_params": projector, **measured, **H.versions(fake, t0)}
+            del opt, model, trainable
     finally:
-        if mode is not None:
-            mode.__exit__(None, None, None)
-        nn.Module._apply = M._orig_module_apply
-        torch.nn.init._no_grad_trunc_normal_ = trunc
         modeling.create_bidirectional_mask = bidirectional
-    gc.collect()
     return rec
 
 
@@ -192,30 +141,16 @@ TINY_TOP = dict(scale_factor=2, image_token_id=392, tie_word_embeddings=False)
 
 def check_fake() -> int:
     """A tiny Idefics3: the library's get_image_features on real tensors vs `_features` on fake ones."""
-    bad = 0
-    for gc_on in (True, False):
-        real = measure("tiny", 40, ATTN, gc_on, TINY_TEXT, TINY_VISION, TINY_TOP, fake=False, patched=False)
-        fake = measure("tiny", 40, ATTN, gc_on, TINY_TEXT, TINY_VISION, TINY_TOP, fake=True)
-        same = real["peak"] == fake["peak"]
-        bad += not same
-        print(f"gc={gc_on}: real {real['peak']:,} fake {fake['peak']:,} {'agree' if same else 'DIFFERENT'}",
-              flush=True)
-    return 1 if bad else 0
+    # the real run with the library's get_image_features (patched=False), the fake one with `_features`
+    return H.check_pairs([(f"gc={gc_on}", ("tiny", 40, ATTN, gc_on, TINY_TEXT, TINY_VISION, TINY_TOP))
+                          for gc_on in (True, False)],
+                         lambda *args, fake: measure(*args, fake=fake, patched=fake))
 
 
 def main(argv: list[str]) -> int:
     if "--check-fake" in argv:
         return check_fake()
-    only = [a for a in argv if not a.startswith("-")]
-    for name, text, targets, gc_on in CONFIGS:
-        if only and not any(o in name for o in only):
-            continue
-        rec = measure(name, text, targets, gc_on)
-        print(name, f"{rec['peak'] / 2**30:.2f} GiB at {rec['peak_at']} ({rec['seconds']} s)", flush=True)
-        kept = json.loads(OUT.read_text())["configs"] if OUT.exists() else []
-        kept = [r for r in kept if r["name"] != name] + [rec]
-        OUT.write_text(json.dumps({"configs": kept}, indent=1) + "\n")
-    return 0
+    return H.run_configs(argv, CONFIGS, measure, OUT)
 
 
 if __name__ == "__main__":
