@@ -14,11 +14,11 @@ Qwen3Config from the catalog entries (knowledge/models.json Qwen/Qwen3-8B, Qwen/
 
 from __future__ import annotations
 
-import gc
-import json
 import sys
 import time
 from pathlib import Path
+
+import _vlm_harness as H
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "bench" / "qwen3_text_measurements.json"
@@ -38,29 +38,15 @@ BATCH, SEQ = 1, 2048
 
 def measure(name, model_id, config, r, gc_on):
     import torch
-    import transformers
-    from torch import nn
-    from torch._subclasses.fake_tensor import FakeTensorMode
-    from torch.fx.experimental.symbolic_shapes import ShapeEnv
     from transformers import Qwen3Config, Qwen3ForCausalLM
 
     import trainlint.verify.measure as M
 
     t0 = time.perf_counter()
-    mode = FakeTensorMode(allow_non_fake_inputs=True, shape_env=ShapeEnv())
-    nn.Module._apply = M._fake_safe_apply
-    mode.__enter__()
-    try:
-        previous = torch.get_default_dtype()
-        torch.set_default_dtype(torch.bfloat16)
-        try:
-            model = Qwen3ForCausalLM._from_config(Qwen3Config(**config), attn_implementation="sdpa")
-        finally:
-            torch.set_default_dtype(previous)
+    with H.fake_tensors():
+        model = H.build_bf16(lambda: Qwen3ForCausalLM._from_config(Qwen3Config(**config), attn_implementation="sdpa"))
         if r:
-            from peft import LoraConfig, get_peft_model
-            model = get_peft_model(model, LoraConfig(r=r, lora_alpha=2 * r, lora_dropout=0.05, target_modules=TARGETS,
-                                                     task_type="CAUSAL_LM"))
+            model, _, _ = H.add_lora(model, TARGETS, r=r)
         if gc_on:
             model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
         params = sum(p.numel() for p in model.parameters())
@@ -68,44 +54,25 @@ def measure(name, model_id, config, r, gc_on):
         model.train()
         opt = M._make_optimizer("adamw", trainable)
         ids = torch.randint(0, 1000, (BATCH, SEQ))
-        mt = M.StepMemTracker()
-        mt.track_external(model, opt, ids)
 
-        def fwd():  # the outputs (logits) die here, as in Trainer.compute_loss
+        def fwd():
             return model(input_ids=ids, labels=ids, use_cache=False).loss
 
-        with mt:
-            for step in (1, 2):
-                mt.reset_mod_stats()
-                M.measured_step(mt, step, fwd, opt)
-        top, cats = mt.peaks["all"]
+        measured = H.two_steps(model, opt, fwd, ids)
+        del measured["step2_phases"]  # not kept in these rows
         rec = {"name": name, "model_id": model_id, "config": config, "batch": BATCH, "seq": SEQ, "lora_r": r,
                "target_modules": TARGETS if r else None, "gradient_checkpointing": gc_on,
                "use_reentrant": False if gc_on else None, "dtype": "bf16", "attn": "sdpa",
                "optimizer": "adamw (torch for-loop)", "params": params,
-               "trainable_params": sum(p.numel() for p in trainable), "peak": int(top),
-               "peak_at": f"step{cats['_step']}/{cats['_phase']}",
-               "peak_categories": {k: int(v) for k, v in cats.items() if not k.startswith("_")},
-               "transformers": transformers.__version__, "torch": torch.__version__, "fake": True,
-               "seconds": round(time.perf_counter() - t0, 1)}
-        del mt, opt, model, trainable
-    finally:
-        mode.__exit__(None, None, None)
-        nn.Module._apply = M._orig_module_apply
-    gc.collect()
+               "trainable_params": sum(p.numel() for p in trainable), **measured, **H.versions(True, t0)}
+        del opt, model, trainable
     return rec
 
 
-def main() -> int:
-    rows = []
-    for cfg in CONFIGS:
-        rec = measure(*cfg)
-        print(rec["name"], f"{rec['peak'] / 2**30:.2f} GiB at {rec['peak_at']} ({rec['seconds']} s)", flush=True)
-        rows.append(rec)
-    OUT.write_text(json.dumps({"configs": rows}, indent=1) + "\n")
-    return 0
+def main(argv: list[str]) -> int:
+    return H.run_configs(argv, CONFIGS, measure, OUT, sort=True)
 
 
 if __name__ == "__main__":
     sys.path.insert(0, str(ROOT / "src"))
-    raise SystemExit(main())
+    raise SystemExit(main(sys.argv[1:]))
