@@ -21,11 +21,11 @@ knowledge/vision_towers.py), and a regex over the text decoder only. Run from th
 
 from __future__ import annotations
 
-import gc
-import json
 import sys
 import time
 from pathlib import Path
+
+import _vlm_harness as H
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "bench" / "vlm_measurements_gemma3.json"
@@ -47,19 +47,11 @@ CONFIGS = [
     ("gemma-3-4b_lora-text-attn_1img-256_gc", 512, TEXT_ONLY, True),
     ("gemma-3-4b_lora-text-attn_1img-256_nogc", 512, TEXT_ONLY, False),
 ]
-R = 16
 
 
 def measure(name, text, targets, gc_on, text_cfg=TEXT_4B, vision_cfg=VISION_SO400M, top=TOP, fake=True):
     import torch
-    import transformers
-    from peft import LoraConfig, get_peft_model
-    from torch import nn
-    from torch._subclasses.fake_tensor import FakeTensorMode
-    from torch.fx.experimental.symbolic_shapes import ShapeEnv
     from transformers import Gemma3Config, Gemma3ForConditionalGeneration
-
-    import trainlint.verify.measure as M
 
     t0 = time.perf_counter()
     cfg = Gemma3Config(text_config=dict(text_cfg), vision_config=dict(vision_cfg), **top)
@@ -69,77 +61,31 @@ def measure(name, text, targets, gc_on, text_cfg=TEXT_4B, vision_cfg=VISION_SO40
     ids_list = [2] + image + [10 + i % (vocab // 2 - 10) for i in range(text)]
     types = [1 if t == top["image_token_index"] else 0 for t in ids_list]
     torch.manual_seed(0)
-    mode = FakeTensorMode(allow_non_fake_inputs=True, shape_env=ShapeEnv()) if fake else None
-    nn.Module._apply = M._fake_safe_apply if fake else M._orig_module_apply
     # SigLIP's _init_weights draws a truncated normal, whose rejection loop reads values (data-dependent under
     # FakeTensors): under fake tensors the weights' values do not matter, so it leaves them as they are
-    trunc = torch.nn.init._no_grad_trunc_normal_
-    if fake:
-        torch.nn.init._no_grad_trunc_normal_ = lambda tensor, *args, **kwargs: tensor
-    if mode is not None:
-        mode.__enter__()
-    try:
-        previous = torch.get_default_dtype()
-        torch.set_default_dtype(torch.bfloat16)
-        try:
-            model = Gemma3ForConditionalGeneration._from_config(cfg, attn_implementation="sdpa")
-        finally:
-            torch.set_default_dtype(previous)
+    with H.fake_tensors(fake, skip_trunc_normal=True):
+        model = H.build_bf16(lambda: Gemma3ForConditionalGeneration._from_config(cfg, attn_implementation="sdpa"))
         params = sum(p.numel() for p in model.parameters())
         tower = sum(p.numel() for p in model.model.vision_tower.parameters())
         projector = sum(p.numel() for p in model.model.multi_modal_projector.parameters())
-        model = get_peft_model(model, LoraConfig(r=R, lora_alpha=2 * R, lora_dropout=0.05, target_modules=targets,
-                                                 bias="none", task_type="CAUSAL_LM"))
-        trainable = [p for p in model.parameters() if p.requires_grad]
-        in_tower = sum(p.numel() for n, p in model.named_parameters() if p.requires_grad and ".vision_tower." in n)
-        if gc_on:
-            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
-        model.train()
-        opt = M._make_optimizer("adamw", trainable)
+        model, trainable, lora, opt = H.lora_for_training(model, targets, ".vision_tower.", gc_on)
         ids = torch.tensor([ids_list])
         token_types = torch.tensor([types])
         size = vision_cfg["image_size"]
         pixels = torch.randn(1, 3, size, size, dtype=torch.float32)  # the processor's fp32 pixel_values
-        mt = M.StepMemTracker()
-        mt.track_external(model, opt, ids, pixels, token_types)
 
-        def fwd():  # the outputs (logits) die here, as in Trainer.compute_loss
+        def fwd():
             return model(input_ids=ids, pixel_values=pixels, token_type_ids=token_types, labels=ids,
                          use_cache=False).loss
 
-        with mt:
-            for step in (1, 2):
-                mt.reset_mod_stats()
-                mt.set_phase(step, "forward")
-                loss = fwd()
-                mt.set_phase(step, "backward")
-                loss.backward()
-                del loss
-                mt.set_phase(step, "optimizer_step")
-                opt.step()
-                mt.set_phase(step, "zero_grad")
-                opt.zero_grad(set_to_none=True)
-        top_peak, cats = mt.peaks["all"]
-        phases = {k.split("/", 1)[1]: int(v[0]) for k, v in mt.peaks.items() if k.startswith("step2/")}
+        measured = H.two_steps(model, opt, fwd, ids, pixels, token_types)
         side = size // vision_cfg["patch_size"]
         rec = {"name": name, "family": "Gemma 3", "images": 1, "image_tokens_per_image": tokens,
-               "tower_positions_per_image": side * side, "text_tokens": text, "seq": len(ids_list),
-               "lora": {"r": R, "lora_alpha": 2 * R, "lora_dropout": 0.05, "target_modules": targets,
-                        "trainable_params": sum(p.numel() for p in trainable), "trainable_in_tower": in_tower},
+               "tower_positions_per_image": side * side, "text_tokens": text, "seq": len(ids_list), "lora": lora,
                "gradient_checkpointing": gc_on, "use_reentrant": False if gc_on else None, "dtype": "bf16",
                "attn": "sdpa", "token_type_ids": True, "optimizer": "adamw (torch for-loop)", "params": params,
-               "tower_params": tower, "projector_params": projector, "peak": int(top_peak),
-               "peak_at": f"step{cats['_step']}/{cats['_phase']}",
-               "peak_categories": {k: int(v) for k, v in cats.items() if not k.startswith("_")},
-               "step2_phases": phases, "transformers": transformers.__version__, "torch": torch.__version__,
-               "fake": fake, "seconds": round(time.perf_counter() - t0, 1)}
-        del mt, opt, model, trainable
-    finally:
-        if mode is not None:
-            mode.__exit__(None, None, None)
-        nn.Module._apply = M._orig_module_apply
-        torch.nn.init._no_grad_trunc_normal_ = trunc
-    gc.collect()
+               "tower_params": tower, "projector_params": projector, **measured, **H.versions(fake, t0)}
+        del opt, model, trainable
     return rec
 
 
@@ -152,31 +98,14 @@ TINY_TOP = dict(mm_tokens_per_image=16, boi_token_index=390, eoi_token_index=391
 
 def check_fake() -> int:
     """A tiny Gemma 3, real vs fake: the peaks must agree."""
-    bad = 0
-    for targets in (ATTN, TEXT_ONLY):
-        for gc_on in (True, False):
-            real = measure("tiny", 40, targets, gc_on, TINY_TEXT, TINY_VISION, TINY_TOP, fake=False)
-            fake = measure("tiny", 40, targets, gc_on, TINY_TEXT, TINY_VISION, TINY_TOP, fake=True)
-            same = real["peak"] == fake["peak"]
-            bad += not same
-            print(f"{targets} gc={gc_on}: real {real['peak']:,} fake {fake['peak']:,} "
-                  f"{'agree' if same else 'DIFFERENT'}", flush=True)
-    return 1 if bad else 0
+    return H.check_pairs([(f"{targets} gc={gc_on}", ("tiny", 40, targets, gc_on, TINY_TEXT, TINY_VISION, TINY_TOP))
+                          for targets in (ATTN, TEXT_ONLY) for gc_on in (True, False)], measure)
 
 
 def main(argv: list[str]) -> int:
     if "--check-fake" in argv:
         return check_fake()
-    only = [a for a in argv if not a.startswith("-")]
-    for name, text, targets, gc_on in CONFIGS:
-        if only and not any(o in name for o in only):
-            continue
-        rec = measure(name, text, targets, gc_on)
-        print(name, f"{rec['peak'] / 2**30:.2f} GiB at {rec['peak_at']} ({rec['seconds']} s)", flush=True)
-        kept = json.loads(OUT.read_text())["configs"] if OUT.exists() else []
-        kept = [r for r in kept if r["name"] != name] + [rec]
-        OUT.write_text(json.dumps({"configs": kept}, indent=1) + "\n")
-    return 0
+    return H.run_configs(argv, CONFIGS, measure, OUT)
 
 
 if __name__ == "__main__":
