@@ -52,8 +52,6 @@ def measure(name, text, targets, gc_on, text_cfg=TEXT_7B, vision_cfg=VISION_L14,
     import torch
     from transformers import LlavaConfig, LlavaForConditionalGeneration
 
-    import trainlint.verify.measure as M
-
     t0 = time.perf_counter()
     cfg = LlavaConfig(text_config=dict(text_cfg), vision_config=dict(vision_cfg), **TOP)
     side = vision_cfg["image_size"] // vision_cfg["patch_size"]
@@ -65,11 +63,7 @@ def measure(name, text, targets, gc_on, text_cfg=TEXT_7B, vision_cfg=VISION_L14,
         params = sum(p.numel() for p in model.parameters())
         tower = sum(p.numel() for p in model.model.vision_tower.parameters())
         projector = sum(p.numel() for p in model.model.multi_modal_projector.parameters())
-        model, trainable, lora = H.add_lora(model, targets, ".vision_tower.")
-        if gc_on:
-            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
-        model.train()
-        opt = M._make_optimizer("adamw", trainable)
+        model, trainable, lora, opt = H.lora_for_training(model, targets, ".vision_tower.", gc_on)
         ids = torch.tensor([ids_list])
         size = vision_cfg["image_size"]
         pixels = torch.randn(1, 3, size, size, dtype=torch.float32)  # the processor's fp32 pixel_values
