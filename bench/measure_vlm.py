@@ -28,11 +28,11 @@ Run from the repository root (minutes on two cores):
 
 from __future__ import annotations
 
-import gc
-import json
 import sys
 import time
 from pathlib import Path
+
+import _vlm_harness as H
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "bench" / "vlm_measurements.json"
@@ -61,7 +61,6 @@ CONFIGS = [
     ("qwen2.5-vl-7b_lora-all-linear_2img-1280_gc", 2, (64, 80), 512, ALL_LINEAR, True),
     ("qwen2.5-vl-7b_lora-all-linear_2img-1280_nogc", 2, (64, 80), 512, ALL_LINEAR, False),
 ]
-R = 16
 
 
 def _patch_for_fake(torch, Q, VU):
@@ -124,16 +123,9 @@ def _sample(torch, images, hw, text):
 
 def measure(name, images, hw, text, targets, gc_on, text_cfg=TEXT_7B, vision_cfg=VISION_7B, fake=True):
     import torch
-    import transformers
-    from peft import LoraConfig, get_peft_model
-    from torch import nn
-    from torch._subclasses.fake_tensor import FakeTensorMode
-    from torch.fx.experimental.symbolic_shapes import ShapeEnv
     from transformers import Qwen2_5_VLConfig, Qwen2_5_VLForConditionalGeneration
     from transformers import vision_utils as VU
     from transformers.models.qwen2_5_vl import modeling_qwen2_5_vl as Q
-
-    import trainlint.verify.measure as M
 
     t0 = time.perf_counter()
     state = _patch_for_fake(torch, Q, VU)
@@ -143,57 +135,24 @@ def measure(name, images, hw, text, targets, gc_on, text_cfg=TEXT_7B, vision_cfg
     state["splits"] = [tokens] * images
     patches = images * hw[0] * hw[1]
     torch.manual_seed(0)
-    mode = FakeTensorMode(allow_non_fake_inputs=True, shape_env=ShapeEnv()) if fake else None
-    nn.Module._apply = M._fake_safe_apply if fake else M._orig_module_apply
-    if mode is not None:
-        mode.__enter__()
-    try:
-        previous = torch.get_default_dtype()
-        torch.set_default_dtype(torch.bfloat16)
-        try:
-            model = Qwen2_5_VLForConditionalGeneration._from_config(cfg, attn_implementation="sdpa")
-        finally:
-            torch.set_default_dtype(previous)
+    with H.fake_tensors(fake):
+        model = H.build_bf16(lambda: Qwen2_5_VLForConditionalGeneration._from_config(cfg, attn_implementation="sdpa"))
         params = sum(p.numel() for p in model.parameters())
         tower = sum(p.numel() for p in model.model.visual.parameters())
-        model = get_peft_model(model, LoraConfig(r=R, lora_alpha=2 * R, lora_dropout=0.05, target_modules=targets,
-                                                 bias="none", task_type="CAUSAL_LM"))
-        trainable = [p for p in model.parameters() if p.requires_grad]
-        in_tower = sum(p.numel() for n, p in model.named_parameters() if p.requires_grad and ".visual." in n)
-        if gc_on:
-            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
-        model.train()
-        opt = M._make_optimizer("adamw", trainable)
+        model, trainable, lora, opt = H.lora_for_training(model, targets, ".visual.", gc_on)
         ids = torch.tensor([ids_list])
         pixels = torch.randn(patches, 3 * 2 * 14 * 14, dtype=torch.float32)  # the processor's fp32 pixel_values
-        mt = M.StepMemTracker()
-        mt.track_external(model, opt, ids, pixels)
 
-        def fwd():  # the outputs (logits) die here, as in Trainer.compute_loss
+        def fwd():
             return model(input_ids=ids, pixel_values=pixels, image_grid_thw=grid, labels=ids, use_cache=False).loss
 
-        with mt:
-            for step in (1, 2):
-                mt.reset_mod_stats()
-                M.measured_step(mt, step, fwd, opt)
-        top, cats = mt.peaks["all"]
-        phases = {k.split("/", 1)[1]: int(v[0]) for k, v in mt.peaks.items() if k.startswith("step2/")}
+        measured = H.two_steps(model, opt, fwd, ids, pixels)
         rec = {"name": name, "images": images, "patch_grid": list(hw), "image_tokens_per_image": tokens,
-               "text_tokens": text, "seq": len(ids_list), "patches": patches,
-               "lora": {"r": R, "lora_alpha": 2 * R, "lora_dropout": 0.05, "target_modules": targets,
-                        "trainable_params": sum(p.numel() for p in trainable), "trainable_in_tower": in_tower},
+               "text_tokens": text, "seq": len(ids_list), "patches": patches, "lora": lora,
                "gradient_checkpointing": gc_on, "use_reentrant": False if gc_on else None, "dtype": "bf16",
                "attn": "sdpa", "optimizer": "adamw (torch for-loop)", "params": params, "tower_params": tower,
-               "peak": int(top), "peak_at": f"step{cats['_step']}/{cats['_phase']}",
-               "peak_categories": {k: int(v) for k, v in cats.items() if not k.startswith("_")},
-               "step2_phases": phases, "transformers": transformers.__version__, "torch": torch.__version__,
-               "fake": fake, "seconds": round(time.perf_counter() - t0, 1)}
-        del mt, opt, model, trainable
-    finally:
-        if mode is not None:
-            mode.__exit__(None, None, None)
-        nn.Module._apply = M._orig_module_apply
-    gc.collect()
+               **measured, **H.versions(fake, t0)}
+        del opt, model, trainable
     return rec
 
 
@@ -210,40 +169,21 @@ def check_fake() -> int:
     global TOKEN_IDS
     saved = TOKEN_IDS
     TOKEN_IDS = dict(image_token_id=2000, video_token_id=2001, vision_start_token_id=2002, vision_end_token_id=2003)
-    bad = 0
     try:
-        for targets in (TEXT_TARGETS, ALL_LINEAR):
-            for gc_on in (True, False):
-                real = measure("tiny", 2, (16, 24), 40, targets, gc_on, TINY_TEXT, TINY_VISION, fake=False)
-                fake = measure("tiny", 2, (16, 24), 40, targets, gc_on, TINY_TEXT, TINY_VISION, fake=True)
-                # the real run also counts the index tensors computed before the step (int64: 16 bytes per patch
-                # of rotary positions, and cu_seqlens)
-                same = 0 <= real["peak"] - fake["peak"] <= 16 * real["patches"] + 1024
-                bad += not same
-                print(f"{targets} gc={gc_on}: real {real['peak']:,} fake {fake['peak']:,} "
-                      f"{'agree' if same else 'DIFFERENT'}", flush=True)
+        # the real run also counts the index tensors computed before the step (int64: 16 bytes per patch of rotary
+        # positions, and cu_seqlens)
+        return H.check_pairs([(f"{targets} gc={gc_on}", ("tiny", 2, (16, 24), 40, targets, gc_on, TINY_TEXT,
+                                                         TINY_VISION))
+                              for targets in (TEXT_TARGETS, ALL_LINEAR) for gc_on in (True, False)], measure,
+                             lambda real, fake: 0 <= real["peak"] - fake["peak"] <= 16 * real["patches"] + 1024)
     finally:
         TOKEN_IDS = saved
-    return 1 if bad else 0
 
 
 def main(argv: list[str]) -> int:
     if "--check-fake" in argv:
         return check_fake()
-    only = [a for a in argv if not a.startswith("-")]
-    records = []
-    for name, images, hw, text, targets, gc_on in CONFIGS:
-        if only and not any(o in name for o in only):
-            continue
-        rec = measure(name, images, hw, text, targets, gc_on)
-        records.append(rec)
-        print(name, f"{rec['peak'] / 2**30:.2f} GiB at {rec['peak_at']} ({rec['seconds']} s)", flush=True)
-        kept = json.loads(OUT.read_text())["configs"] if OUT.exists() else []
-        kept = [r for r in kept if r["name"] != name] + [rec]
-        order = [c[0] for c in CONFIGS]
-        kept.sort(key=lambda r: order.index(r["name"]) if r["name"] in order else len(order))
-        OUT.write_text(json.dumps({"configs": kept}, indent=1) + "\n")
-    return 0
+    return H.run_configs(argv, CONFIGS, measure, OUT, sort=True)
 
 
 if __name__ == "__main__":
